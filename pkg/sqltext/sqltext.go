@@ -1,0 +1,242 @@
+// Package sqltext splits SQL text into statements and classifies them without
+// parsing the grammar. It knows where comments, string literals and quoted
+// identifiers start and end, which is all that splitting on ';' and finding a
+// statement's leading keyword need.
+//
+// The reference ReFoRCE code split on every ';', even inside string literals,
+// and turned trailing comments into "statements"; both cost LLM correction
+// calls. Split here ignores ';' inside quotes and comments and drops
+// comment-only fragments.
+package sqltext
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Options select dialect details of the lexer.
+type Options struct {
+	// BackslashEscapes: a backslash escapes the next character inside string
+	// literals (BigQuery, Snowflake); SQLite has no such escape.
+	BackslashEscapes bool
+	// DollarStrings: $$...$$ is a string literal (Snowflake).
+	DollarStrings bool
+}
+
+// tokenKind is what the lexer found at a position.
+type tokenKind int
+
+const (
+	tokWord tokenKind = iota + 1
+	tokString
+	tokQuotedIdent
+	tokComment
+	tokSemicolon
+	tokOpenParen
+	tokCloseParen
+	tokOther
+	tokSpace
+)
+
+type token struct {
+	kind       tokenKind
+	start, end int
+}
+
+// lex walks s and returns its tokens. An unterminated literal or comment runs
+// to the end of the text, as the engines would report it.
+func lex(s string, opt Options) []token {
+	var toks []token
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		start := i
+		switch {
+		case c == '-' && i+1 < len(s) && s[i+1] == '-':
+			j := strings.IndexByte(s[i:], '\n')
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += j
+			}
+			toks = append(toks, token{tokComment, start, i})
+		case c == '#' && opt.BackslashEscapes:
+			// BigQuery accepts '#' line comments.
+			j := strings.IndexByte(s[i:], '\n')
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += j
+			}
+			toks = append(toks, token{tokComment, start, i})
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			j := strings.Index(s[i+2:], "*/")
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += 2 + j + 2
+			}
+			toks = append(toks, token{tokComment, start, i})
+		case c == '\'' || c == '"' || c == '`':
+			i = endOfQuoted(s, i, c, opt.BackslashEscapes && c != '`')
+			kind := tokString
+			if c != '\'' {
+				kind = tokQuotedIdent
+			}
+			toks = append(toks, token{kind, start, i})
+		case c == '$' && opt.DollarStrings && i+1 < len(s) && s[i+1] == '$':
+			j := strings.Index(s[i+2:], "$$")
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += 2 + j + 2
+			}
+			toks = append(toks, token{tokString, start, i})
+		case c == ';':
+			i++
+			toks = append(toks, token{tokSemicolon, start, i})
+		case c == '(':
+			i++
+			toks = append(toks, token{tokOpenParen, start, i})
+		case c == ')':
+			i++
+			toks = append(toks, token{tokCloseParen, start, i})
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			for i < len(s) && strings.IndexByte(" \t\n\r\f\v", s[i]) >= 0 {
+				i++
+			}
+			toks = append(toks, token{tokSpace, start, i})
+		case isWordByte(c):
+			for i < len(s) && isWordByte(s[i]) {
+				i++
+			}
+			toks = append(toks, token{tokWord, start, i})
+		default:
+			i++
+			toks = append(toks, token{tokOther, start, i})
+		}
+	}
+	return toks
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 0x80 || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c))
+}
+
+// endOfQuoted returns the index just past the literal opened by quote at i.
+// A doubled quote is an escaped quote in every dialect.
+func endOfQuoted(s string, i int, quote byte, backslash bool) int {
+	i++
+	for i < len(s) {
+		switch {
+		case backslash && s[i] == '\\':
+			i += 2
+		case s[i] == quote:
+			if i+1 < len(s) && s[i+1] == quote {
+				i += 2
+				continue
+			}
+			return i + 1
+		default:
+			i++
+		}
+	}
+	return len(s)
+}
+
+// Split returns the statements in s, each trimmed, without the separating
+// semicolons. Fragments that hold only comments and space are dropped; a
+// comment that precedes a statement stays with it (exploration queries carry
+// their "--Description:" that way).
+func Split(s string, opt Options) []string {
+	var out []string
+	toks := lex(s, opt)
+	begin := 0
+	hasCode := false
+	flush := func(end int) {
+		if hasCode {
+			out = append(out, strings.TrimSpace(s[begin:end]))
+		}
+		hasCode = false
+	}
+	for _, t := range toks {
+		switch t.kind {
+		case tokSemicolon:
+			flush(t.start)
+			begin = t.end
+		case tokComment, tokSpace:
+		default:
+			hasCode = true
+		}
+	}
+	flush(len(s))
+	return out
+}
+
+// Statement describes one statement found by Inspect.
+type Statement struct {
+	// Text is the statement with surrounding space, trailing semicolons and
+	// trailing comments removed.
+	Text string
+	// Keyword is the first keyword, upper-cased (SELECT, WITH, INSERT...).
+	Keyword string
+	// Writes lists the write or DDL keywords found outside parentheses after
+	// the first keyword, e.g. the INSERT of "WITH x AS (...) INSERT ...".
+	Writes []string
+}
+
+// writeKeywords are statement-starting keywords that change data, schema or
+// session state.
+var writeKeywords = map[string]bool{
+	"INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "REPLACE": true,
+	"UPSERT": true, "CREATE": true, "DROP": true, "ALTER": true, "TRUNCATE": true,
+	"GRANT": true, "REVOKE": true, "ATTACH": true, "DETACH": true, "PRAGMA": true,
+	"VACUUM": true, "REINDEX": true, "ANALYZE": true, "COPY": true, "PUT": true,
+	"REMOVE": true, "CALL": true, "EXECUTE": true, "USE": true, "SET": true,
+	"UNSET": true, "BEGIN": true, "COMMIT": true, "ROLLBACK": true, "DECLARE": true,
+	"EXPORT": true, "LOAD": true, "UNDROP": true,
+}
+
+// Inspect returns the statements of s with their leading keyword. The
+// caller decides what to allow; see ReadOnly.
+func Inspect(s string, opt Options) []Statement {
+	var out []Statement
+	for _, text := range Split(s, opt) {
+		out = append(out, inspectOne(text, opt))
+	}
+	return out
+}
+
+func inspectOne(text string, opt Options) Statement {
+	st := Statement{}
+	toks := lex(text, opt)
+	depth := 0
+	lastCode := 0
+	for _, t := range toks {
+		switch t.kind {
+		case tokComment, tokSpace:
+			continue
+		case tokOpenParen:
+			if st.Keyword == "" {
+				// "(SELECT ...)" keeps looking for the first keyword.
+				lastCode = t.end
+				continue
+			}
+			depth++
+		case tokCloseParen:
+			if depth > 0 {
+				depth--
+			}
+		case tokWord:
+			w := strings.ToUpper(text[t.start:t.end])
+			if st.Keyword == "" {
+				st.Keyword = w
+			} else if depth == 0 && writeKeywords[w] {
+				st.Writes = append(st.Writes, w)
+			}
+		}
+		lastCode = t.end
+	}
+	st.Text = strings.TrimSpace(text[:lastCode])
+	return st
+}

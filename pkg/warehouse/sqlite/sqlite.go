@@ -1,0 +1,340 @@
+// Package sqlite is the read-only SQLite warehouse.
+//
+// Driver choice: modernc.org/sqlite, the pure-Go translation of SQLite. It
+// needs no cgo, so static binaries, minimal container images and
+// cross-compilation keep working; it interrupts a running statement when the
+// context ends and returns ctx.Err(); and it exposes SQLite's authorizer. Its
+// CPU cost on heavy aggregates (about 2x C) is small next to LLM latency.
+// mattn/go-sqlite3 needs cgo; ncruces/go-sqlite3's current release needs a
+// module this proxy refuses.
+//
+// Read-only in depth: the file is opened with mode=ro and query_only, but
+// mode=ro protects only the main file (ATTACH of a new file and PRAGMA
+// query_only=0 still work), so every connection also gets an authorizer that
+// allows only reads, and each statement passes warehouse.CheckReadOnly first.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Config configures one database file.
+type Config struct {
+	// Path of the .sqlite file.
+	Path string
+	// MaxOpenConns bounds the pool; every connection has its own page cache.
+	// Default 4.
+	MaxOpenConns int
+	// QueryTimeout bounds one query; a query stopped by it is reported to the
+	// caller as a *warehouse.QueryError ("interrupted"), because a too-slow
+	// query is something the model should fix. Default 60s; negative = none.
+	QueryTimeout time.Duration
+	// Immutable tells SQLite nobody writes the file (benchmark databases),
+	// which skips locking.
+	Immutable bool
+}
+
+// DB is a read-only SQLite warehouse, safe for concurrent use.
+type DB struct {
+	cfg Config
+	db  *sql.DB
+}
+
+// readPragmas may be read through pragma functions (pragma_table_info('t'))
+// by exploration queries; none of them changes anything when read.
+var readPragmas = map[string]bool{
+	"table_info": true, "table_xinfo": true, "table_list": true, "index_list": true,
+	"index_info": true, "index_xinfo": true, "foreign_key_list": true,
+	"database_list": true, "collation_list": true, "function_list": true,
+}
+
+// authorize allows reads only. Everything else, ATTACH and setting pragmas
+// included, is denied before the statement is compiled.
+func authorize(action msqlite.AuthorizerActionCode, arg1, arg2, _, _ string) msqlite.AuthorizerReturnCode {
+	switch action {
+	case msqlite.AuthSelect, msqlite.AuthRead, msqlite.AuthRecursive:
+		return msqlite.AuthorizerOK
+	case msqlite.AuthFunction:
+		if strings.EqualFold(arg2, "load_extension") {
+			return msqlite.AuthorizerDeny
+		}
+		return msqlite.AuthorizerOK
+	case msqlite.AuthPragma:
+		// arg2 is the pragma's argument (a table name for table_info); the
+		// listed pragmas only read whatever it is.
+		if readPragmas[strings.ToLower(arg1)] {
+			return msqlite.AuthorizerOK
+		}
+	}
+	return msqlite.AuthorizerDeny
+}
+
+// connector opens connections through a private driver so the authorizer
+// hook applies only to quorum's connections, without global registration.
+type connector struct {
+	dsn string
+	drv *msqlite.Driver
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c *connector) Driver() driver.Driver                         { return c.drv }
+
+// Open opens cfg.Path read-only.
+func Open(cfg Config) (*DB, error) {
+	if cfg.MaxOpenConns <= 0 {
+		cfg.MaxOpenConns = 4
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = 60 * time.Second
+	}
+	abs, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite database %s: %w", cfg.Path, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite database %s: %w (check the path or --sqlite-dir)", cfg.Path, err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("sqlite database %s is a directory, not a .sqlite file", cfg.Path)
+	}
+	cfg.Path = abs
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("_query_only", "1")
+	if cfg.Immutable {
+		q.Set("immutable", "1")
+	}
+	drv := &msqlite.Driver{}
+	drv.RegisterConnectionHook(func(c msqlite.ExecQuerierContext, _ string) error {
+		reg, ok := c.(msqlite.AuthorizerRegisterer)
+		if !ok {
+			return errors.New("sqlite driver connection has no authorizer; refusing to open read-write")
+		}
+		return reg.RegisterAuthorizer(authorize)
+	})
+	// The path goes in verbatim (not URL-escaped as a whole) so that SQLite
+	// sees the file name; only '?' and '#' would confuse the URI parser.
+	path := strings.NewReplacer("?", "%3f", "#", "%23").Replace(abs)
+	db := sql.OpenDB(&connector{dsn: "file:" + path + "?" + q.Encode(), drv: drv})
+	db.SetMaxOpenConns(cfg.MaxOpenConns)
+	db.SetMaxIdleConns(cfg.MaxOpenConns)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
+	}
+	return &DB{cfg: cfg, db: db}, nil
+}
+
+// Path is the absolute path of the database file.
+func (d *DB) Path() string { return d.cfg.Path }
+
+// Dialect implements warehouse.Warehouse.
+func (d *DB) Dialect() warehouse.Dialect { return warehouse.SQLite }
+
+// Close closes the pool.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Query implements warehouse.Warehouse.
+func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*warehouse.Result, error) {
+	stmt, err := warehouse.CheckReadOnly(warehouse.SQLite, query)
+	if err != nil {
+		return nil, err
+	}
+	qctx := ctx
+	if d.cfg.QueryTimeout > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, d.cfg.QueryTimeout)
+		defer cancel()
+	}
+	conn, err := d.db.Conn(qctx)
+	if err != nil {
+		return nil, d.classify(ctx, qctx, err)
+	}
+	defer conn.Close()
+
+	run := stmt
+	if wrapped, ok := d.textPreservingQuery(qctx, conn, stmt); ok {
+		run = wrapped
+	}
+	res, err := d.scan(qctx, conn, run, lim)
+	if err != nil {
+		return nil, d.classify(ctx, qctx, err)
+	}
+	return res, nil
+}
+
+// classify turns a driver error into what callers expect: the caller's own
+// cancellation as a plain error, quorum's per-query timeout and engine errors
+// as *warehouse.QueryError with the engine's text.
+func (d *DB) classify(parent, qctx context.Context, err error) error {
+	if parent.Err() != nil {
+		return fmt.Errorf("sqlite query on %s: %w", d.cfg.Path, parent.Err())
+	}
+	if qctx.Err() != nil {
+		return &warehouse.QueryError{Dialect: warehouse.SQLite,
+			Message: fmt.Sprintf("interrupted: the query ran longer than %s", d.cfg.QueryTimeout)}
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		return &warehouse.QueryError{Dialect: warehouse.SQLite, Message: se.Error()}
+	}
+	return fmt.Errorf("sqlite query on %s: %w", d.cfg.Path, err)
+}
+
+// textPreservingQuery works around the driver's date handling. modernc (like
+// mattn and ncruces) turns TEXT values of columns declared DATE, DATETIME or
+// TIMESTAMP into time.Time, losing the stored text that Python's sqlite3
+// (and so every Spider 2.0 gold file) returns. A cheap LIMIT 0 probe reads
+// the declared types; when one of those appears, the statement is re-run
+// inside a CTE whose outputs are "+col", a no-op on the value that drops the
+// declared type. Column names are kept as aliases.
+func (d *DB) textPreservingQuery(ctx context.Context, conn *sql.Conn, stmt string) (string, bool) {
+	rows, err := conn.QueryContext(ctx, "SELECT * FROM (\n"+stmt+"\n) LIMIT 0")
+	if err != nil {
+		return "", false // the real run reports the engine's error verbatim
+	}
+	types, err := rows.ColumnTypes()
+	rows.Close()
+	if err != nil {
+		return "", false
+	}
+	needed := false
+	for _, t := range types {
+		switch strings.ToUpper(t.DatabaseTypeName()) {
+		case "DATE", "DATETIME", "TIMESTAMP":
+			needed = true
+		}
+	}
+	if !needed {
+		return "", false
+	}
+	cols := make([]string, len(types))
+	sel := make([]string, len(types))
+	for i, t := range types {
+		cols[i] = "c" + strconv.Itoa(i)
+		sel[i] = "+\"c" + strconv.Itoa(i) + "\" AS \"" + strings.ReplaceAll(t.Name(), `"`, `""`) + "\""
+	}
+	return "WITH \"quorum_q\"(" + strings.Join(cols, ",") + ") AS (\n" + stmt + "\n) SELECT " +
+		strings.Join(sel, ", ") + " FROM \"quorum_q\"", true
+}
+
+func (d *DB) scan(ctx context.Context, conn *sql.Conn, stmt string, lim warehouse.Limits) (*warehouse.Result, error) {
+	rows, err := conn.QueryContext(ctx, stmt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, err
+	}
+	res := &warehouse.Result{Columns: make([]warehouse.Column, len(types))}
+	for i, t := range types {
+		res.Columns[i] = warehouse.Column{Name: t.Name(), Type: t.DatabaseTypeName()}
+	}
+	dest := make([]any, len(types))
+	ptrs := make([]any, len(types))
+	for i := range dest {
+		ptrs[i] = &dest[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]warehouse.Value, len(dest))
+		for i, v := range dest {
+			row[i] = toValue(v)
+		}
+		if !res.Append(row, lim) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func toValue(v any) warehouse.Value {
+	switch x := v.(type) {
+	case nil:
+		return warehouse.Value{}
+	case int64:
+		return warehouse.IntValue(x)
+	case float64:
+		return warehouse.FloatValue(x)
+	case string:
+		return warehouse.TextValue(x)
+	case []byte:
+		return warehouse.BytesValue(x)
+	case bool:
+		return warehouse.BoolValue(x)
+	case time.Time:
+		// Only reachable if the probe missed a date column; keep SQLite's
+		// own text form.
+		return warehouse.TextValue(x.Format("2006-01-02 15:04:05"))
+	}
+	return warehouse.TextValue(fmt.Sprint(v))
+}
+
+// Set keeps one pool per database file for processes that serve many
+// databases (a worker over a whole benchmark).
+type Set struct {
+	// Base is applied to every database opened through the set.
+	Base Config
+
+	mu  sync.Mutex
+	dbs map[string]*DB
+}
+
+// Get returns the pool for path, opening it on first use.
+func (s *Set) Get(path string) (*DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite database %s: %w", path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if db, ok := s.dbs[abs]; ok {
+		return db, nil
+	}
+	cfg := s.Base
+	cfg.Path = abs
+	db, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.dbs == nil {
+		s.dbs = make(map[string]*DB)
+	}
+	s.dbs[abs] = db
+	return db, nil
+}
+
+// Close closes every pool in the set.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, db := range s.dbs {
+		errs = append(errs, db.Close())
+	}
+	s.dbs = nil
+	return errors.Join(errs...)
+}

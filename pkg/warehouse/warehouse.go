@@ -1,0 +1,105 @@
+// Package warehouse is the query interface every agent stage uses: run one
+// read statement under a context and limits, get a typed result table, or the
+// engine's error text verbatim (the agents show it to the model).
+//
+// Implementations live in subpackages (sqlite; snowflake and bigquery later).
+package warehouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/sqltext"
+)
+
+// Dialect names a SQL engine family.
+type Dialect string
+
+// The dialects Spider 2.0 uses.
+const (
+	SQLite    Dialect = "sqlite"
+	Snowflake Dialect = "snowflake"
+	BigQuery  Dialect = "bigquery"
+)
+
+// ParseDialect accepts a dialect name in any case.
+func ParseDialect(s string) (Dialect, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	case "snowflake", "sf":
+		return Snowflake, nil
+	case "bigquery", "bq":
+		return BigQuery, nil
+	}
+	return "", fmt.Errorf("unknown dialect %q: use sqlite, snowflake or bigquery", s)
+}
+
+// LexOptions are the sqltext options for the dialect's literals.
+func (d Dialect) LexOptions() sqltext.Options {
+	switch d {
+	case BigQuery:
+		return sqltext.Options{BackslashEscapes: true}
+	case Snowflake:
+		return sqltext.Options{BackslashEscapes: true, DollarStrings: true}
+	}
+	return sqltext.Options{}
+}
+
+// Limits bound what one query may return. Zero means no limit. A capped
+// result is marked Truncated; nothing is cut silently.
+type Limits struct {
+	MaxRows  int
+	MaxBytes int64
+}
+
+// Warehouse runs read-only queries against one database.
+type Warehouse interface {
+	Dialect() Dialect
+	// Query runs a single read statement. Engine errors (syntax, missing
+	// column, refused statements) come back as *QueryError; anything else
+	// (cancelled context, lost connection) as a plain error.
+	Query(ctx context.Context, sql string, lim Limits) (*Result, error)
+	Close() error
+}
+
+// QueryError is an error the engine (or quorum's read-only guard) reported
+// about the statement itself. Its Message is shown to the model verbatim.
+type QueryError struct {
+	Dialect Dialect
+	// Message is the engine's text, unchanged.
+	Message string
+	// Refused is set when quorum refused the statement before it reached the
+	// engine (not a single read statement).
+	Refused bool
+}
+
+func (e *QueryError) Error() string { return e.Message }
+
+// CheckReadOnly returns the one read statement in sql (trimmed, without a
+// trailing semicolon) or a *QueryError saying why it is refused. It is the
+// first layer of protection; engines add their own (the SQLite authorizer,
+// a read-only role, BigQuery's dry-run statement type).
+func CheckReadOnly(d Dialect, sql string) (string, error) {
+	stmts := sqltext.Inspect(sql, d.LexOptions())
+	refuse := func(format string, args ...any) error {
+		return &QueryError{Dialect: d, Refused: true,
+			Message: "quorum refused the statement: " + fmt.Sprintf(format, args...) +
+				"; send exactly one read-only SELECT or WITH query"}
+	}
+	switch {
+	case len(stmts) == 0:
+		return "", refuse("the SQL text is empty")
+	case len(stmts) > 1:
+		return "", refuse("found %d statements", len(stmts))
+	}
+	st := stmts[0]
+	if st.Keyword != "SELECT" && st.Keyword != "WITH" {
+		return "", refuse("%s is not a read statement", st.Keyword)
+	}
+	if len(st.Writes) > 0 {
+		return "", refuse("the query contains %s", strings.Join(st.Writes, ", "))
+	}
+	return st.Text, nil
+}
