@@ -92,7 +92,7 @@ type connector struct {
 }
 
 func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c *connector) Driver() driver.Driver                         { return c.drv }
+func (c *connector) Driver() driver.Driver                        { return c.drv }
 
 // Open opens cfg.Path read-only.
 func Open(cfg Config) (*DB, error) {
