@@ -1,0 +1,183 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Mode is what the prediction files hold.
+type Mode string
+
+// Evaluation modes, as in Spider 2.0's evaluate.py.
+const (
+	ModeExecResult Mode = "exec_result"
+	ModeSQL        Mode = "sql"
+)
+
+// ParseMode checks a --mode value.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case ModeExecResult, ModeSQL:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("unknown evaluation mode %q: use exec_result or sql", s)
+}
+
+// SQLRunner executes a predicted SQL on the database of an instance (sql
+// mode). The dataset package provides one.
+type SQLRunner interface {
+	RunInstanceSQL(ctx context.Context, instanceID, sql string) (*warehouse.Result, warehouse.Dialect, error)
+}
+
+// Config configures an evaluation.
+type Config struct {
+	// GoldDir holds one *_eval.jsonl and exec_result/.
+	GoldDir string
+	// PredDir holds <instance_id>.csv or <instance_id>.sql files.
+	PredDir string
+	Mode    Mode
+	// Runner executes predictions in sql mode.
+	Runner SQLRunner
+}
+
+// InstanceScore is one instance's verdict.
+type InstanceScore struct {
+	InstanceID string `json:"instance_id"`
+	Score      int    `json:"score"`
+	Error      string `json:"error"`
+}
+
+// Report is an evaluation's result; its JSON form is what `quorum eval
+// --json` prints.
+type Report struct {
+	Instances []InstanceScore `json:"instances"`
+	Correct   int             `json:"correct"`
+	Total     int             `json:"total"`
+	EX        float64         `json:"ex"`
+	// Ignored lists prediction files whose id has no line in the eval
+	// config; the official evaluator skips them too.
+	Ignored []string `json:"-"`
+}
+
+// Evaluate scores every prediction whose instance has an eval config line.
+// Like the official evaluator, any failure on an instance scores 0 and is
+// recorded; only problems with the folders themselves return an error.
+func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
+	specPath, err := FindSpecFile(cfg.GoldDir)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := LoadSpecs(specPath)
+	if err != nil {
+		return nil, err
+	}
+	resultDir := filepath.Join(cfg.GoldDir, "exec_result")
+	if st, err := os.Stat(resultDir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("gold folder %s has no exec_result/ directory of gold CSVs", cfg.GoldDir)
+	}
+	ext := ".csv"
+	if cfg.Mode == ModeSQL {
+		ext = ".sql"
+		if cfg.Runner == nil {
+			return nil, errors.New("sql mode executes the predictions and needs the dataset (--dataset DIR)")
+		}
+	}
+	entries, err := os.ReadDir(cfg.PredDir)
+	if err != nil {
+		return nil, fmt.Errorf("prediction folder: %w", err)
+	}
+	rep := &Report{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ext) {
+			continue
+		}
+		id := strings.TrimSuffix(e.Name(), ext)
+		spec, ok := specs[id]
+		if !ok {
+			rep.Ignored = append(rep.Ignored, e.Name())
+			continue
+		}
+		s := InstanceScore{InstanceID: id}
+		ok, err := scoreOne(ctx, cfg, resultDir, filepath.Join(cfg.PredDir, e.Name()), id, spec)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			s.Error = err.Error()
+		case ok:
+			s.Score = 1
+		default:
+			s.Error = "result mismatch: the prediction does not match any gold result"
+		}
+		rep.Instances = append(rep.Instances, s)
+	}
+	sort.Slice(rep.Instances, func(i, j int) bool { return rep.Instances[i].InstanceID < rep.Instances[j].InstanceID })
+	for _, s := range rep.Instances {
+		rep.Correct += s.Score
+	}
+	rep.Total = len(rep.Instances)
+	if rep.Total > 0 {
+		rep.EX = float64(rep.Correct) / float64(rep.Total)
+	}
+	return rep, nil
+}
+
+func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, spec Spec) (bool, error) {
+	data, err := os.ReadFile(predPath)
+	if err != nil {
+		return false, err
+	}
+	var pred *Frame
+	if cfg.Mode == ModeSQL {
+		pred, err = executePrediction(ctx, cfg.Runner, id, string(data))
+	} else {
+		pred, err = ReadCSV(data)
+		if err != nil {
+			err = fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	return ScoreAgainstGold(pred, resultDir, id, spec)
+}
+
+var sqlFence = regexp.MustCompile("(?s)```sql\n(.*?)\n```")
+
+// PredictionSQL extracts the query from a .sql prediction: the first
+// ```sql fenced block if there is one, else the whole file.
+func PredictionSQL(text string) string {
+	if m := sqlFence.FindStringSubmatch(text); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	return text
+}
+
+// executePrediction runs the SQL and reads its result back through CSV, as
+// the official sql mode does, so types follow the same pandas rules.
+func executePrediction(ctx context.Context, r SQLRunner, id, text string) (*Frame, error) {
+	res, dialect, err := r.RunInstanceSQL(ctx, id, PredictionSQL(text))
+	if err != nil {
+		return nil, err
+	}
+	if dialect != warehouse.SQLite && res.RowCount() == 0 {
+		// The official BigQuery and Snowflake paths score an empty result 0.
+		return nil, errors.New("no data found: the query returned no rows")
+	}
+	return FrameFromResult(res)
+}
+
+// FrameFromResult renders a query result to CSV and reads it back, which is
+// how both the evaluator and ReFoRCE's vote see a result.
+func FrameFromResult(res *warehouse.Result) (*Frame, error) {
+	return ReadCSV([]byte(res.CSV()))
+}
