@@ -184,10 +184,10 @@ func TestVectorsUpcast(t *testing.T) {
 		csv  string
 		want string // str() of the first column's first element
 	}{
-		{"a,b\n10,20\n", "10"},      // all int64: ints
-		{"a,b\n10,2.5\n", "10.0"},   // int64 with float64: floats
-		{"a,b\n10,x\n", "10"},       // with text: own types
-		{"a,b\n10,true\n", "10"},    // bool with numbers: own types
+		{"a,b\n10,20\n", "10"},    // all int64: ints
+		{"a,b\n10,2.5\n", "10.0"}, // int64 with float64: floats
+		{"a,b\n10,x\n", "10"},     // with text: own types
+		{"a,b\n10,true\n", "10"},  // bool with numbers: own types
 		{"a,b\ntrue,false\n", "True"},
 		{"a,b\n10,18446744073709551615\n", "10.0"}, // int64 with uint64: floats
 	}

@@ -139,8 +139,8 @@ func tokenize(s string) ([]record, error) {
 		}
 		rec := record{line: line}
 		var field strings.Builder
-		quoted := false   // inside a quoted section
-		afterQ := false   // just saw a quote inside a quoted section
+		quoted := false // inside a quoted section
+		afterQ := false // just saw a quote inside a quoted section
 		endRecord := false
 		for i < len(s) && !endRecord {
 			c := s[i]

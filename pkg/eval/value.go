@@ -32,13 +32,13 @@ type PyValue struct {
 }
 
 // Constructors.
-func NaN() PyValue             { return PyValue{Kind: PyNaN} }
-func Int(i int64) PyValue      { return PyValue{Kind: PyInt, I: i} }
-func Uint(u uint64) PyValue    { return PyValue{Kind: PyInt, U: u, Unsigned: true} }
-func Float(f float64) PyValue  { return PyValue{Kind: PyFloat, F: f} }
-func Boolean(b bool) PyValue   { return PyValue{Kind: PyBool, B: b} }
-func Str(s string) PyValue     { return PyValue{Kind: PyStr, S: s} }
-func (v PyValue) IsNaN() bool  { return v.Kind == PyNaN }
+func NaN() PyValue            { return PyValue{Kind: PyNaN} }
+func Int(i int64) PyValue     { return PyValue{Kind: PyInt, I: i} }
+func Uint(u uint64) PyValue   { return PyValue{Kind: PyInt, U: u, Unsigned: true} }
+func Float(f float64) PyValue { return PyValue{Kind: PyFloat, F: f} }
+func Boolean(b bool) PyValue  { return PyValue{Kind: PyBool, B: b} }
+func Str(s string) PyValue    { return PyValue{Kind: PyStr, S: s} }
+func (v PyValue) IsNaN() bool { return v.Kind == PyNaN }
 func (v PyValue) IsNumber() bool {
 	// bool is a subclass of int in Python; NaN is a float.
 	return v.Kind == PyInt || v.Kind == PyFloat || v.Kind == PyBool || v.Kind == PyNaN
