@@ -1,0 +1,53 @@
+# quorum: make demo runs the demo job, make test runs the tests.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+DEMO    := examples/demo
+GOLD    := $(DEMO)/evaluation_suite/gold
+
+.PHONY: all build demo test deps race bench lint generate clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/quorum ./cmd/quorum
+
+# demo inspects the bundled demo dataset and scores its gold SQL with the
+# Spider 2.0 evaluator (the agents' issues make it run ReFoRCE end to end).
+demo: build
+	./bin/quorum inspect --strict $(DEMO)
+	./bin/quorum eval --mode sql --gold $(GOLD) --pred $(GOLD)/sql --dataset $(DEMO)
+
+# deps installs what the tests need when it is missing: redis-server, which
+# the rate-limit and runtime tests start on a free port.
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing redis-server"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get install -y redis-server >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y redis-server; }; \
+	}
+	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required: apt-get install -y redis-server"; exit 1; }
+
+test: deps lint
+	$(GO) test -count=1 ./...
+	$(MAKE) race
+
+# race runs the race detector on the packages with concurrency.
+race:
+	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# generate rebuilds the demo dataset from its deterministic generator.
+generate:
+	$(GO) generate ./examples/demo/...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const demo = "../../examples/demo"
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// TestGoldSQLScoresFullMarks runs every demo gold SQL through sql mode: the
+// warehouse, CSV rendering and evaluator must agree with the gold CSVs.
+func TestGoldSQLScoresFullMarks(t *testing.T) {
+	t.Parallel()
+	gold := filepath.Join(demo, "evaluation_suite", "gold")
+	out, err := run(t, "eval", "--mode", "sql", "--json", "--gold", gold, "--pred", filepath.Join(gold, "sql"), "--dataset", demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Instances []map[string]any `json:"instances"`
+		Correct   int              `json:"correct"`
+		Total     int              `json:"total"`
+		EX        float64          `json:"ex"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	if rep.Total < 40 || rep.Correct != rep.Total || rep.EX != 1 {
+		for _, i := range rep.Instances {
+			if i["score"].(float64) != 1 {
+				t.Errorf("%v: %v", i["instance_id"], i["error"])
+			}
+		}
+		t.Fatalf("EX %v (%d/%d), want 1.0 over the whole demo", rep.EX, rep.Correct, rep.Total)
+	}
+	for _, k := range []string{"instance_id", "score", "error"} {
+		if _, ok := rep.Instances[0][k]; !ok || len(rep.Instances[0]) != 3 {
+			t.Errorf("instance object %v, want exactly instance_id, score, error", rep.Instances[0])
+		}
+	}
+}
+
+func TestEvalExecResultWithWrongAnswers(t *testing.T) {
+	t.Parallel()
+	gold := filepath.Join(demo, "evaluation_suite", "gold")
+	pred := t.TempDir()
+	// local001: right answer; local002: wrong; local003: unreadable file.
+	right, err := os.ReadFile(filepath.Join(gold, "exec_result", "local001.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(pred, "local001.csv"), right, 0o644)
+	os.WriteFile(filepath.Join(pred, "local002.csv"), []byte("n\n99999\n"), 0o644)
+	os.WriteFile(filepath.Join(pred, "local003.csv"), nil, 0o644)
+	os.WriteFile(filepath.Join(pred, "unknown999.csv"), right, 0o644)
+	out, err := run(t, "eval", "--gold", gold, "--pred", pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"local001  1", "local002  0", "result mismatch", "local003  0", "no columns to parse", "ignored unknown999.csv", "EX: 0.3333 (1 of 3 correct)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEvalBadInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval", "--pred", "x"}, "--gold and --pred are required"},
+		{[]string{"eval", "--gold", t.TempDir(), "--pred", t.TempDir()}, "has no *_eval.jsonl"},
+		{[]string{"eval", "--gold", "g", "--pred", "p", "--mode", "csv"}, "unknown evaluation mode"},
+		{[]string{"eval", "--gold", filepath.Join(demo, "evaluation_suite", "gold"), "--pred", t.TempDir(), "--mode", "sql"}, "pass --dataset"},
+		{[]string{"inspect", filepath.Join(t.TempDir(), "nope")}, "dataset folder"},
+		{[]string{"inspect", demo, "--dialect", "oracle"}, "unknown dialect"},
+	}
+	for _, tt := range tests {
+		_, err := run(t, tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want it to contain %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestInspectDemo(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "inspect", "--strict", demo)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"Examples: 44, runnable 44", "sqlite/shop", "29      279", "Problems: none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInspectListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "t.jsonl"), []byte("{\"instance_id\":\"local1\",\"db\":\"a\",\"question\":\"q\"}\nnot json\n{\"instance_id\":\"bq2\",\"db\":\"b\",\"question\":\"q\"}\n"), 0o644)
+	out, err := run(t, "inspect", "--strict", root)
+	if err == nil || exitCode(err) != 2 {
+		t.Fatalf("err = %v, want exit status 2 with --strict", err)
+	}
+	for _, want := range []string{"Problems: 3", "t.jsonl:1: local1: missing sqlite file", "t.jsonl:2: malformed JSON line", "t.jsonl:3: bq2: unknown database"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

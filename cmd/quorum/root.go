@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a specific exit status (e.g. inspect --strict finding
+// problems) without printing usage.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "quorum",
+		Short: "Distributed Text-to-SQL agent runner (ReFoRCE, PExA, RAISE) for Spider 2.0-style workloads",
+		Long: `quorum runs Text-to-SQL agents over benchmark datasets and enterprise
+workloads, within the LLM and warehouse quotas of a cluster.
+
+Start with:
+  quorum inspect examples/demo            what a dataset holds and what is wrong with it
+  quorum eval --gold DIR --pred DIR       score predictions with Spider 2.0's rules`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newVersionCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print quorum's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.Println("quorum", version)
+			return nil
+		},
+	}
+}

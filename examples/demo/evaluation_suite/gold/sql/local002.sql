@@ -1,0 +1,1 @@
+SELECT COUNT(*) AS discontinued_products FROM products WHERE discontinued = 1

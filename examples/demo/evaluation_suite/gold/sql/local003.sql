@@ -1,0 +1,1 @@
+SELECT name FROM categories WHERE parent_id IS NULL ORDER BY name

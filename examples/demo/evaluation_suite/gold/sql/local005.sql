@@ -1,0 +1,1 @@
+SELECT channel, COUNT(*) AS orders FROM orders GROUP BY channel

@@ -1,0 +1,1 @@
+SELECT ROUND(100.0 * SUM(method = 'card') / COUNT(*), 2) AS card_pct FROM payments

@@ -1,0 +1,1 @@
+SELECT COUNT(DISTINCT session_id) AS sessions FROM events_20240305
