@@ -243,3 +243,32 @@ func TestPythonJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadSnowLayout(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	schema := filepath.Join(root, "resource", "databases", "GA360", "GOOGLE_ANALYTICS_SAMPLE")
+	if err := os.MkdirAll(schema, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(schema, "DDL.csv"), []byte("table_name,description,DDL\nGA_SESSIONS_20170801,,\"create or replace TABLE GA_SESSIONS_20170801 (\n\t\"\"visitId\"\" NUMBER(38,0)\n);\"\n"), 0o644)
+	os.WriteFile(filepath.Join(schema, "GA_SESSIONS_20170801.json"), []byte(`{"table_name":"GOOGLE_ANALYTICS_SAMPLE.GA_SESSIONS_20170801","table_fullname":"GA360.GOOGLE_ANALYTICS_SAMPLE.GA_SESSIONS_20170801","column_names":["visitId"],"column_types":["NUMBER"],"description":[null],"sample_rows":[{"visitId":1}]}`), 0o644)
+	os.WriteFile(filepath.Join(root, "spider2-snow.jsonl"), []byte(`{"instance_id": "sf_bq001", "instruction": "Count visits.", "db_id": "GA360", "external_knowledge": null}`+"\n"), 0o644)
+	ds, err := Load(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := ds.Example("sf_bq001")
+	if !ok || e.Dialect != warehouse.Snowflake || e.Question != "Count visits." || e.DB != "GA360" || len(ds.Problems) > 0 {
+		t.Fatalf("example %+v problems %v", e, ds.Problems)
+	}
+	db, _ := ds.Database(e)
+	s, probs, err := LoadSchema(db)
+	if err != nil || len(probs) > 0 {
+		t.Fatal(err, probs)
+	}
+	tb := s.Folders[0].Tables[0]
+	if s.Folders[0].Path != "GOOGLE_ANALYTICS_SAMPLE" || tb.Name != "GA_SESSIONS_20170801" || !tb.HasJSON || tb.FullName != "GA360.GOOGLE_ANALYTICS_SAMPLE.GA_SESSIONS_20170801" {
+		t.Errorf("schema %+v table %+v", s.Folders[0], tb)
+	}
+}
