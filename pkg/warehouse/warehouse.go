@@ -103,3 +103,30 @@ func CheckReadOnly(d Dialect, sql string) (string, error) {
 	}
 	return st.Text, nil
 }
+
+// Gate admits queries (a warehouse's QPS and concurrency quota).
+type Gate interface {
+	Acquire(ctx context.Context) (release func(), err error)
+}
+
+// Gated runs every query of W through G.
+type Gated struct {
+	W Warehouse
+	G Gate
+}
+
+// Dialect implements Warehouse.
+func (g *Gated) Dialect() Dialect { return g.W.Dialect() }
+
+// Close implements Warehouse.
+func (g *Gated) Close() error { return g.W.Close() }
+
+// Query waits for the gate, then runs the query.
+func (g *Gated) Query(ctx context.Context, sql string, lim Limits) (*Result, error) {
+	release, err := g.G.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return g.W.Query(ctx, sql, lim)
+}

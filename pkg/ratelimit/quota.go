@@ -1,0 +1,155 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// LLMQuota is a provider's limits for one model. Zero means unlimited.
+type LLMQuota struct {
+	RequestsPerMinute float64
+	TokensPerMinute   float64
+	// RequestBurst and TokenBurst default to one second's worth, the
+	// granularity at which providers enforce per-minute limits.
+	RequestBurst float64
+	TokenBurst   float64
+}
+
+func (q LLMQuota) rates() (req, tok Rate) {
+	if q.RequestsPerMinute > 0 {
+		b := q.RequestBurst
+		if b <= 0 {
+			b = math.Max(1, math.Floor(q.RequestsPerMinute/60))
+		}
+		req = PerMinute(q.RequestsPerMinute, b)
+	}
+	if q.TokensPerMinute > 0 {
+		b := q.TokenBurst
+		if b <= 0 {
+			b = math.Max(1, math.Floor(q.TokensPerMinute/60))
+		}
+		tok = PerMinute(q.TokensPerMinute, b)
+	}
+	return req, tok
+}
+
+// LLMBudget applies per-model quotas shared by every process that uses the
+// same Redis and Scope (one provider account).
+type LLMBudget struct {
+	Limiter *Limiter
+	// Scope names the account the quotas belong to (e.g. "openai").
+	Scope string
+	// Quotas by model name; Default for models not listed.
+	Quotas  map[string]LLMQuota
+	Default LLMQuota
+}
+
+func (b *LLMBudget) quota(model string) LLMQuota {
+	if q, ok := b.Quotas[model]; ok {
+		return q
+	}
+	return b.Default
+}
+
+// Acquire waits until model's request and token budgets admit one call
+// estimated at tokens (prompt plus maximum completion). The returned settle
+// function reconciles the estimate with the real usage after the call.
+func (b *LLMBudget) Acquire(ctx context.Context, model string, tokens int) (settle func(ctx context.Context, actual int), err error) {
+	req, tok := b.quota(model).rates()
+	group := b.Scope + ":" + model
+	var claims []Claim
+	if req.Limit > 0 {
+		claims = append(claims, Claim{Key: "llm:" + group + ":rpm", Rate: req, Units: 1})
+	}
+	if tok.Limit > 0 && tokens > 0 {
+		claims = append(claims, Claim{Key: "llm:" + group + ":tpm", Rate: tok, Units: float64(tokens)})
+	}
+	noop := func(context.Context, int) {}
+	if len(claims) == 0 {
+		return noop, nil
+	}
+	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
+		return noop, err
+	}
+	if tok.Limit <= 0 || tokens <= 0 {
+		return noop, nil
+	}
+	return func(ctx context.Context, actual int) {
+		if actual >= 0 && actual != tokens {
+			_ = b.Limiter.Adjust(ctx, "llm:"+group+":tpm", tok, float64(actual-tokens))
+		}
+	}, nil
+}
+
+// Cooldown pauses all calls to model for d, cluster-wide.
+func (b *LLMBudget) Cooldown(ctx context.Context, model string, d time.Duration) error {
+	return b.Limiter.Cooldown(ctx, b.Scope+":"+model, d)
+}
+
+// WarehouseQuota limits one warehouse. Zero means unlimited.
+type WarehouseQuota struct {
+	QueriesPerSecond float64
+	Burst            float64
+	MaxConcurrent    int
+	// Lease is how long a concurrency slot survives a dead holder (default
+	// 30s); live holders renew it.
+	Lease time.Duration
+}
+
+// WarehouseGate admits queries to one warehouse within its quota.
+type WarehouseGate struct {
+	l    *Limiter
+	name string
+	qps  Rate
+	sem  *Semaphore
+}
+
+// WarehouseGate returns the gate for the named warehouse.
+func (l *Limiter) WarehouseGate(name string, q WarehouseQuota) (*WarehouseGate, error) {
+	g := &WarehouseGate{l: l, name: name}
+	if q.QueriesPerSecond > 0 {
+		b := q.Burst
+		if b <= 0 {
+			b = math.Max(1, math.Floor(q.QueriesPerSecond))
+		}
+		g.qps = PerSecond(q.QueriesPerSecond, b)
+	}
+	if q.MaxConcurrent > 0 {
+		lease := q.Lease
+		if lease == 0 {
+			lease = 30 * time.Second
+		}
+		sem, err := l.Semaphore("wh:"+name, q.MaxConcurrent, lease)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %s: %w", name, err)
+		}
+		g.sem = sem
+	}
+	return g, nil
+}
+
+// Acquire waits for a concurrency slot and a query start under the QPS
+// limit. Call release when the query ends.
+func (g *WarehouseGate) Acquire(ctx context.Context) (release func(), err error) {
+	release = func() {}
+	if g.sem != nil {
+		p, err := g.sem.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		release = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = p.Release(ctx)
+			cancel()
+		}
+	}
+	if g.qps.Limit > 0 {
+		if _, err := g.l.Wait(ctx, "wh:"+g.name, Claim{Key: "wh:" + g.name + ":qps", Rate: g.qps, Units: 1}); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
+}
