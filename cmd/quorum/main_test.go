@@ -92,6 +92,8 @@ func TestEvalBadInput(t *testing.T) {
 		{[]string{"eval", "--gold", filepath.Join(demo, "evaluation_suite", "gold"), "--pred", t.TempDir(), "--mode", "sql"}, "pass --dataset"},
 		{[]string{"inspect", filepath.Join(t.TempDir(), "nope")}, "dataset folder"},
 		{[]string{"inspect", demo, "--dialect", "oracle"}, "unknown dialect"},
+		{[]string{"llmsim"}, "--dataset is required"},
+		{[]string{"llmsim", "--dataset", demo, "--addr", "not-an-address"}, "--addr not-an-address"},
 	}
 	for _, tt := range tests {
 		_, err := run(t, tt.args...)

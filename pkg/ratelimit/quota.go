@@ -11,8 +11,10 @@ import (
 type LLMQuota struct {
 	RequestsPerMinute float64
 	TokensPerMinute   float64
-	// RequestBurst and TokenBurst default to one second's worth, the
-	// granularity at which providers enforce per-minute limits.
+	// RequestBurst and TokenBurst default to four fifths of one second's
+	// worth: providers enforce per-minute limits at about one-second
+	// granularity, and the fifth left over absorbs network jitter between
+	// our schedule and the provider's clock.
 	RequestBurst float64
 	TokenBurst   float64
 }
@@ -21,14 +23,14 @@ func (q LLMQuota) rates() (req, tok Rate) {
 	if q.RequestsPerMinute > 0 {
 		b := q.RequestBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(q.RequestsPerMinute/60))
+			b = math.Max(1, math.Floor(0.8*q.RequestsPerMinute/60))
 		}
 		req = PerMinute(q.RequestsPerMinute, b)
 	}
 	if q.TokensPerMinute > 0 {
 		b := q.TokenBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(q.TokensPerMinute/60))
+			b = math.Max(1, math.Floor(0.8*q.TokensPerMinute/60))
 		}
 		tok = PerMinute(q.TokensPerMinute, b)
 	}

@@ -240,3 +240,26 @@ func inspectOne(text string, opt Options) Statement {
 	st.Text = strings.TrimSpace(text[:lastCode])
 	return st
 }
+
+// Word is one bare word of SQL text (keyword, identifier or number), outside
+// strings, quoted identifiers and comments.
+type Word struct {
+	Text       string
+	Start, End int
+}
+
+// Words returns the bare words of s in order.
+func Words(s string, opt Options) []Word {
+	var out []Word
+	for _, t := range lex(s, opt) {
+		if t.kind == tokWord {
+			out = append(out, Word{Text: s[t.start:t.end], Start: t.start, End: t.end})
+		}
+	}
+	return out
+}
+
+// ReplaceWord returns s with word w replaced by repl.
+func ReplaceWord(s string, w Word, repl string) string {
+	return s[:w.Start] + repl + s[w.End:]
+}

@@ -114,7 +114,7 @@ func (d *shopData) suppliers() {
 		}
 		d.rows["suppliers"] = append(d.rows["suppliers"], []any{i + 1, n, d.pick(firstNames) + " " + d.pick(lastNames),
 			fmt.Sprintf("sales@supplier%d.example", i+1), fmt.Sprintf("+1-555-%04d", d.rng.IntN(10000)),
-			d.pick(c.cities), c.code, round2(2+d.rng.Float64()*3), ymd(d.date(epoch, 500)), status})
+			d.pick(c.cities), c.code, round2(2 + d.rng.Float64()*3), ymd(d.date(epoch, 500)), status})
 	}
 }
 

@@ -125,7 +125,7 @@ SELECT c.first_name || ' ' || c.last_name AS customer, ROUND(r.amount, 2) AS amo
 	{id: "local025", text: "How many purchase events happened on each day from March 1 to March 14, 2024?",
 		gold: []string{"SELECT substr(event_time, 1, 10) AS day, COUNT(*) AS purchases FROM (\n  " + unionEvents("event_time, event_name") + "\n) WHERE event_name = 'purchase' GROUP BY day ORDER BY day"}},
 	{id: "local026", text: "Using the funnel definition in the document, how many sessions reached each funnel stage over March 1-14, 2024?",
-		doc: "event_funnel.md",
+		doc:  "event_funnel.md",
 		gold: []string{"WITH e AS (\n  " + unionEvents("session_id, event_name") + "\n)\nSELECT event_name AS stage, COUNT(DISTINCT session_id) AS sessions FROM e WHERE event_name IN ('view_item', 'add_to_cart', 'begin_checkout', 'purchase') GROUP BY event_name"}},
 	{id: "local027", text: "What was the most common device among view_item events on March 10, 2024, and how many such events came from it?",
 		gold: []string{"SELECT device, COUNT(*) AS events FROM events_20240310 WHERE event_name = 'view_item' GROUP BY device ORDER BY events DESC LIMIT 1"}},

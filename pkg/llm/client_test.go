@@ -1,0 +1,301 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/redistest"
+)
+
+func demo(t testing.TB) *dataset.Dataset {
+	t.Helper()
+	ds, err := dataset.Load("../../examples/demo", dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func sim(t testing.TB, cfg llmsim.Config) (*llmsim.Server, *httptest.Server) {
+	t.Helper()
+	if cfg.Dataset == nil {
+		cfg.Dataset = demo(t)
+	}
+	s, err := llmsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return s, ts
+}
+
+func client(t testing.TB, cfg llm.Config) *llm.OpenAI {
+	t.Helper()
+	if cfg.Default.Name == "" {
+		cfg.Default = llm.ModelConfig{Name: "gpt-4o"}
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = "sk-test"
+	}
+	c, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func generate(question string, seed int64) llm.Request {
+	return llm.Request{Role: llm.RoleGenerate, Seed: &seed, Messages: []llm.Message{
+		llm.User("Task: " + question + "\nPlease think step by step and " + llmsim.MarkerGenerate + " in sqlite dialect."),
+	}}
+}
+
+func TestChatAgainstSimulator(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	_, ts := sim(t, llmsim.Config{Dataset: ds})
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1"})
+	resp, err := c.Chat(context.Background(), generate(ds.Examples[3].Question, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(llm.Blocks(resp.Text, "sql")) != 1 || resp.FinishReason != "stop" || !strings.Contains(resp.Model, "simulated") {
+		t.Errorf("response %+v", resp)
+	}
+	u := resp.Usage
+	if u.PromptTokens == 0 || u.CompletionTokens == 0 || u.Attempts != 1 || u.Latency <= 0 {
+		t.Errorf("usage %+v", u)
+	}
+}
+
+// TestRateLimitStormLosesNothing: 24 concurrent calls against a simulator
+// allowing 360 requests/min, with no shared limiter: many 429s, and every
+// call still ends in an answer.
+func TestRateLimitStormLosesNothing(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	s, ts := sim(t, llmsim.Config{Dataset: ds, Limits: llmsim.Limits{RequestsPerMinute: 360}})
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", MaxAttempts: 40, BaseBackoff: 50 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	var wg sync.WaitGroup
+	var ok, limited atomic.Int64
+	errs := make(chan error, 24)
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Chat(context.Background(), generate(ds.Examples[i%len(ds.Examples)].Question, int64(i)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			ok.Add(1)
+			limited.Add(int64(resp.Usage.RateLimited))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := s.Stats()
+	if ok.Load() != 24 || st.RateLimited == 0 || limited.Load() != st.RateLimited {
+		t.Errorf("answers %d of 24; simulator sent %d 429s, client counted %d", ok.Load(), st.RateLimited, limited.Load())
+	}
+}
+
+// TestFaultsEndInAnswerOrRecordedError: 5xx, hangs and malformed bodies are
+// retried; every call ends in an answer or a *CallError, none vanishes.
+func TestFaultsEndInAnswerOrRecordedError(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	s, ts := sim(t, llmsim.Config{Dataset: ds, Faults: llmsim.Faults{ServerError: 0.25, Hang: 0.05, Malformed: 0.15, HangFor: 2 * time.Second}})
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", MaxAttempts: 3, BaseBackoff: 10 * time.Millisecond, AttemptTimeout: 300 * time.Millisecond})
+	const n = 60
+	var answered, failed atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Chat(context.Background(), generate(ds.Examples[i%len(ds.Examples)].Question, int64(i)))
+			var ce *llm.CallError
+			switch {
+			case err == nil:
+				answered.Add(1)
+			case errors.As(err, &ce) && ce.Attempts == 3:
+				failed.Add(1)
+			default:
+				t.Errorf("call %d: unexpected error %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if answered.Load()+failed.Load() != n || s.Stats().Faults == 0 || answered.Load() < n/2 {
+		t.Errorf("answered %d, failed %d of %d; simulator faults %d", answered.Load(), failed.Load(), n, s.Stats().Faults)
+	}
+	t.Logf("%d answered, %d failed after 3 attempts, %d faults injected", answered.Load(), failed.Load(), s.Stats().Faults)
+}
+
+func TestNonRetryableAndTooLong(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	s, ts := sim(t, llmsim.Config{Dataset: ds})
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Default: llm.ModelConfig{Name: "gpt-4o", ContextWindow: 50}})
+	_, err := c.Chat(context.Background(), llm.Request{Messages: []llm.Message{llm.User(strings.Repeat("long prompt ", 100))}})
+	if !errors.Is(err, llm.ErrContextTooLong) || s.Stats().Requests != 0 {
+		t.Errorf("err = %v, requests sent %d; want ErrContextTooLong without sending", err, s.Stats().Requests)
+	}
+	// The simulator answers 400 to an empty message list: not retried.
+	c2 := client(t, llm.Config{BaseURL: ts.URL + "/v1"})
+	_, err = c2.Chat(context.Background(), llm.Request{})
+	var ce *llm.CallError
+	if !errors.As(err, &ce) || ce.Status != 400 || ce.Attempts != 1 {
+		t.Errorf("err = %#v, want a 400 after one attempt", err)
+	}
+}
+
+// recorder is a proxy that keeps the last request it forwarded.
+type recorder struct {
+	mu     sync.Mutex
+	path   string
+	header http.Header
+	body   map[string]any
+	next   http.Handler
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.path, r.header = req.URL.RequestURI(), req.Header.Clone()
+	r.body = nil
+	_ = json.Unmarshal(b, &r.body)
+	r.mu.Unlock()
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	r.next.ServeHTTP(w, req)
+}
+
+func TestRequestShapes(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	s, err := llmsim.New(llmsim.Config{Dataset: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{next: s}
+	ts := httptest.NewServer(rec)
+	defer ts.Close()
+	zero, one := 0.0, 1.0
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Organization: "org-1", Headers: map[string]string{"X-Tenant": "acme"},
+		Models: map[llm.Role]llm.ModelConfig{
+			llm.RoleGenerate: {Name: "gpt-4o", Temperature: &one},
+			llm.RoleVerify:   {Name: "o3", ReasoningEffort: "high", MaxCompletionTokens: 4000, Temperature: &one},
+			llm.RoleLink:     {Name: "gpt-4o-mini", Temperature: &zero},
+		}})
+	ctx := context.Background()
+	q := ds.Examples[0].Question
+	req := generate(q, 42)
+	if _, err := c.Chat(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if rec.body["model"] != "gpt-4o" || rec.body["temperature"] != 1.0 || rec.body["seed"] != 42.0 ||
+		rec.header.Get("X-Tenant") != "acme" || rec.header.Get("OpenAI-Organization") != "org-1" || rec.header.Get("Authorization") != "Bearer sk-test" {
+		t.Errorf("generate request: %v %v", rec.body, rec.header)
+	}
+	req.Role = llm.RoleVerify
+	if _, err := c.Chat(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, has := rec.body["temperature"]; has || rec.body["model"] != "o3" || rec.body["reasoning_effort"] != "high" || rec.body["max_completion_tokens"] != 4000.0 {
+		t.Errorf("reasoning request: %v", rec.body)
+	}
+	req.Role = llm.RoleLink
+	if _, err := c.Chat(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if temp, ok := rec.body["temperature"].(float64); !ok || temp > 1e-30 || rec.body["model"] != "gpt-4o-mini" {
+		t.Errorf("greedy request must send a (near) zero temperature: %v", rec.body)
+	}
+	az := client(t, llm.Config{BaseURL: ts.URL, APIKey: "az-key", AzureAPIVersion: "2024-05-01-preview", Default: llm.ModelConfig{Name: "my-deployment"}})
+	if _, err := az.Chat(ctx, generate(q, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rec.path, "/openai/deployments/my-deployment/chat/completions?api-version=2024-05-01-preview") || rec.header.Get("Api-Key") != "az-key" {
+		t.Errorf("azure request: %s %v", rec.path, rec.header)
+	}
+}
+
+// TestLimiterMatchedToProviderDrawsNo429s runs 32 concurrent callers
+// against a simulator enforcing 600 requests/min, through the Redis limiter
+// set to the same quota. QUORUM_LIMIT_RUN sets the duration (default 10s).
+func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
+	t.Parallel()
+	dur := 10 * time.Second
+	if v := os.Getenv("QUORUM_LIMIT_RUN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dur = d
+	}
+	const rpm = 600
+	ds := demo(t)
+	s, ts := sim(t, llmsim.Config{Dataset: ds, Limits: llmsim.Limits{RequestsPerMinute: rpm, TokensPerMinute: 2_000_000},
+		Latency: llmsim.Latency{FirstToken: 50 * time.Millisecond, TokensPerSecond: 2000, Sigma: 0.3}})
+	srv := redistest.Start(t)
+	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := &ratelimit.LLMBudget{Limiter: lim, Scope: "sim", Default: ratelimit.LLMQuota{RequestsPerMinute: rpm, TokensPerMinute: 2_000_000}}
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Limiter: budget, BaseBackoff: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var done, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				_, err := c.Chat(ctx, generate(ds.Examples[(g*7+i)%len(ds.Examples)].Question, int64(g*1000+i)))
+				switch {
+				case err == nil:
+					done.Add(1)
+				case ctx.Err() == nil:
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := s.Stats()
+	share := float64(done.Load()) / (rpm * elapsed.Minutes())
+	t.Logf("%v: %d calls answered, %d failed, %d 429s from the simulator, %.1f%% of the %d requests/min limit used",
+		elapsed.Round(time.Millisecond), done.Load(), failed.Load(), st.RateLimited, 100*share, rpm)
+	if st.RateLimited != 0 || failed.Load() != 0 {
+		t.Errorf("%d 429s and %d failures with the limiter set to the provider's quota", st.RateLimited, failed.Load())
+	}
+	if share < 0.9 {
+		t.Errorf("used %.1f%% of the limit, want at least 90%%", 100*share)
+	}
+}

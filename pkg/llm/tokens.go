@@ -1,0 +1,104 @@
+package llm
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+)
+
+// offlineOnce installs tiktoken-go's offline loader. tiktoken-go keeps its
+// loader in a package variable and would otherwise download the BPE files at
+// run time, which quorum's machines cannot do.
+var offlineOnce sync.Once
+
+// Tokenizer counts tokens with the model's encoding, loading each encoding
+// once. Unknown models (open models behind vLLM or Ollama) are estimated
+// with cl100k_base.
+type Tokenizer struct {
+	mu   sync.Mutex
+	encs map[string]*tiktoken.Tiktoken
+}
+
+// NewTokenizer returns a Tokenizer that never touches the network.
+func NewTokenizer() *Tokenizer {
+	offlineOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
+	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}}
+}
+
+// encodingName picks the encoding for a model name.
+func encodingName(model string) string {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o"} {
+		if strings.HasPrefix(m, p) {
+			return tiktoken.MODEL_O200K_BASE
+		}
+	}
+	return tiktoken.MODEL_CL100K_BASE
+}
+
+func (t *Tokenizer) encoding(model string) *tiktoken.Tiktoken {
+	name := encodingName(model)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.encs[name]; ok {
+		return e
+	}
+	e, err := tiktoken.GetEncoding(name)
+	if err != nil {
+		// The encodings are embedded; failing here means a broken build.
+		panic("llm: load embedded encoding " + name + ": " + err.Error())
+	}
+	t.encs[name] = e
+	return e
+}
+
+// Count returns the number of tokens in text.
+func (t *Tokenizer) Count(model, text string) int {
+	return len(t.encoding(model).Encode(text, nil, nil))
+}
+
+// CountMessages estimates a chat prompt's tokens as OpenAI counts them: the
+// contents plus about 3 tokens of framing per message and 3 for the reply.
+func (t *Tokenizer) CountMessages(model string, msgs []Message) int {
+	n := 3
+	for _, m := range msgs {
+		n += 3 + t.Count(model, m.Content) + 1
+	}
+	return n
+}
+
+// ContextWindow is the known context size of a model family, or 128k.
+func ContextWindow(model string) int {
+	m := strings.ToLower(model)
+	switch {
+	case strings.HasPrefix(m, "gpt-4.1"):
+		return 1_047_576
+	case strings.HasPrefix(m, "gpt-5"):
+		return 400_000
+	case strings.HasPrefix(m, "o1"), strings.HasPrefix(m, "o3"), strings.HasPrefix(m, "o4"):
+		return 200_000
+	case strings.HasPrefix(m, "gpt-4o"):
+		return 128_000
+	}
+	return 128_000
+}
+
+// IsReasoningModel reports whether a model takes max_completion_tokens and
+// reasoning effort instead of a temperature (o1, o3, o4 and gpt-5 families).
+func IsReasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if m == p || strings.HasPrefix(m, p+"-") || strings.HasPrefix(m, p+".") {
+			return true
+		}
+	}
+	return false
+}
