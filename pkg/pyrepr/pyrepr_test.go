@@ -58,3 +58,24 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{`[{"b": 1, "a": 2.0, "c": "x", "d": null, "e": true}]`, `[{'b': 1, 'a': 2.0, 'c': 'x', 'd': None, 'e': True}]`},
+		{`{"s": "it's", "n": [1, 1.5e-07, -0.0]}`, `{'s': "it's", 'n': [1, 1.5e-07, -0.0]}`},
+		{`"a\nb\\c\u0001"`, `'a\nb\\c\x01'`},
+		{`{"q": "say \"hi\" it's"}`, `{'q': 'say "hi" it\'s'}`},
+		{`[]`, `[]`},
+		{`"café"`, `'café'`},
+	}
+	for _, tt := range tests {
+		got, err := JSON([]byte(tt.in))
+		if err != nil || got != tt.want {
+			t.Errorf("JSON(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	if got := List([]string{"a", "b'c"}); got != `['a', "b'c"]` {
+		t.Errorf("List = %s", got)
+	}
+}

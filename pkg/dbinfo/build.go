@@ -1,0 +1,113 @@
+package dbinfo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// FromMetadata builds the table information from Spider 2.0 metadata
+// (DDL.csv rows and per-table JSON). Tables without a JSON file have no
+// columns to show and are skipped, as in the reference.
+func FromMetadata(s *dataset.Schema, db *dataset.Database, opt Options) *Info {
+	info := &Info{Database: db.Name, Dialect: db.Dialect, opt: opt}
+	for _, f := range s.Folders {
+		var blocks []*Block
+		for _, t := range f.Tables {
+			if !t.HasJSON {
+				continue
+			}
+			bl := &Block{FullName: t.FullName, Name: t.Name, sampleJSON: t.SampleRows}
+			if bl.FullName == "" {
+				bl.FullName = t.Name
+			}
+			bl.DBName, bl.Schema = db.Name, f.Path
+			if parts := strings.Split(bl.FullName, "."); len(parts) >= 3 {
+				bl.DBName, bl.Schema = parts[0], parts[1]
+			}
+			for _, c := range t.Columns {
+				bl.Columns = append(bl.Columns, Column{Name: c.Name, Type: c.Type, Description: c.Description})
+			}
+			blocks = append(blocks, bl)
+		}
+		if opt.Group {
+			blocks = group(blocks, opt.GroupMin)
+		}
+		info.Blocks = append(info.Blocks, blocks...)
+	}
+	info.render()
+	return info
+}
+
+// FromSQLite builds the table information straight from a live SQLite
+// database: tables in catalogue order, declared column types and the first
+// three rows of each table.
+func FromSQLite(ctx context.Context, wh warehouse.Warehouse, name string, opt Options) (*Info, error) {
+	info := &Info{Database: name, Dialect: warehouse.SQLite, opt: opt}
+	res, err := wh.Query(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'", warehouse.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("list tables of %s: %w", name, err)
+	}
+	var blocks []*Block
+	for _, r := range res.Rows {
+		table := r[0].Str
+		lit := "'" + strings.ReplaceAll(table, "'", "''") + "'"
+		cols, err := wh.Query(ctx, "SELECT name, type FROM pragma_table_info("+lit+")", warehouse.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("columns of %s.%s: %w", name, table, err)
+		}
+		bl := &Block{FullName: table, Name: table}
+		for _, c := range cols.Rows {
+			bl.Columns = append(bl.Columns, Column{Name: c[0].Str, Type: c[1].Str})
+		}
+		if opt.SampleRows {
+			rows, err := wh.Query(ctx, `SELECT * FROM "`+strings.ReplaceAll(table, `"`, `""`)+`" LIMIT 3`, warehouse.Limits{MaxBytes: 64 << 10})
+			if err != nil {
+				return nil, fmt.Errorf("sample rows of %s.%s: %w", name, table, err)
+			}
+			bl.sampleRows = rows.Rows
+			if bl.sampleRows == nil {
+				bl.sampleRows = [][]warehouse.Value{}
+			}
+		}
+		blocks = append(blocks, bl)
+	}
+	if opt.Group {
+		blocks = group(blocks, opt.GroupMin)
+	}
+	info.Blocks = blocks
+	info.render()
+	return info, nil
+}
+
+// Opener gives the warehouse of a database, for live SQLite reads.
+type Opener interface {
+	For(e *dataset.Example) (warehouse.Warehouse, error)
+}
+
+// ForExample builds the table information of e's database: from its Spider
+// 2.0 metadata when the dataset has it, otherwise from the live SQLite file.
+func ForExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, open Opener, opt Options) (*Info, error) {
+	db, ok := ds.Database(e)
+	if !ok {
+		return nil, fmt.Errorf("%s: database %q is not in the dataset", e.ID, e.DB)
+	}
+	if db.MetaDir != "" {
+		s, _, err := dataset.LoadSchema(db)
+		if err != nil {
+			return nil, err
+		}
+		return FromMetadata(s, db, opt), nil
+	}
+	if db.Dialect != warehouse.SQLite || open == nil {
+		return nil, fmt.Errorf("%s: database %q has no metadata folder and no live connection", e.ID, e.DB)
+	}
+	wh, err := open.For(e)
+	if err != nil {
+		return nil, err
+	}
+	return FromSQLite(ctx, wh, db.Name, opt)
+}
