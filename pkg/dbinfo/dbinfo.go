@@ -76,6 +76,8 @@ type Block struct {
 	// sample rows: JSON (metadata) or typed rows (live SQLite).
 	sampleJSON []byte
 	sampleRows [][]warehouse.Value
+	// keep restricts the rendered columns after schema linking.
+	keep map[string]bool
 }
 
 // Info is a database's compressed table information.

@@ -231,7 +231,7 @@ func truncateChars(s string, n int) string {
 func (i *Info) render() {
 	var b strings.Builder
 	for _, bl := range i.Blocks {
-		b.WriteString(bl.render(i.opt, nil))
+		b.WriteString(bl.render(i.opt, bl.keep))
 	}
 	i.Tables = applyOversize(b.String(), i.opt)
 }

@@ -292,7 +292,7 @@ func firstJSONArray(s string) string {
 	return s[i : j+1]
 }
 
-var fullNameLine = regexp.MustCompile(`(?m)^Table full name: *(.+)$`)
+var fullNameLine = regexp.MustCompile(`Table full name: *([^\n]+)`)
 
 // link answers a table-level schema-linking question about the table whose
 // "Table full name:" the request shows.
