@@ -41,7 +41,8 @@ func (f *datasetFlags) load(dir string) (*dataset.Dataset, error) {
 
 func newInspectCmd() *cobra.Command {
 	var df datasetFlags
-	var strict bool
+	var strict, prompts, asJSON bool
+	var model string
 	cmd := &cobra.Command{
 		Use:   "inspect DATASET",
 		Short: "Report a dataset's examples per dialect and database, and every problem in it",
@@ -49,12 +50,20 @@ func newInspectCmd() *cobra.Command {
 dev.json and database/) and reports how many examples it has per dialect and
 database, what metadata and gold each database has, and every problem found:
 malformed task lines, unknown databases, missing documents or sqlite files.
-It lists all problems rather than stopping at the first.`,
+It lists all problems rather than stopping at the first.
+
+With --prompts it reports the size of each example's ReFoRCE prompt before
+compression and after table grouping and the oversize rules (schema linking,
+which needs an LLM, is not applied), and their distribution per dialect.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.load(args[0])
 			if err != nil {
 				return err
+			}
+			if prompts {
+				sizes, problems := promptSizes(cmd.Context(), ds, model)
+				return printPromptSizes(cmd.OutOrStdout(), sizes, problems, asJSON)
 			}
 			printInspect(cmd.OutOrStdout(), ds)
 			if strict && len(ds.Problems) > 0 {
@@ -65,6 +74,9 @@ It lists all problems rather than stopping at the first.`,
 	}
 	df.register(cmd)
 	cmd.Flags().BoolVar(&strict, "strict", false, "exit with status 2 when any problem is found")
+	cmd.Flags().BoolVar(&prompts, "prompts", false, "report each example's ReFoRCE prompt size before and after compression")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "with --prompts: one JSON object per example")
+	cmd.Flags().StringVar(&model, "model", "gpt-4o", "with --prompts: model whose tokenizer counts tokens")
 	return cmd
 }
 

@@ -130,3 +130,24 @@ func TestInspectListsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestInspectPromptsJSON(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "inspect", "--prompts", "--json", demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 44 {
+		t.Fatalf("%d lines, want one per demo example", len(lines))
+	}
+	for _, l := range lines {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(l), &p); err != nil || len(p) != 5 {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if p["chars_after"].(float64) >= p["chars_before"].(float64) || p["tokens_after"].(float64) <= 0 || p["dialect"] != "sqlite" {
+			t.Errorf("sizes %v: grouping the 14 event tables must shrink the prompt", p)
+		}
+	}
+}
