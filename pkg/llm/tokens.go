@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"hash/fnv"
 	"strings"
 	"sync"
 
@@ -19,12 +20,24 @@ var offlineOnce sync.Once
 type Tokenizer struct {
 	mu   sync.Mutex
 	encs map[string]*tiktoken.Tiktoken
+	// counts caches the counts of long texts: agents resend the same
+	// schema prompt on every turn of every candidate.
+	counts map[countKey]int
 }
+
+type countKey struct {
+	enc  string
+	hash uint64
+	n    int
+}
+
+// maxCachedCounts bounds the cache; it is cleared when full.
+const maxCachedCounts = 4096
 
 // NewTokenizer returns a Tokenizer that never touches the network.
 func NewTokenizer() *Tokenizer {
 	offlineOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}}
+	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}, counts: map[countKey]int{}}
 }
 
 // encodingName picks the encoding for a model name.
@@ -59,7 +72,26 @@ func (t *Tokenizer) encoding(model string) *tiktoken.Tiktoken {
 
 // Count returns the number of tokens in text.
 func (t *Tokenizer) Count(model, text string) int {
-	return len(t.encoding(model).Encode(text, nil, nil))
+	if len(text) < 1024 {
+		return len(t.encoding(model).Encode(text, nil, nil))
+	}
+	h := fnv.New64a()
+	h.Write([]byte(text))
+	key := countKey{enc: encodingName(model), hash: h.Sum64(), n: len(text)}
+	t.mu.Lock()
+	n, ok := t.counts[key]
+	t.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = len(t.encoding(model).Encode(text, nil, nil))
+	t.mu.Lock()
+	if len(t.counts) >= maxCachedCounts {
+		clear(t.counts)
+	}
+	t.counts[key] = n
+	t.mu.Unlock()
+	return n
 }
 
 // CountMessages estimates a chat prompt's tokens as OpenAI counts them: the

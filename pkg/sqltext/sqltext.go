@@ -10,6 +10,7 @@
 package sqltext
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -262,4 +263,127 @@ func Words(s string, opt Options) []Word {
 // ReplaceWord returns s with word w replaced by repl.
 func ReplaceWord(s string, w Word, repl string) string {
 	return s[:w.Start] + repl + s[w.End:]
+}
+
+// CTE is one common table expression of a WITH query.
+type CTE struct {
+	Name string
+	// Text is "name [(cols)] AS (body)" as written.
+	Text string
+}
+
+// WithQuery is a statement split into its CTEs and its final query.
+type WithQuery struct {
+	// Prefix is "WITH" or "WITH RECURSIVE" as written.
+	Prefix string
+	CTEs   []CTE
+	Main   string
+}
+
+// SplitCTEs splits a WITH statement into its CTEs and final query; ok is
+// false when s is not a WITH statement the lexer can follow.
+func SplitCTEs(s string, opt Options) (WithQuery, bool) {
+	var q WithQuery
+	toks := lex(s, opt)
+	i := 0
+	next := func() (token, bool) {
+		for i < len(toks) && (toks[i].kind == tokSpace || toks[i].kind == tokComment) {
+			i++
+		}
+		if i >= len(toks) {
+			return token{}, false
+		}
+		t := toks[i]
+		i++
+		return t, true
+	}
+	word := func(t token) string { return strings.ToUpper(s[t.start:t.end]) }
+	t, ok := next()
+	if !ok || t.kind != tokWord || word(t) != "WITH" {
+		return q, false
+	}
+	prefixEnd := t.end
+	save := i
+	if t2, ok := next(); ok && t2.kind == tokWord && word(t2) == "RECURSIVE" {
+		prefixEnd = t2.end
+	} else {
+		i = save
+	}
+	q.Prefix = s[toks[0].start:prefixEnd]
+	if toks[0].kind == tokSpace || toks[0].kind == tokComment {
+		q.Prefix = strings.TrimSpace(s[:prefixEnd])
+	}
+	for {
+		nameTok, ok := next()
+		if !ok || (nameTok.kind != tokWord && nameTok.kind != tokQuotedIdent) {
+			return q, false
+		}
+		name := s[nameTok.start:nameTok.end]
+		t, ok := next()
+		if ok && t.kind == tokOpenParen { // column list
+			depth := 1
+			for depth > 0 {
+				t, ok = next()
+				if !ok {
+					return q, false
+				}
+				switch t.kind {
+				case tokOpenParen:
+					depth++
+				case tokCloseParen:
+					depth--
+				}
+			}
+			t, ok = next()
+		}
+		if !ok || t.kind != tokWord || word(t) != "AS" {
+			return q, false
+		}
+		t, ok = next()
+		for ok && t.kind == tokWord && (word(t) == "MATERIALIZED" || word(t) == "NOT") {
+			t, ok = next()
+		}
+		if !ok || t.kind != tokOpenParen {
+			return q, false
+		}
+		depth := 1
+		var end int
+		for depth > 0 {
+			t, ok = next()
+			if !ok {
+				return q, false
+			}
+			switch t.kind {
+			case tokOpenParen:
+				depth++
+			case tokCloseParen:
+				depth--
+				end = t.end
+			}
+		}
+		q.CTEs = append(q.CTEs, CTE{Name: strings.Trim(name, "\"`"), Text: s[nameTok.start:end]})
+		save := i
+		t, ok = next()
+		if ok && t.kind == tokOther && s[t.start:t.end] == "," {
+			continue
+		}
+		i = save
+		rest := ""
+		if i < len(toks) {
+			rest = s[toks[i].start:]
+		}
+		q.Main = strings.TrimSpace(rest)
+		return q, q.Main != ""
+	}
+}
+
+// PrefixQuery returns the query that runs the first n CTEs and selects from the
+// n-th: how CTE-based refinement inspects intermediate results.
+func (q WithQuery) PrefixQuery(n int, limit int) string {
+	parts := make([]string, n)
+	for i := 0; i < n; i++ {
+		parts[i] = q.CTEs[i].Text
+	}
+	name := q.CTEs[n-1].Name
+	return q.Prefix + " " + strings.Join(parts, ",\n") + "\nSELECT * FROM \"" + strings.ReplaceAll(name, `"`, `""`) + "\" LIMIT " + strconv.Itoa(limit)
 }

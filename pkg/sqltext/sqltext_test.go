@@ -70,3 +70,26 @@ func TestInspect(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitCTEs(t *testing.T) {
+	t.Parallel()
+	q, ok := SplitCTEs("-- note\nWITH a AS (SELECT 1 AS x), \"b c\"(y) AS (SELECT x FROM a WHERE x IN (1, 2)), d AS MATERIALIZED (SELECT ')' AS p)\nSELECT * FROM \"b c\", d;", Options{})
+	if !ok || len(q.CTEs) != 3 {
+		t.Fatalf("ok %v, %d CTEs: %+v", ok, len(q.CTEs), q)
+	}
+	if q.Prefix != "-- note\nWITH" || q.CTEs[0].Name != "a" || q.CTEs[1].Name != "b c" || q.CTEs[1].Text != "\"b c\"(y) AS (SELECT x FROM a WHERE x IN (1, 2))" || q.Main != "SELECT * FROM \"b c\", d;" {
+		t.Errorf("split %+v", q)
+	}
+	if got := q.PrefixQuery(2, 5); got != "-- note\nWITH a AS (SELECT 1 AS x),\n\"b c\"(y) AS (SELECT x FROM a WHERE x IN (1, 2))\nSELECT * FROM \"b c\" LIMIT 5" {
+		t.Errorf("prefix query %q", got)
+	}
+	r, ok := SplitCTEs("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 3) SELECT i FROM n", Options{})
+	if !ok || r.Prefix != "WITH RECURSIVE" || len(r.CTEs) != 1 || r.Main != "SELECT i FROM n" {
+		t.Errorf("recursive %+v", r)
+	}
+	for _, bad := range []string{"SELECT 1", "WITH a AS SELECT 1", "WITH a AS (SELECT 1", "WITH a AS (SELECT 1)"} {
+		if _, ok := SplitCTEs(bad, Options{}); ok {
+			t.Errorf("SplitCTEs(%q) accepted", bad)
+		}
+	}
+}

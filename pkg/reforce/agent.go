@@ -1,0 +1,98 @@
+// Package reforce implements the ReFoRCE agent's steps (Deng et al.,
+// "ReFoRCE: A Text-to-SQL Agent with Self-Refinement, Consensus Enforcement,
+// and Column Exploration"): expected-answer-format restriction,
+// self-refining candidates, majority-vote consensus, column exploration for
+// low-confidence examples, regeneration from its findings, and the final
+// fallbacks. The distributed runtime calls these steps from its workers;
+// Solve runs them all in one process.
+//
+// Every step takes the LLM client and the warehouse through interfaces,
+// takes a seed, and reports its calls, tokens and warehouse queries.
+package reforce
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Config configures the agent. The zero value of a field means its default.
+type Config struct {
+	// Votes is the number of candidates per round (default 8).
+	Votes int
+	// MaxIter is the self-refinement budget per candidate (default 5).
+	MaxIter int
+	// EmptyStop ends a candidate after this many empty results in a row
+	// (default 4).
+	EmptyStop int
+	// Reasks asks again for exactly one SQL up to this many times per
+	// iteration (default 3).
+	Reasks int
+	// Temperature of generation and exploration calls (the paper uses 1).
+	Temperature *float64
+	// FormatRestriction, SelfConsistency, CTERefine and ModelVote are the
+	// options of the paper's first version.
+	FormatRestriction bool
+	SelfConsistency   bool
+	CTERefine         bool
+	ModelVote         bool
+	// NoExploration skips column exploration: low-confidence examples go
+	// straight to the final fallbacks (the paper's cheaper setting).
+	NoExploration bool
+	Explore       ExploreConfig
+	// ResultLimits cap candidate results; zero keeps them whole (the
+	// reference silently cut them at 30 KB).
+	ResultLimits warehouse.Limits
+}
+
+func (c *Config) defaults() {
+	if c.Votes <= 0 {
+		c.Votes = 8
+	}
+	if c.MaxIter <= 0 {
+		c.MaxIter = 5
+	}
+	if c.EmptyStop <= 0 {
+		c.EmptyStop = 4
+	}
+	if c.Reasks <= 0 {
+		c.Reasks = 3
+	}
+	if c.Temperature == nil {
+		one := 1.0
+		c.Temperature = &one
+	}
+	if c.Explore == (ExploreConfig{}) {
+		c.Explore = DefaultExploreConfig()
+	}
+}
+
+// Agent runs ReFoRCE's steps.
+type Agent struct {
+	cfg Config
+	llm llm.Client
+}
+
+// New returns an agent.
+func New(cfg Config, client llm.Client) (*Agent, error) {
+	if client == nil {
+		return nil, errors.New("reforce: an LLM client is required")
+	}
+	cfg.defaults()
+	return &Agent{cfg: cfg, llm: client}, nil
+}
+
+// Config returns the effective configuration.
+func (a *Agent) Config() Config { return a.cfg }
+
+// Seed derives the seed of one LLM call from the run seed, the example, the
+// round, the candidate and the step, so that with a deterministic endpoint a
+// run's answers do not depend on scheduling, worker count or redeliveries.
+func Seed(run uint64, example string, round, candidate int, step string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d\x00%d\x00%s", run, example, round, candidate, step)
+	return int64(h.Sum64() & (1<<63 - 1))
+}

@@ -1,0 +1,296 @@
+package reforce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/sqltext"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Status is how a candidate ended.
+type Status string
+
+// Candidate statuses. Only StatusOK candidates take part in the vote.
+const (
+	StatusOK     Status = "ok"      // the SQL returned rows
+	StatusEmpty  Status = "empty"   // it kept returning no rows
+	StatusError  Status = "error"   // it kept failing
+	StatusGaveUp Status = "gave_up" // the model gave no usable SQL, or the LLM call failed
+)
+
+// Example is what the agent needs to know about a question.
+type Example struct {
+	ID                string
+	Question          string
+	Dialect           warehouse.Dialect
+	ExternalKnowledge string
+}
+
+// CandidateInput is one candidate's ("vote's") inputs.
+type CandidateInput struct {
+	Example Example
+	// TableInfo is the full database-information prompt; TableStruct the
+	// structure repr used in tips.
+	TableInfo, TableStruct string
+	// Format is the expected answer format (format restriction), if any.
+	Format string
+	// Exploration is the column-exploration transcript (round 2).
+	Exploration string
+	Round, Index int
+	// Seed is this candidate's base seed; every call derives its own.
+	Seed int64
+}
+
+// Candidate is one candidate answer.
+type Candidate struct {
+	Round  int    `json:"round"`
+	Index  int    `json:"index"`
+	SQL    string `json:"sql"`
+	Status Status `json:"status"`
+	// Result is the full result of SQL (capped only if the configuration
+	// asks); CSV is it rendered as Spider 2.0 gold files are.
+	Result     *warehouse.Result `json:"-"`
+	CSV        string            `json:"-"`
+	Rows       int               `json:"rows"`
+	Error      string            `json:"error,omitempty"`
+	Iterations int               `json:"iterations"`
+	// CTERefined is set when CTE-based refinement produced the SQL.
+	CTERefined bool      `json:"cte_refined,omitempty"`
+	Cost       cost.Cost `json:"cost"`
+
+	frame    *eval.Frame
+	frameErr error
+}
+
+// setResult records a result and drops the cached frame.
+func (c *Candidate) setResult(res *warehouse.Result) {
+	c.Result, c.CSV, c.Rows = res, res.CSV(), res.RowCount()
+	c.frame, c.frameErr = nil, nil
+}
+
+// FileName is the reference's name for the candidate's SQL file.
+func (c *Candidate) FileName() string { return fmt.Sprintf("%dresult.sql", c.Index) }
+
+// Frame is the candidate's result read the way the vote reads it.
+func (c *Candidate) Frame() (*eval.Frame, error) {
+	if c.frame == nil && c.frameErr == nil {
+		c.frame, c.frameErr = eval.ReadCSV([]byte(c.CSV))
+	}
+	return c.frame, c.frameErr
+}
+
+// session is one conversation with the model, accounted into c.
+type session struct {
+	a    *Agent
+	role llm.Role
+	msgs []llm.Message
+	c    *cost.Cost
+}
+
+// ask sends prompt in the conversation and returns the reply text.
+func (s *session) ask(ctx context.Context, prompt string, seed int64) (string, error) {
+	s.msgs = append(s.msgs, llm.User(prompt))
+	req := llm.Request{Role: s.role, Messages: s.msgs, Seed: &seed, Temperature: s.a.cfg.Temperature}
+	resp, err := s.a.llm.Chat(ctx, req)
+	if errors.Is(err, llm.ErrContextTooLong) && len(s.msgs) > 3 {
+		// Histories grow by a full answer per turn; keep the first prompt
+		// and the latest exchange rather than failing the candidate.
+		trimmed := append([]llm.Message{s.msgs[0]}, s.msgs[len(s.msgs)-3:]...)
+		s.msgs = trimmed
+		req.Messages = s.msgs
+		resp, err = s.a.llm.Chat(ctx, req)
+	}
+	if err != nil {
+		var ce *llm.CallError
+		u := llm.Usage{}
+		if errors.As(err, &ce) {
+			u = ce.Usage
+		}
+		s.c.Call(u, true)
+		s.msgs = s.msgs[:len(s.msgs)-1]
+		return "", err
+	}
+	s.c.Call(resp.Usage, false)
+	s.msgs = append(s.msgs, llm.Assistant(resp.Text))
+	return resp.Text, nil
+}
+
+// run executes one query, accounted into c. A *warehouse.QueryError comes
+// back as feedback text for the model; other errors (the warehouse is gone,
+// the context ended) are returned.
+func (a *Agent) run(ctx context.Context, wh warehouse.Warehouse, c *cost.Cost, sql string, lim warehouse.Limits) (*warehouse.Result, string, error) {
+	start := time.Now()
+	res, err := wh.Query(ctx, sql, lim)
+	var qe *warehouse.QueryError
+	switch {
+	case err == nil:
+		c.Query(time.Since(start), false)
+		return res, "", nil
+	case errors.As(err, &qe):
+		c.Query(time.Since(start), true)
+		return nil, qe.Message, nil
+	}
+	c.Query(time.Since(start), true)
+	return nil, "", err
+}
+
+// Candidate runs self-refinement for one candidate (reference §5): ask for
+// exactly one SQL (re-asking up to Reasks times), execute, feed back the
+// engine's error or the empty result, up to MaxIter times; stop early after
+// EmptyStop empty results in a row. The candidate is the first SQL whose
+// result has rows or, with SelfConsistency, the first answer seen twice.
+// The returned error is only for failures of the infrastructure (context,
+// warehouse connection); a failed LLM call ends the candidate as gave_up
+// with the error recorded.
+func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in CandidateInput) (*Candidate, error) {
+	cand := &Candidate{Round: in.Round, Index: in.Index, Status: StatusGaveUp}
+	s := &session{a: a, role: llm.RoleGenerate, c: &cand.Cost}
+	prompt := GeneratePrompt(in)
+	var seen []*Candidate // successful answers, for self-consistency
+	var good *Candidate   // the latest of them
+	emptyStreak := 0
+	lastSQL := ""
+	for iter := 0; iter < a.cfg.MaxIter; iter++ {
+		cand.Iterations = iter + 1
+		var blocks []string
+		for try := 0; try < a.cfg.Reasks; try++ {
+			text, err := s.ask(ctx, prompt, Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, fmt.Sprintf("gen-%d-%d", iter, try)))
+			if err != nil {
+				if ctx.Err() != nil {
+					return cand, ctx.Err()
+				}
+				cand.Error = "llm: " + err.Error()
+				return cand, nil
+			}
+			blocks = llm.Blocks(text, "sql")
+			if len(blocks) == 1 {
+				break
+			}
+			prompt = ReaskOneSQL
+		}
+		if len(blocks) == 0 || strings.TrimSpace(blocks[0]) == "" {
+			cand.Error = "the model gave no SQL"
+			cand.Status = StatusGaveUp
+			return cand, nil
+		}
+		sql := blocks[0] // still several after the re-asks: the first, as the reference does
+		lastSQL = sql
+		cand.SQL = sql
+		res, feedback, err := a.run(ctx, wh, &cand.Cost, sql, a.cfg.ResultLimits)
+		if err != nil {
+			return cand, fmt.Errorf("candidate %d of %s: %w", in.Index, in.Example.ID, err)
+		}
+		switch {
+		case feedback != "":
+			cand.Status, cand.Error = StatusError, feedback
+			emptyStreak = 0
+		case res.RowCount() == 0:
+			cand.Status, cand.Error = StatusEmpty, EmptyResult
+			feedback = EmptyResult
+			emptyStreak++
+		default:
+			cand.Status, cand.Error = StatusOK, ""
+			cand.setResult(res)
+			if !a.cfg.SelfConsistency {
+				return cand, nil
+			}
+			if consistent(cand, seen) {
+				return cand, nil
+			}
+			good = &Candidate{SQL: sql, Result: res, CSV: cand.CSV, Rows: cand.Rows}
+			seen = append(seen, good)
+			prompt = SelfConsistencyPrompt(in.Format, cand.CSV, sql)
+			continue
+		}
+		if emptyStreak >= a.cfg.EmptyStop {
+			break
+		}
+		prompt = RefinePrompt(sql, feedback)
+	}
+	if good != nil {
+		// No answer came twice, or a later iteration broke a working one:
+		// keep the latest that worked rather than nothing (the reference
+		// dropped the candidate).
+		cand.SQL, cand.Status, cand.Error = good.SQL, StatusOK, ""
+		cand.setResult(good.Result)
+	}
+	if cand.Status == StatusOK && cand.CSV != "" {
+		return cand, nil
+	}
+	if cand.Status == StatusEmpty && a.cfg.CTERefine {
+		if err := a.cteRefine(ctx, wh, s, in, cand, lastSQL); err != nil {
+			return cand, err
+		}
+	}
+	return cand, nil
+}
+
+// consistent reports whether c's answer equals one seen before. The
+// reference compared only the first column without its first row; here
+// whole answers are compared with the vote's equality.
+func consistent(c *Candidate, seen []*Candidate) bool {
+	f, err := c.Frame()
+	if err != nil {
+		return false
+	}
+	for _, s := range seen {
+		g, err := s.Frame()
+		if err == nil && eval.Agree(f, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// cteRefine runs each CTE prefix of a query stuck on empty results, shows
+// the model where the rows disappear and lets it rewrite that CTE (v1's
+// CTE-based refinement, which the reference code never implemented).
+func (a *Agent) cteRefine(ctx context.Context, wh warehouse.Warehouse, s *session, in CandidateInput, cand *Candidate, sql string) error {
+	q, ok := sqltext.SplitCTEs(sql, in.Example.Dialect.LexOptions())
+	if !ok || len(q.CTEs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i := range q.CTEs {
+		res, feedback, err := a.run(ctx, wh, &cand.Cost, q.PrefixQuery(i+1, 5), warehouse.Limits{MaxRows: 5, MaxBytes: 4096})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "CTE %d %s: ", i+1, q.CTEs[i].Name)
+		switch {
+		case feedback != "":
+			b.WriteString("error: " + feedback + "\n")
+		case res.RowCount() == 0:
+			b.WriteString("no rows\n")
+		default:
+			b.WriteString(fmt.Sprintf("rows, for example:\n%s", truncate(res.CSV(), 500)))
+		}
+	}
+	text, err := s.ask(ctx, CTEPrompt(sql, b.String()), Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, "cte"))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return nil
+	}
+	blocks := llm.Blocks(text, "sql")
+	if len(blocks) == 0 {
+		return nil
+	}
+	res, feedback, err := a.run(ctx, wh, &cand.Cost, blocks[0], a.cfg.ResultLimits)
+	if err != nil {
+		return err
+	}
+	if feedback == "" && res.RowCount() > 0 {
+		cand.SQL, cand.Status, cand.Error, cand.CTERefined = blocks[0], StatusOK, "", true
+		cand.setResult(res)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package reforce
+
+const raceEnabled = false

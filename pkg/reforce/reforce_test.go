@@ -1,0 +1,363 @@
+package reforce
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
+)
+
+// scripted is a model whose replies a test writes: it answers each request
+// with reply(n, last user message), n counting from 0. It lets a test pin
+// one rule at a time; llmsim serves the end-to-end tests.
+type scripted struct {
+	mu    sync.Mutex
+	n     int
+	seen  []string
+	reply func(n int, last string) string
+}
+
+func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := req.Messages[len(req.Messages)-1].Content
+	s.seen = append(s.seen, last)
+	r := s.reply(s.n, last)
+	s.n++
+	return &llm.Response{Text: r, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
+}
+
+func sqlReply(q string) string { return "Thinking...\n```sql\n" + q + "\n```" }
+
+// testDB is a small SQLite database for rule tests.
+func testDB(t *testing.T) warehouse.Warehouse {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.sqlite")
+	w, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(`CREATE TABLE t (id INTEGER, name TEXT, v REAL);
+		INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	db, err := sqlite.Open(sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func agent(t *testing.T, cfg Config, m llm.Client) *Agent {
+	t.Helper()
+	a, err := New(cfg, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+var ex = Example{ID: "t1", Question: "How many rows?", Dialect: warehouse.SQLite}
+
+func TestPromptsAreRecognisedBySimulator(t *testing.T) {
+	t.Parallel()
+	in := CandidateInput{Example: ex, TableInfo: "Table full name: t", TableStruct: "['t']"}
+	cands := []*Candidate{{Index: 0, SQL: "SELECT 1", CSV: "a\n1\n"}, {Index: 9, SQL: "SELECT 2", CSV: "a\n2\n"}}
+	tests := []struct {
+		prompt string
+		want   llmsim.Kind
+	}{
+		{GeneratePrompt(in), llmsim.KindGenerate},
+		{RefinePrompt("SELECT 1", "no such column: x"), llmsim.KindRefine},
+		{RefinePrompt("SELECT 1", EmptyResult), llmsim.KindRefine},
+		{ReaskOneSQL, llmsim.KindReaskSQL},
+		{FormatPrompt(ex.Question), llmsim.KindFormat},
+		{SelfConsistencyPrompt("", "a\n1\n", "SELECT 1"), llmsim.KindSelfConsistency},
+		{CTEPrompt("WITH a AS (SELECT 1) SELECT * FROM a", "CTE 1 a: no rows\n"), llmsim.KindCTERefine},
+		{ExplorePrompt(ExploreInput{Example: ex, TableInfo: "x", TableStruct: "['t']"}), llmsim.KindExplore},
+		{ExploreReask(warehouse.SQLite, 1), llmsim.KindExplore},
+		{CorrectPrompt("SELECT x FROM t", "no such column: x", false), llmsim.KindExploreCorrect},
+		{CorrectPrompt("SELECT x FROM t", EmptyResult, true), llmsim.KindExploreCorrect},
+		{FixOthersPrompt("SELECT x", "SELECT y", []string{"SELECT z"}), llmsim.KindExploreFixOther},
+		{VotePrompt("info", ex.Question, cands), llmsim.KindVote},
+	}
+	for _, tt := range tests {
+		if got := llmsim.Classify(tt.prompt); got != tt.want {
+			t.Errorf("simulator classifies %q… as %s, want %s", tt.prompt[:min(60, len(tt.prompt))], got, tt.want)
+		}
+	}
+}
+
+func TestCandidateReasksForOneSQL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		replies []string
+		calls   int
+		status  Status
+		sql     string
+	}{
+		{"one block first time", []string{sqlReply("SELECT count(*) FROM t")}, 1, StatusOK, "SELECT count(*) FROM t"},
+		{"two blocks then one", []string{sqlReply("SELECT 1") + "\n" + sqlReply("SELECT 2"), sqlReply("SELECT count(*) FROM t")}, 2, StatusOK, "SELECT count(*) FROM t"},
+		{"always two: the first is used after 3 asks", []string{sqlReply("SELECT id FROM t") + "\n" + sqlReply("SELECT 2")}, 3, StatusOK, "SELECT id FROM t"},
+		{"no block: gave up", []string{"I cannot answer."}, 3, StatusGaveUp, ""},
+		{"upper-case fence accepted", []string{"```SQL\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
+			c, err := agent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.n != tt.calls || c.Status != tt.status || c.SQL != tt.sql || c.Cost.LLMCalls != tt.calls {
+				t.Errorf("calls %d (ledger %d), status %s, sql %q", m.n, c.Cost.LLMCalls, c.Status, c.SQL)
+			}
+			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.seen[1], "Please output one SQL only") {
+				t.Errorf("second ask was %q", m.seen[1])
+			}
+		})
+	}
+}
+
+func TestCandidateRefinesAndStops(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     Config
+		replies []string
+		calls   int
+		queries int
+		status  Status
+	}{
+		{"error then fix", Config{}, []string{sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t")}, 2, 2, StatusOK},
+		{"empty four times stops early", Config{}, []string{sqlReply("SELECT id FROM t WHERE id > 9")}, 4, 4, StatusEmpty},
+		{"errors until max iter", Config{MaxIter: 5}, []string{sqlReply("SELECT nope FROM t")}, 5, 5, StatusError},
+		{"empty, error, empty: no early stop", Config{MaxIter: 5}, []string{
+			sqlReply("SELECT id FROM t WHERE id > 9"), sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t WHERE id > 9"),
+			sqlReply("SELECT id FROM t WHERE id > 9"), sqlReply("SELECT id FROM t WHERE id > 9"), sqlReply("SELECT id FROM t WHERE id > 9")}, 5, 5, StatusEmpty},
+		{"self-consistency needs the answer twice", Config{SelfConsistency: true}, []string{
+			sqlReply("SELECT id FROM t"), sqlReply("SELECT name FROM t"), sqlReply("SELECT id FROM t ORDER BY id DESC")}, 3, 3, StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
+			c, err := agent(t, tt.cfg, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.n != tt.calls || c.Cost.Queries != tt.queries || c.Status != tt.status {
+				t.Errorf("calls %d, queries %d, status %s (%s)", m.n, c.Cost.Queries, c.Status, c.Error)
+			}
+		})
+	}
+	// The feedback the model sees is the engine's error text verbatim.
+	m := &scripted{reply: func(n int, _ string) string {
+		return []string{sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t")}[min(n, 1)]
+	}}
+	if _, err := agent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.seen[1], "Input sql:\nSELECT nope FROM t\nThe error information is:\n") || !strings.Contains(m.seen[1], "no such column: nope") {
+		t.Errorf("refinement prompt %q", m.seen[1])
+	}
+}
+
+func TestCTERefinementFindsWhereRowsDisappear(t *testing.T) {
+	t.Parallel()
+	stuck := "WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a WHERE id > 9) SELECT * FROM b"
+	m := &scripted{reply: func(n int, last string) string {
+		if strings.Contains(last, "intermediate results of each CTE") {
+			return sqlReply("WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a WHERE id > 1) SELECT * FROM b")
+		}
+		return sqlReply(stuck)
+	}}
+	c, err := agent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status != StatusOK || !c.CTERefined || c.Rows != 2 {
+		t.Fatalf("candidate %+v", c)
+	}
+	last := m.seen[len(m.seen)-1]
+	if !strings.Contains(last, "CTE 1 a: rows") || !strings.Contains(last, "CTE 2 b: no rows") {
+		t.Errorf("CTE prompt:\n%s", last)
+	}
+}
+
+func cand(i int, csv string) *Candidate {
+	return &Candidate{Index: i, Status: StatusOK, CSV: csv, SQL: fmt.Sprintf("SELECT %d", i)}
+}
+
+func TestVoteTieRule(t *testing.T) {
+	t.Parallel()
+	A, B, C := "x\n1\n", "x\n2\n", "x\n3\n"
+	zero := "x\n0\n"
+	tests := []struct {
+		name    string
+		answers []string
+		conf    Confidence
+		winner  int // index of the winning candidate, -1 for none
+	}{
+		{"unique majority", []string{A, B, A}, High, 0},
+		{"2 of 8 beats singletons", []string{A, B, C, "x\n4\n", "x\n5\n", "x\n6\n", B, "x\n7\n"}, High, 1},
+		{"two clusters of two tie", []string{A, A, B, B}, Low, -1},
+		{"three beat two", []string{B, A, B, A, B}, High, 0},
+		{"all different", []string{A, B, C}, Low, -1},
+		{"one candidate is not a consensus", []string{A}, Low, -1},
+		{"nothing", nil, Low, -1},
+		{"invalid answers do not vote", []string{zero, zero, A}, Low, -1},
+		{"tolerance 0.001 agrees", []string{"x\n1.0004\n", "x\n1.0\n", B}, High, 0},
+		{"failed candidates ignored", []string{"", A, "", A}, High, 1},
+	}
+	for _, tt := range tests {
+		var cs []*Candidate
+		for i, a := range tt.answers {
+			c := cand(i, a)
+			if a == "" {
+				c.Status = StatusError
+			}
+			cs = append(cs, c)
+		}
+		d := Vote(cs)
+		if d.Confidence != tt.conf {
+			t.Errorf("%s: confidence %s, want %s", tt.name, d.Confidence, tt.conf)
+		}
+		if tt.winner >= 0 && (d.Winner == nil || d.Winner.Index != tt.winner) {
+			t.Errorf("%s: winner %+v, want candidate %d", tt.name, d.Winner, tt.winner)
+		}
+		if tt.winner < 0 && d.Winner != nil {
+			t.Errorf("%s: unexpected winner %d", tt.name, d.Winner.Index)
+		}
+	}
+}
+
+func TestFinalDecision(t *testing.T) {
+	t.Parallel()
+	a := agent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
+	A, B := "x\n1\n", "x\n2\n"
+	decide := func(seed int64, answers ...string) Decision {
+		var cs []*Candidate
+		for i, s := range answers {
+			cs = append(cs, cand(i, s))
+		}
+		return a.Decide(context.Background(), cs, CandidateInput{Example: ex}, seed, &cost.Cost{})
+	}
+	if d := decide(1, A); d.Method != MethodLone || d.Winner.Index != 0 {
+		t.Errorf("lone candidate: %+v", d)
+	}
+	if d := decide(1, A, A, B); d.Method != MethodMajorityExplore {
+		t.Errorf("majority: %+v", d)
+	}
+	if d := decide(1, "x\n0\n"); d.Method != MethodInvalidFallback || d.Winner == nil {
+		t.Errorf("invalid fallback: %+v", d)
+	}
+	if d := decide(1); d.Method != MethodNone || d.Winner != nil {
+		t.Errorf("nothing: %+v", d)
+	}
+	// A tie is broken by the seed: the same seed always picks the same
+	// cluster, and different seeds reach both.
+	picked := map[int]bool{}
+	for seed := int64(0); seed < 20; seed++ {
+		d1, d2 := decide(seed, A, B, A, B), decide(seed, A, B, A, B)
+		if d1.Method != MethodRandomTie || d1.Winner.Index != d2.Winner.Index {
+			t.Fatalf("seed %d: %+v vs %+v", seed, d1, d2)
+		}
+		picked[d1.Winner.Index] = true
+	}
+	if len(picked) != 2 {
+		t.Errorf("20 seeds picked only %v", picked)
+	}
+	// With ModelVote the model breaks the tie.
+	mv := agent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
+	cs := []*Candidate{cand(0, A), cand(1, B), cand(2, A), cand(3, B)}
+	if d := mv.Decide(context.Background(), cs, CandidateInput{Example: ex}, 1, &cost.Cost{}); d.Method != MethodModelVote || d.Winner.Index != 1 {
+		t.Errorf("model vote: %+v", d)
+	}
+}
+
+func TestExplorationStopRules(t *testing.T) {
+	t.Parallel()
+	many := func(n int, q string) string {
+		var b strings.Builder
+		b.WriteString("```sql\n")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "--Description: query %d\n%s;\n", i, q)
+		}
+		return b.String() + "```"
+	}
+	tests := []struct {
+		name      string
+		reply     func(n int, last string) string
+		successes int
+		calls     int
+		stopped   string
+	}{
+		{"more than 10 successes stop", func(int, string) string { return many(14, "SELECT id FROM t LIMIT 20") }, 11, 1, "enough successful queries"},
+		// The first query and its three corrections fail (4), the second query
+		// fails once more (5): no call is spent on correcting it.
+		{"five failures in a row stop", func(int, string) string { return many(10, "SELECT nope FROM t") }, 0, 1 + 3, "5 failures in a row"},
+		{"too few queries: asked again, then runs", func(n int, _ string) string {
+			if n == 0 {
+				return many(2, "SELECT id FROM t")
+			}
+			return many(3, "SELECT id FROM t")
+		}, 3, 2, "all queries run"},
+		{"a fix then the others corrected alike", func(n int, last string) string {
+			switch {
+			case strings.Contains(last, "Write at most 10"):
+				return many(3, "SELECT nope FROM t")
+			case strings.Contains(last, "is corrected to"):
+				return many(2, "SELECT name FROM t")
+			}
+			return sqlReply("SELECT id FROM t")
+		}, 3, 3, "all queries run"},
+		{"semicolons in strings are not split", func(int, string) string {
+			return "```sql\nSELECT 'a;b' AS s FROM t;\n-- only a comment;\nSELECT id FROM t;\nSELECT name FROM t;\n```"
+		}, 3, 1, "all queries run"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &scripted{reply: tt.reply}
+			e, err := agent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Successes != tt.successes || m.n != tt.calls || e.Stopped != tt.stopped || e.Cost.LLMCalls != m.n {
+				t.Errorf("successes %d, calls %d (ledger %d), stopped %q", e.Successes, m.n, e.Cost.LLMCalls, e.Stopped)
+			}
+			if tt.successes > 0 && (!strings.HasPrefix(e.Transcript, "Query:\n") || !strings.Contains(e.Transcript, "\nAnswer:\n")) {
+				t.Errorf("transcript %q", e.Transcript)
+			}
+		})
+	}
+}
+
+func TestSeedDerivation(t *testing.T) {
+	t.Parallel()
+	a := Seed(1, "ex", 0, 3, "gen-0-0")
+	if a != Seed(1, "ex", 0, 3, "gen-0-0") || a < 0 {
+		t.Error("Seed must be deterministic and non-negative")
+	}
+	for _, b := range []int64{Seed(2, "ex", 0, 3, "gen-0-0"), Seed(1, "ex2", 0, 3, "gen-0-0"), Seed(1, "ex", 1, 3, "gen-0-0"), Seed(1, "ex", 0, 4, "gen-0-0"), Seed(1, "ex", 0, 3, "gen-1-0")} {
+		if a == b {
+			t.Error("Seed must change with each input")
+		}
+	}
+}
