@@ -42,7 +42,7 @@ type CandidateInput struct {
 	// Format is the expected answer format (format restriction), if any.
 	Format string
 	// Exploration is the column-exploration transcript (round 2).
-	Exploration string
+	Exploration  string
 	Round, Index int
 	// Seed is this candidate's base seed; every call derives its own.
 	Seed int64
