@@ -12,11 +12,13 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/quorum ./cmd/quorum
 
-# demo inspects the bundled demo dataset and scores its gold SQL with the
-# Spider 2.0 evaluator (the agents' issues make it run ReFoRCE end to end).
+# demo runs ReFoRCE over the bundled demo dataset (with the simulated LLM
+# unless OPENAI_API_KEY / --llm-base-url point at a real one) and scores the
+# answers with the Spider 2.0 evaluator.
 demo: build
 	./bin/quorum inspect --strict $(DEMO)
-	./bin/quorum eval --mode sql --gold $(GOLD) --pred $(GOLD)/sql --dataset $(DEMO)
+	./bin/quorum solve --dataset $(DEMO) --out out/demo
+	./bin/quorum eval --gold $(GOLD) --pred out/demo
 
 # deps installs what the tests need when it is missing: redis-server, which
 # the rate-limit and runtime tests start on a free port.

@@ -151,3 +151,65 @@ func TestInspectPromptsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSolveWritesSubmissionAndReport runs the agent over part of the demo
+// with the in-process simulator and checks the outputs score the same with
+// quorum eval as the run reported.
+func TestSolveWritesSubmissionAndReport(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	log, err := run(t, "solve", "--dataset", demo, "--ids", "local001,local005,local018,local026", "--out", out, "--votes", "4")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if !strings.Contains(log, "SIMULATED LLM") {
+		t.Errorf("the run does not say it used the simulator:\n%s", log)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Examples []struct {
+			InstanceID string `json:"instance_id"`
+			Status     string `json:"status"`
+			Cost       struct {
+				Calls int `json:"llm_calls"`
+			} `json:"cost"`
+		} `json:"examples"`
+		Totals struct {
+			Correct int `json:"correct"`
+			Scored  int `json:"scored"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Examples) != 4 || rep.Totals.Scored != 4 {
+		t.Fatalf("run.json: %s", b)
+	}
+	answered := 0
+	for _, e := range rep.Examples {
+		if e.Cost.Calls < 4 {
+			t.Errorf("%s: %d LLM calls for 4 candidates", e.InstanceID, e.Cost.Calls)
+		}
+		if e.Status == "answered" {
+			answered++
+			if _, err := os.Stat(filepath.Join(out, e.InstanceID+".sql")); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	ev, err := run(t, "eval", "--json", "--gold", filepath.Join(demo, "evaluation_suite", "gold"), "--pred", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var score struct {
+		Correct int `json:"correct"`
+		Total   int `json:"total"`
+	}
+	json.Unmarshal([]byte(ev), &score)
+	if score.Total != answered || score.Correct != rep.Totals.Correct {
+		t.Errorf("quorum eval says %d/%d, the run said %d correct of %d answered", score.Correct, score.Total, rep.Totals.Correct, answered)
+	}
+}

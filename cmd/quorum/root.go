@@ -36,7 +36,7 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInspectCmd(), newEvalCmd(), newLLMSimCmd(), newVersionCmd())
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newSolveCmd(), newLLMSimCmd(), newVersionCmd())
 	return root
 }
 

@@ -194,15 +194,16 @@ type Filter struct {
 // error naming them.
 func (ds *Dataset) Select(f Filter) ([]*Example, error) {
 	want := map[string]bool{}
+	missing := map[string]bool{}
 	for _, id := range f.IDs {
-		want[id] = true
+		want[id], missing[id] = true, true
 	}
 	var out []*Example
 	for _, e := range ds.Examples {
 		if len(want) > 0 && !want[e.ID] {
 			continue
 		}
-		delete(want, e.ID)
+		delete(missing, e.ID)
 		if f.Dialect != "" && e.Dialect != f.Dialect {
 			continue
 		}
@@ -214,13 +215,13 @@ func (ds *Dataset) Select(f Filter) ([]*Example, error) {
 			break
 		}
 	}
-	if len(want) > 0 && (f.Limit == 0 || len(out) < f.Limit) {
-		var missing []string
-		for id := range want {
-			missing = append(missing, id)
+	if len(missing) > 0 && (f.Limit == 0 || len(out) < f.Limit) {
+		var ids []string
+		for id := range missing {
+			ids = append(ids, id)
 		}
-		sort.Strings(missing)
-		return nil, fmt.Errorf("unknown instance ids %s in %s", strings.Join(missing, ", "), ds.TaskFile)
+		sort.Strings(ids)
+		return nil, fmt.Errorf("unknown instance ids %s in %s", strings.Join(ids, ", "), ds.TaskFile)
 	}
 	return out, nil
 }

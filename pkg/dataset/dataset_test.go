@@ -178,6 +178,9 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	if err != nil || len(sel) != 3 {
 		t.Errorf("select sqlite: %d %v", len(sel), err)
 	}
+	if sel, err := ds.Select(Filter{IDs: []string{"local001"}}); err != nil || len(sel) != 1 || sel[0].ID != "local001" {
+		t.Errorf("select by id: %d examples, %v", len(sel), err)
+	}
 	if _, err := ds.Select(Filter{IDs: []string{"local001", "nope"}}); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("select unknown id: %v", err)
 	}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/dbinfo"
+	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/reforce"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
+)
+
+func newSolveCmd() *cobra.Command {
+	var (
+		df          datasetFlags
+		lf          llmFlags
+		dsDir, out  string
+		ids         []string
+		dialect, db string
+		limit       int
+		seed        uint64
+		concurrency int
+		cfg         reforce.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "solve --dataset DIR",
+		Short: "Run the ReFoRCE agent over a dataset in this process (no cluster)",
+		Long: `solve runs ReFoRCE in one process: compression, candidates with
+self-refinement, the majority vote, column exploration for low-confidence
+examples and the final fallbacks. It writes <instance_id>.sql and .csv in
+Spider 2.0's submission layout plus run.json, and prints EX when the dataset
+has gold results. With no LLM configured it uses the simulated LLM (llmsim).
+For a cluster over NATS and Redis, use quorum run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dsDir == "" {
+				return fmt.Errorf("--dataset is required (try --dataset examples/demo)")
+			}
+			ds, err := df.load(dsDir)
+			if err != nil {
+				return err
+			}
+			filter := dataset.Filter{IDs: ids, Database: db, Limit: limit}
+			if dialect != "" {
+				if filter.Dialect, err = warehouse.ParseDialect(dialect); err != nil {
+					return err
+				}
+			}
+			examples, err := ds.Select(filter)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			client, label, stop, err := lf.client(ds, w)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			agent, err := reforce.New(cfg, client)
+			if err != nil {
+				return err
+			}
+			writer, err := outputs.NewWriter(out)
+			if err != nil {
+				return err
+			}
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Seed: seed, Votes: agent.Config().Votes, LLM: label, Started: time.Now()}
+			rep.Examples = solveAll(cmd.Context(), ds, examples, agent, writer, seed, concurrency, w)
+			rep.Finished = time.Now()
+			rep.Summarize()
+			if err := writer.Report(rep); err != nil {
+				return err
+			}
+			printSummary(w, rep, out)
+			return nil
+		},
+	}
+	df.register(cmd)
+	lf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&dsDir, "dataset", "", "dataset folder")
+	f.StringVar(&out, "out", filepath.Join("out", "solve"), "output folder")
+	f.StringSliceVar(&ids, "ids", nil, "only these instance ids (comma-separated)")
+	f.StringVar(&dialect, "only-dialect", "", "only examples of this dialect")
+	f.StringVar(&db, "db", "", "only examples of this database")
+	f.IntVar(&limit, "limit", 0, "at most this many examples")
+	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
+	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
+	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
+	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
+	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
+	f.BoolVar(&cfg.SelfConsistency, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
+	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
+	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties (v1 option)")
+	return cmd
+}
+
+// solveAll runs the examples with bounded concurrency and writes each answer
+// as soon as it is decided.
+func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent,
+	writer *outputs.Writer, seed uint64, concurrency int, w io.Writer) []outputs.Example {
+	set := &sqlite.Set{}
+	defer set.Close()
+	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	var mu sync.Mutex
+	infos := map[string]*dbinfo.Info{}
+	info := func(e *dataset.Example) (*dbinfo.Info, error) {
+		db, _ := ds.Database(e)
+		mu.Lock()
+		defer mu.Unlock()
+		if i, ok := infos[db.Key()]; ok {
+			return i, nil
+		}
+		i, err := dbinfo.ForExample(ctx, ds, e, whs, dbinfo.DefaultOptions())
+		if err == nil {
+			infos[db.Key()] = i
+		}
+		return i, err
+	}
+	results := make([]outputs.Example, len(examples))
+	sem := make(chan struct{}, max(1, concurrency))
+	var wg sync.WaitGroup
+	var done sync.Mutex
+	finished := 0
+	for i, e := range examples {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = solveOne(ctx, ds, e, agent, whs, info, writer, seed)
+			done.Lock()
+			finished++
+			fmt.Fprintf(w, "[%d/%d] %s: %s %s\n", finished, len(examples), e.ID, results[i].Status, results[i].Method)
+			done.Unlock()
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agent *reforce.Agent, whs *dataset.Warehouses,
+	info func(*dataset.Example) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
+	start := time.Now()
+	r := outputs.Example{InstanceID: e.ID, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
+	fail := func(err error) outputs.Example {
+		r.Error = err.Error()
+		r.LatencySeconds = time.Since(start).Seconds()
+		return r
+	}
+	if !ds.Runnable(e.ID) {
+		var msgs []string
+		for _, p := range ds.Problems {
+			if p.Instance == e.ID {
+				msgs = append(msgs, p.Message)
+			}
+		}
+		return fail(fmt.Errorf("not runnable: %s", strings.Join(msgs, "; ")))
+	}
+	wh, err := whs.For(e)
+	if err != nil {
+		return fail(err)
+	}
+	in, err := info(e)
+	if err != nil {
+		return fail(err)
+	}
+	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
+		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed})
+	if o != nil {
+		r.Cost = o.Cost.Total()
+		r.Candidates = len(o.Candidates)
+		r.Rounds = 1
+		if len(o.Explorations) > 0 {
+			r.Rounds = 2
+		}
+		for _, c := range o.Candidates {
+			if c != nil && c.Status == reforce.StatusOK {
+				r.ValidCandidates++
+			}
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	r.Confidence, r.Method = string(o.First.Confidence), string(o.Decision.Method)
+	r.LatencySeconds = time.Since(start).Seconds()
+	if o.Final == nil {
+		r.Status = "no_answer"
+	} else {
+		r.Status = "answered"
+		if err := writer.Answer(e.ID, o.Final.SQL, o.Final.CSV); err != nil {
+			return fail(err)
+		}
+	}
+	if len(e.Gold.Results) > 0 && ds.GoldDir != "" {
+		dir := filepath.Join(ds.GoldDir, "exec_result")
+		score := func(c *reforce.Candidate) bool {
+			if c == nil || c.Status != reforce.StatusOK {
+				return false
+			}
+			f, err := c.Frame()
+			if err != nil {
+				return false
+			}
+			ok, err := eval.ScoreAgainstGold(f, dir, e.ID, e.Gold.Spec)
+			return err == nil && ok
+		}
+		correct := score(o.Final)
+		atK := correct
+		for _, c := range o.Candidates {
+			atK = atK || score(c)
+		}
+		r.Correct, r.CorrectAtK = &correct, &atK
+	}
+	return r
+}
+
+func printSummary(w io.Writer, rep *outputs.Report, out string) {
+	t := rep.Totals
+	fmt.Fprintf(w, "\nLLM: %s\n", rep.LLM)
+	fmt.Fprintf(w, "Examples: %d (answered %d, no answer %d, failed %d) in %.1fs\n", t.Examples, t.Answered, t.NoAnswer, t.Failed, t.WallSeconds)
+	fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (explored)\n", t.HighConf, t.LowConf)
+	if t.EX != nil {
+		fmt.Fprintf(w, "EX: %.4f (%d of %d), EX@%d: %.4f\n", *t.EX, t.Correct, t.Scored, rep.Votes, *t.EXAtK)
+	}
+	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
+		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)
+	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json)\n", out)
+}

@@ -1,0 +1,159 @@
+// Package outputs writes a run's results: one <instance_id>.sql and
+// <instance_id>.csv per answered example in Spider 2.0's submission layout
+// (what `quorum eval` and the official evaluator read), and run.json, the
+// per-example and total account of what the run did and cost.
+package outputs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+)
+
+// Example is one example's line in run.json.
+type Example struct {
+	InstanceID string `json:"instance_id"`
+	Dialect    string `json:"dialect"`
+	Database   string `json:"database"`
+	// Status: answered, no_answer (no candidate produced rows) or failed
+	// (the pipeline itself failed; Error says why).
+	Status     string `json:"status"`
+	Confidence string `json:"confidence,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Rounds     int    `json:"rounds"`
+	Candidates int    `json:"candidates"`
+	// ValidCandidates produced rows that take part in the vote.
+	ValidCandidates int       `json:"valid_candidates"`
+	Cost            cost.Cost `json:"cost"`
+	LatencySeconds  float64   `json:"latency_seconds"`
+	// Correct and CorrectAtK are set when gold exists: the final answer,
+	// and whether any candidate was right (EX@k).
+	Correct    *bool  `json:"correct,omitempty"`
+	CorrectAtK *bool  `json:"correct_at_k,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Report is run.json.
+type Report struct {
+	RunID    string    `json:"run_id"`
+	Dataset  string    `json:"dataset"`
+	Seed     uint64    `json:"seed"`
+	Votes    int       `json:"votes"`
+	LLM      string    `json:"llm"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Examples []Example `json:"examples"`
+	Totals   Totals    `json:"totals"`
+}
+
+// Totals summarise the examples.
+type Totals struct {
+	Examples      int       `json:"examples"`
+	Answered      int       `json:"answered"`
+	NoAnswer      int       `json:"no_answer"`
+	Failed        int       `json:"failed"`
+	HighConf      int       `json:"high_confidence"`
+	LowConf       int       `json:"low_confidence"`
+	Cost          cost.Cost `json:"cost"`
+	Scored        int       `json:"scored"`
+	Correct       int       `json:"correct"`
+	CorrectAtK    int       `json:"correct_at_k"`
+	EX            *float64  `json:"ex,omitempty"`
+	EXAtK         *float64  `json:"ex_at_k,omitempty"`
+	WallSeconds   float64   `json:"wall_seconds"`
+	CallsPerEx    float64   `json:"llm_calls_per_example"`
+	QueriesPerEx  float64   `json:"warehouse_queries_per_example"`
+	TokensPerCall float64   `json:"tokens_per_llm_call"`
+}
+
+// Summarize fills r.Totals from r.Examples.
+func (r *Report) Summarize() {
+	sort.Slice(r.Examples, func(i, j int) bool { return r.Examples[i].InstanceID < r.Examples[j].InstanceID })
+	t := Totals{Examples: len(r.Examples), WallSeconds: r.Finished.Sub(r.Started).Seconds()}
+	for _, e := range r.Examples {
+		switch e.Status {
+		case "answered":
+			t.Answered++
+		case "no_answer":
+			t.NoAnswer++
+		default:
+			t.Failed++
+		}
+		switch e.Confidence {
+		case "high":
+			t.HighConf++
+		case "low":
+			t.LowConf++
+		}
+		t.Cost.Add(e.Cost)
+		if e.Correct != nil {
+			t.Scored++
+			if *e.Correct {
+				t.Correct++
+			}
+			if e.CorrectAtK != nil && *e.CorrectAtK {
+				t.CorrectAtK++
+			}
+		}
+	}
+	if t.Scored > 0 {
+		ex := float64(t.Correct) / float64(t.Scored)
+		k := float64(t.CorrectAtK) / float64(t.Scored)
+		t.EX, t.EXAtK = &ex, &k
+	}
+	if t.Examples > 0 {
+		t.CallsPerEx = float64(t.Cost.LLMCalls) / float64(t.Examples)
+		t.QueriesPerEx = float64(t.Cost.Queries) / float64(t.Examples)
+	}
+	if t.Cost.LLMCalls > 0 {
+		t.TokensPerCall = float64(t.Cost.Tokens()) / float64(t.Cost.LLMCalls)
+	}
+	r.Totals = t
+}
+
+// Writer writes into one output folder.
+type Writer struct {
+	Dir string
+}
+
+// NewWriter creates dir.
+func NewWriter(dir string) (*Writer, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("output folder %s: %w", dir, err)
+	}
+	return &Writer{Dir: dir}, nil
+}
+
+// Answer writes <id>.sql and <id>.csv atomically (a crash never leaves a
+// half-written answer that a resume would take for finished).
+func (w *Writer) Answer(id, sql, csv string) error {
+	if err := writeAtomic(filepath.Join(w.Dir, id+".csv"), []byte(csv)); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(w.Dir, id+".sql"), []byte(sql+"\n"))
+}
+
+// Report writes run.json.
+func (w *Writer) Report(r *Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(w.Dir, "run.json"), append(b, '\n'))
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
