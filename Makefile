@@ -1,7 +1,7 @@
 # quorum: make demo runs the demo job, make test runs the tests.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+LDFLAGS := -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
 DEMO    := examples/demo
 GOLD    := $(DEMO)/evaluation_suite/gold
 

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -23,7 +23,8 @@ func exitCode(err error) int {
 	return 1
 }
 
-func newRootCmd() *cobra.Command {
+// NewRootCmd is the quorum command with every subcommand.
+func NewRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "quorum",
 		Short: "Distributed Text-to-SQL agent runner (ReFoRCE, PExA, RAISE) for Spider 2.0-style workloads",
@@ -46,7 +47,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print quorum's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.Println("quorum", version)
+			cmd.Println("quorum", Version)
 			return nil
 		},
 	}
