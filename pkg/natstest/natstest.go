@@ -1,0 +1,20 @@
+// Package natstest starts a real NATS server with JetStream inside the test
+// process (temp store, random port), stopped at cleanup.
+package natstest
+
+import (
+	"testing"
+
+	"github.com/quorumsql/quorum/pkg/queue"
+)
+
+// Start returns a running server.
+func Start(t testing.TB) *queue.Embedded {
+	t.Helper()
+	e, err := queue.StartEmbedded(t.TempDir(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}

@@ -1,0 +1,187 @@
+// Package queue is quorum's messaging over NATS JetStream: one work-queue
+// stream, subjects that carry the run, the stage and the warehouse (so
+// workers scale per warehouse quota and filter what they take), durable pull
+// consumers per role, deduplicated publishes, and a worker loop with
+// in-progress heartbeats and bounded redelivery. Core NATS pub/sub is never
+// used for work.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream is the JetStream stream holding all of quorum's work.
+const Stream = "QUORUM"
+
+// Stages of the pipeline, as subject tokens.
+const (
+	StageLink     = "link"
+	StageGenerate = "generate"
+	StageExplore  = "explore"
+	StageResult   = "result"
+	StageFinal    = "final"
+)
+
+var token = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// CheckToken validates a run id or warehouse name for use in subjects.
+func CheckToken(kind, s string) error {
+	if !token.MatchString(s) {
+		return fmt.Errorf("%s %q: use letters, digits, '-' and '_' only", kind, s)
+	}
+	return nil
+}
+
+// Subject is quorum.<run>.<stage>[.<warehouse>].
+func Subject(run, stage, warehouse string) string {
+	if warehouse == "" {
+		return "quorum." + run + "." + stage
+	}
+	return "quorum." + run + "." + stage + "." + warehouse
+}
+
+// Config configures the queue.
+type Config struct {
+	// AckWait is how long a delivery may go without an ack or a heartbeat
+	// (default 60s); workers heartbeat at a third of it.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries per message (default 5).
+	MaxDeliver int
+	// DuplicateWindow is how long a Nats-Msg-Id is remembered (default 2h).
+	DuplicateWindow time.Duration
+	// Replicas for the stream (1 on a single server).
+	Replicas int
+}
+
+func (c *Config) defaults() {
+	if c.AckWait <= 0 {
+		c.AckWait = 60 * time.Second
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = 2 * time.Hour
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+}
+
+// Queue is a connection to quorum's stream.
+type Queue struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+}
+
+// Connect dials NATS (url may carry credentials; TLS with tls://) and makes
+// sure the stream exists.
+func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (*Queue, error) {
+	cfg.defaults()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.Name("quorum")}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: Stream, Subjects: []string{"quorum.>"}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, Duplicates: cfg.DuplicateWindow, Replicas: cfg.Replicas,
+		MaxAge: 14 * 24 * time.Hour,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("create stream %s (is JetStream enabled on the server?): %w", Stream, err)
+	}
+	return &Queue{cfg: cfg, nc: nc, js: js, stream: st}, nil
+}
+
+// redact hides a password in a URL for messages.
+func redact(url string) string {
+	if i := strings.Index(url, "@"); i >= 0 {
+		if j := strings.Index(url, "://"); j >= 0 && j < i {
+			return url[:j+3] + "***@" + url[i+1:]
+		}
+	}
+	return url
+}
+
+// Close drains the connection.
+func (q *Queue) Close() { _ = q.nc.Drain() }
+
+// Config returns the effective configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Publish sends v to subject with a message id; a retried publish with the
+// same id is dropped by JetStream within the duplicate window, so it never
+// creates a second task.
+func (q *Queue) Publish(ctx context.Context, subject, msgID string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		_, err := q.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+		if err == nil {
+			return nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	return fmt.Errorf("publish %s (%s): %w", subject, msgID, last)
+}
+
+// Consumer creates (or updates) the durable pull consumer named name over
+// the given subject filters. Filters of different consumers must not
+// overlap on the work-queue stream.
+func (q *Queue) Consumer(ctx context.Context, name string, filters ...string) (jetstream.Consumer, error) {
+	c, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: name, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: q.cfg.AckWait, MaxDeliver: q.cfg.MaxDeliver, MaxAckPending: 10_000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s on %v: %w", name, filters, err)
+	}
+	return c, nil
+}
+
+// DeleteConsumer removes a durable consumer (a finished run's).
+func (q *Queue) DeleteConsumer(ctx context.Context, name string) error {
+	err := q.stream.DeleteConsumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Pending reports the messages waiting or unacknowledged on a consumer.
+func (q *Queue) Pending(ctx context.Context, name string) (int, error) {
+	c, err := q.stream.Consumer(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int(info.NumPending) + info.NumAckPending, nil
+}

@@ -1,0 +1,208 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Delivery is one delivery of a message to a handler.
+type Delivery struct {
+	Msg jetstream.Msg
+	// Attempt counts deliveries from 1; Last is set on the final one a
+	// consumer allows.
+	Attempt int
+	Last    bool
+}
+
+// Handler processes one message. nil acknowledges it. A Permanent error
+// terminates it at once. Any other error asks for a redelivery with backoff,
+// unless this was the last delivery: then OnGiveUp runs and the message is
+// terminated, so it is never silently dropped.
+type Handler func(ctx context.Context, d Delivery) error
+
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks an error that redelivery cannot fix (a malformed message,
+// an unknown example).
+func Permanent(err error) error { return permanent{err} }
+
+// WorkConfig configures a worker loop.
+type WorkConfig struct {
+	Consumer    string
+	Filters     []string
+	Concurrency int
+	Handler     Handler
+	// OnGiveUp reports a message that will not be delivered again (its
+	// deliveries are exhausted, or it is permanently bad), so the run can
+	// record the failure and go on.
+	OnGiveUp func(ctx context.Context, d Delivery, err error)
+	// DrainTimeout is how long in-flight work may finish after ctx ends
+	// before it is handed back for redelivery (default 30s).
+	DrainTimeout time.Duration
+	// RetryBase is the first redelivery delay, doubled per attempt up to 30s
+	// (default 1s).
+	RetryBase time.Duration
+	Logger    *zap.Logger
+	// Observe, when set, is told each outcome ("ack", "retry", "gave_up",
+	// "handed_back") and whether the message was a redelivery.
+	Observe func(outcome string, redelivered bool)
+}
+
+// Work fetches and handles messages until ctx ends, then stops fetching,
+// lets in-flight work finish (or hands it back after DrainTimeout), and
+// returns.
+func (q *Queue) Work(ctx context.Context, wc WorkConfig) error {
+	if wc.Concurrency <= 0 {
+		wc.Concurrency = 1
+	}
+	if wc.DrainTimeout <= 0 {
+		wc.DrainTimeout = 30 * time.Second
+	}
+	if wc.RetryBase <= 0 {
+		wc.RetryBase = time.Second
+	}
+	if wc.Logger == nil {
+		wc.Logger = zap.NewNop()
+	}
+	cons, err := q.Consumer(ctx, wc.Consumer, wc.Filters...)
+	if err != nil {
+		return err
+	}
+	// Handlers outlive ctx by up to DrainTimeout.
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	go func() {
+		<-ctx.Done()
+		t := time.NewTimer(wc.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelHandlers()
+		case <-hctx.Done():
+		}
+	}()
+
+	slots := make(chan struct{}, wc.Concurrency)
+	var wg sync.WaitGroup
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		n := 1
+	more:
+		for n < wc.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		// Fetch only as many as there are free slots: a buffered message's
+		// AckWait would run while it waits.
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-slots }()
+					q.handle(ctx, hctx, msg, wc)
+				}()
+			}
+			err = batch.Error()
+		}
+		for i := got; i < n; i++ {
+			<-slots
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			wc.Logger.Warn("fetch failed; retrying", zap.String("consumer", wc.Consumer), zap.Error(err))
+			sleepCtx(ctx, 500*time.Millisecond)
+		}
+	}
+	wg.Wait()
+	return nil
+}
+
+func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConfig) {
+	d := Delivery{Msg: msg, Attempt: 1}
+	if md, err := msg.Metadata(); err == nil {
+		d.Attempt = int(md.NumDelivered)
+	}
+	d.Last = d.Attempt >= q.cfg.MaxDeliver
+	observe := func(outcome string) {
+		if wc.Observe != nil {
+			wc.Observe(outcome, d.Attempt > 1)
+		}
+	}
+	// Heartbeats keep a long LLM call from being redelivered elsewhere.
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(q.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	err := wc.Handler(hctx, d)
+	close(stop)
+	var p permanent
+	switch {
+	case err == nil:
+		if aerr := msg.DoubleAck(context.WithoutCancel(hctx)); aerr != nil {
+			wc.Logger.Warn("ack failed; the message may be redelivered", zap.String("subject", msg.Subject()), zap.Error(aerr))
+		}
+		observe("ack")
+	case hctx.Err() != nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)):
+		// Shutting down: hand the work back at once for another worker.
+		_ = msg.Nak()
+		observe("handed_back")
+	case errors.As(err, &p) || d.Last:
+		wc.Logger.Error("giving up on a message", zap.String("subject", msg.Subject()), zap.Int("attempt", d.Attempt), zap.Error(err))
+		if wc.OnGiveUp != nil {
+			wc.OnGiveUp(context.WithoutCancel(hctx), d, err)
+		}
+		_ = msg.TermWithReason(truncateReason(err.Error()))
+		observe("gave_up")
+	default:
+		delay := time.Duration(math.Min(float64(wc.RetryBase)*math.Pow(2, float64(d.Attempt-1)), float64(30*time.Second)))
+		wc.Logger.Warn("task failed; redelivering", zap.String("subject", msg.Subject()), zap.Int("attempt", d.Attempt),
+			zap.Duration("delay", delay), zap.Error(err))
+		_ = msg.NakWithDelay(delay)
+		observe("retry")
+	}
+}
+
+func truncateReason(s string) string {
+	if len(s) > 200 {
+		return s[:200]
+	}
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
