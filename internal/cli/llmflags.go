@@ -49,11 +49,13 @@ func (f *llmFlags) configured() bool {
 }
 
 // client returns the LLM client, a label for reports, and a stop function.
-// With no LLM configured it starts llmsim on a loopback port and says so.
-func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer) (*llm.OpenAI, string, func(), error) {
+// With no LLM configured it starts llmsim on a loopback port over ds and
+// says so; without ds (a cluster worker) that is an error. limiter, when
+// set, is the shared quota every call waits on.
+func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limiter) (*llm.OpenAI, string, func(), error) {
 	temp := f.temperature
 	cfg := llm.Config{Default: llm.ModelConfig{Name: f.model, Temperature: &temp}, MaxAttempts: f.maxAttempts,
-		Models: map[llm.Role]llm.ModelConfig{}}
+		Models: map[llm.Role]llm.ModelConfig{}, Limiter: limiter}
 	for _, rm := range f.roleModels {
 		role, model, ok := strings.Cut(rm, "=")
 		if !ok || model == "" {
@@ -72,6 +74,8 @@ func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer) (*llm.OpenAI, stri
 			cfg.APIKey = firstSet(f.apiKey, os.Getenv("AZURE_OPENAI_API_KEY"))
 		}
 		label = fmt.Sprintf("%s at %s", f.model, firstSet(cfg.BaseURL, "api.openai.com"))
+	} else if ds == nil {
+		return nil, "", nil, errors.New("no LLM is configured: pass --llm-base-url (a real OpenAI-compatible endpoint, or a `quorum llmsim` server) and --llm-api-key or OPENAI_API_KEY")
 	} else {
 		noise := llmsim.DefaultNoise()
 		noise.Gold = f.simGold

@@ -37,7 +37,8 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInspectCmd(), newEvalCmd(), newSolveCmd(), newLLMSimCmd(), newVersionCmd())
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newLLMSimCmd(),
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newVersionCmd())
 	return root
 }
 

@@ -61,7 +61,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			client, label, stop, err := lf.client(ds, w)
+			client, label, stop, err := lf.client(ds, w, nil)
 			if err != nil {
 				return err
 			}

@@ -143,6 +143,9 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 		d.Attempt = int(md.NumDelivered)
 	}
 	d.Last = d.Attempt >= q.cfg.MaxDeliver
+	if d.Attempt > 1 {
+		wc.Logger.Info("redelivered message", zap.String("subject", msg.Subject()), zap.Int("attempt", d.Attempt))
+	}
 	observe := func(outcome string) {
 		if wc.Observe != nil {
 			wc.Observe(outcome, d.Attempt > 1)

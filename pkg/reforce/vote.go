@@ -97,10 +97,30 @@ func Vote(cands []*Candidate) Decision {
 
 // Decide is the final vote over every candidate of every round (the
 // first round's are kept as evidence; the reference deleted them). A unique
-// largest cluster of two or more wins; a tie goes to the model (with
-// ModelVote) or to a seeded random choice among the largest clusters; a lone
-// valid candidate is chosen rather than dropped.
+// largest cluster of two or more wins; a tie goes to a seeded random choice
+// among the largest clusters; a lone valid candidate is chosen rather than
+// dropped.
+func Decide(cands []*Candidate, seed int64) Decision {
+	return decide(cands, seed, nil)
+}
+
+// Decide is the package-level Decide, with the model breaking ties when the
+// agent is configured for it (v1's model vote).
 func (a *Agent) Decide(ctx context.Context, cands []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
+	var tieBreak func([]*Candidate) *Candidate
+	if a.cfg.ModelVote {
+		tieBreak = func(tied []*Candidate) *Candidate {
+			w, err := a.modelVote(ctx, tied, in, seed, c)
+			if err != nil {
+				return nil
+			}
+			return w
+		}
+	}
+	return decide(cands, seed, tieBreak)
+}
+
+func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candidate) Decision {
 	d := Vote(cands)
 	if d.Confidence == High {
 		d.Method = MethodMajorityExplore
@@ -126,8 +146,8 @@ func (a *Agent) Decide(ctx context.Context, cands []*Candidate, in CandidateInpu
 			tied = append(tied, cands[g[0]])
 		}
 	}
-	if a.cfg.ModelVote {
-		if w, err := a.modelVote(ctx, tied, in, seed, c); err == nil && w != nil {
+	if tieBreak != nil {
+		if w := tieBreak(tied); w != nil {
 			d.Method, d.Winner = MethodModelVote, w
 			return d
 		}

@@ -1,0 +1,304 @@
+// Package e2e runs quorum's role binaries as real OS processes over a real
+// NATS JetStream server, a real redis-server and llmsim, and disturbs them:
+// a generator killed with SIGKILL mid-run, a voter restarted, a coordinator
+// killed and resumed. The outputs must equal an undisturbed run's.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/natstest"
+	"github.com/quorumsql/quorum/pkg/redistest"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "quorum-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"./cmd/coordinator", "./cmd/generator-worker", "./cmd/explorer-worker", "./cmd/voter")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the role binaries: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func demoDir(t *testing.T) string {
+	t.Helper()
+	abs, err := filepath.Abs("../examples/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// cluster is one NATS, one Redis and one llmsim, shared by the processes
+// of a scenario.
+type cluster struct {
+	t        *testing.T
+	natsURL  string
+	redisURL string
+	llmURL   string
+	sim      *llmsim.Server
+	logs     string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	ds, err := dataset.Load(demoDir(t), dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Latency stretches the run so that processes die mid-way.
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 5, Latency: llmsim.Latency{FirstToken: 40 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(ts.Close)
+	return &cluster{t: t, natsURL: natstest.Start(t).URL(), redisURL: redistest.Start(t).URL(), llmURL: ts.URL + "/v1", sim: sim, logs: t.TempDir()}
+}
+
+// start runs one role binary with the cluster's connection flags.
+func (c *cluster) start(name, bin string, args ...string) *exec.Cmd {
+	c.t.Helper()
+	base := []string{"--nats-url", c.natsURL, "--redis-url", c.redisURL, "--ack-wait", "3s", "--log-level", "info"}
+	if bin == "generator-worker" || bin == "explorer-worker" {
+		base = append(base, "--llm-base-url", c.llmURL, "--llm-api-key", "test", "--concurrency", "4")
+	}
+	cmd := exec.Command(filepath.Join(binDir, bin), append(base, args...)...)
+	logf, err := os.Create(filepath.Join(c.logs, name+".log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=")
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+			}
+		}
+		logf.Close()
+	})
+	return cmd
+}
+
+func (c *cluster) coordinator(name, run, out string) *exec.Cmd {
+	return c.start(name, "coordinator", "--run-id", run, "--dataset", demoDir(c.t), "--votes", "8", "--seed", "3", "--out", out)
+}
+
+func (c *cluster) workers() (gens []*exec.Cmd, voter *exec.Cmd) {
+	voter = c.start("voter", "voter")
+	gens = append(gens, c.start("generator-1", "generator-worker"), c.start("generator-2", "generator-worker"))
+	c.start("explorer", "explorer-worker")
+	return gens, voter
+}
+
+func wait(t *testing.T, cmd *exec.Cmd, logs, name string, d time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			b, _ := os.ReadFile(filepath.Join(logs, name+".log"))
+			t.Fatalf("%s exited with %v:\n%s\n(logs in %s)", name, err, tail(string(b), 3000), logs)
+		}
+	case <-time.After(d):
+		b, _ := os.ReadFile(filepath.Join(logs, name+".log"))
+		t.Fatalf("%s did not finish within %v:\n%s", name, d, tail(string(b), 3000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// outputs reads the answer files and run.json's per-example decisions.
+type outputs struct {
+	files    map[string]string
+	examples map[string]string // instance -> status/method/candidates
+	calls    int
+}
+
+func readOutputs(t *testing.T, dir string) outputs {
+	t.Helper()
+	o := outputs{files: map[string]string{}, examples: map[string]string{}}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") || strings.HasSuffix(e.Name(), ".csv") {
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			o.files[e.Name()] = string(b)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Examples []struct {
+			InstanceID string `json:"instance_id"`
+			Status     string `json:"status"`
+			Method     string `json:"method"`
+			Candidates int    `json:"candidates"`
+		} `json:"examples"`
+		Totals struct {
+			Cost struct {
+				Calls int `json:"llm_calls"`
+			} `json:"cost"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		if _, dup := o.examples[e.InstanceID]; dup {
+			t.Errorf("%s has two final answers", e.InstanceID)
+		}
+		o.examples[e.InstanceID] = fmt.Sprintf("%s/%s/%d", e.Status, e.Method, e.Candidates)
+	}
+	o.calls = rep.Totals.Cost.Calls
+	return o
+}
+
+func compare(t *testing.T, what string, got, want outputs) {
+	t.Helper()
+	if len(got.examples) != len(want.examples) {
+		t.Errorf("%s: %d examples in run.json, want %d", what, len(got.examples), len(want.examples))
+	}
+	var diffs []string
+	for id, w := range want.examples {
+		if g := got.examples[id]; g != w {
+			diffs = append(diffs, fmt.Sprintf("%s: %s, undisturbed %s", id, g, w))
+		}
+	}
+	for name, w := range want.files {
+		if g, ok := got.files[name]; !ok || !bytes.Equal([]byte(g), []byte(w)) {
+			diffs = append(diffs, name+" differs")
+		}
+	}
+	if len(got.files) != len(want.files) {
+		diffs = append(diffs, fmt.Sprintf("%d answer files, undisturbed %d", len(got.files), len(want.files)))
+	}
+	sort.Strings(diffs)
+	for _, d := range diffs {
+		t.Errorf("%s: %s", what, d)
+	}
+}
+
+// undisturbed runs the demo once, cleanly.
+func undisturbed(t *testing.T) (outputs, int64) {
+	t.Helper()
+	c := newCluster(t)
+	c.workers()
+	out := filepath.Join(t.TempDir(), "out")
+	coord := c.coordinator("coordinator", "clean", out)
+	wait(t, coord, c.logs, "coordinator", 3*time.Minute)
+	o := readOutputs(t, out)
+	if len(o.examples) != 44 {
+		t.Fatalf("undisturbed run finished %d examples, want 44", len(o.examples))
+	}
+	for id, s := range o.examples {
+		// Exactly the expected candidates: 8, or 16 after exploration.
+		if !strings.HasSuffix(s, "/8") && !strings.HasSuffix(s, "/16") {
+			t.Errorf("%s: %s", id, s)
+		}
+	}
+	return o, c.sim.Stats().Requests
+}
+
+func TestKilledGeneratorAndRestartedVoter(t *testing.T) {
+	want, _ := undisturbed(t)
+
+	c := newCluster(t)
+	gens, voter := c.workers()
+	out := filepath.Join(t.TempDir(), "out")
+	coord := c.coordinator("coordinator", "disturbed", out)
+	time.Sleep(1500 * time.Millisecond)
+	if err := gens[0].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gens[0].Wait()
+	time.Sleep(700 * time.Millisecond)
+	if err := voter.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	voter.Wait()
+	c.start("voter-restarted", "voter")
+	wait(t, coord, c.logs, "coordinator", 3*time.Minute)
+	got := readOutputs(t, out)
+	compare(t, "killed generator + restarted voter", got, want)
+	// The kill must really have interrupted work: the survivor took over
+	// the killed worker's unacknowledged tasks.
+	survivor, _ := os.ReadFile(filepath.Join(c.logs, "generator-2.log"))
+	redelivered := strings.Count(string(survivor), "redelivered message")
+	if redelivered == 0 {
+		t.Error("no task of the killed generator was redelivered: the kill interrupted nothing")
+	}
+	t.Logf("undisturbed: %d LLM calls; disturbed: %d recorded, %d served by the simulator; %d tasks of the killed generator redelivered to the survivor",
+		want.calls, got.calls, c.sim.Stats().Requests, redelivered)
+}
+
+func TestCoordinatorKilledAndResumed(t *testing.T) {
+	want, wantServed := undisturbed(t)
+
+	c := newCluster(t)
+	c.workers()
+	out := filepath.Join(t.TempDir(), "out")
+	coord := c.coordinator("coordinator", "resumed", out)
+	time.Sleep(1500 * time.Millisecond)
+	if err := coord.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	coord.Wait()
+	before, _ := os.ReadDir(out)
+	resumed := c.start("coordinator-resumed", "coordinator", "--run-id", "resumed", "--out", out)
+	wait(t, resumed, c.logs, "coordinator-resumed", 3*time.Minute)
+	got := readOutputs(t, out)
+	compare(t, "coordinator killed and resumed", got, want)
+	served := c.sim.Stats().Requests
+	t.Logf("coordinator killed with %d files written; resumed to %d examples; LLM calls served %d, undisturbed %d",
+		len(before), len(got.examples), served, wantServed)
+	if served != wantServed {
+		t.Errorf("the resumed run made %d LLM calls, the undisturbed one %d: finished work was redone", served, wantServed)
+	}
+}

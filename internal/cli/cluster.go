@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/quorumsql/quorum/pkg/blob"
+	"github.com/quorumsql/quorum/pkg/dbinfo"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runenv"
+	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// clusterFlags connect a role to NATS and Redis and set its shared limits.
+type clusterFlags struct {
+	natsURL, natsCreds, natsCA string
+	redisURL                   string
+	httpAddr                   string
+	name                       string
+	logLevel                   string
+	concurrency                int
+	warehouses                 []string
+	ackWait                    time.Duration
+	maxDeliver                 int
+	llmRPM, llmTPM             float64
+	whQPS                      float64
+	whConcurrent               int
+	linkBudget                 int
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.natsURL, "nats-url", os.Getenv("QUORUM_NATS_URL"), "NATS server URL, credentials allowed (nats://user:pass@host:4222, tls:// for TLS); env QUORUM_NATS_URL")
+	fl.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
+	fl.StringVar(&f.natsCA, "nats-tls-ca", "", "CA certificate for the NATS server")
+	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with auth/TLS (redis://:pass@host:6379/0, rediss:// for TLS); env QUORUM_REDIS_URL")
+	fl.StringVar(&f.httpAddr, "http-addr", "", "serve /healthz, /readyz and /metrics on this address (e.g. :9090)")
+	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
+	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
+	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts longer than this (characters) get table-level schema linking")
+	if withWork {
+		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks handled at once")
+		fl.StringSliceVar(&f.warehouses, "warehouses", []string{"sqlite", "snowflake", "bigquery"}, "warehouses whose tasks this worker takes")
+		fl.Float64Var(&f.llmRPM, "llm-rpm", 0, "LLM requests/min shared by the cluster (0 = no limit)")
+		fl.Float64Var(&f.llmTPM, "llm-tpm", 0, "LLM tokens/min shared by the cluster (0 = no limit)")
+		fl.Float64Var(&f.whQPS, "warehouse-qps", 0, "queries/sec per warehouse shared by the cluster (0 = no limit)")
+		fl.IntVar(&f.whConcurrent, "warehouse-concurrency", 0, "concurrent queries per warehouse across the cluster (0 = no limit)")
+	}
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Sampling = nil
+	cfg.OutputPaths = []string{"stderr"}
+	return cfg.Build()
+}
+
+// env connects to NATS and Redis and builds the process environment. client
+// may be nil for roles that make no LLM calls.
+func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) (*runenv.Env, func(), error) {
+	if f.natsURL == "" || f.redisURL == "" {
+		return nil, nil, errors.New("--nats-url and --redis-url are required (or QUORUM_NATS_URL / QUORUM_REDIS_URL); `quorum run` starts both for you on one machine")
+	}
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	name := f.name
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s-%s-%d", role, host, os.Getpid())
+	}
+	log = log.With(zap.String("role", role), zap.String("process", name))
+	var opts []nats.Option
+	if f.natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(f.natsCreds))
+	}
+	if f.natsCA != "" {
+		opts = append(opts, nats.RootCAs(f.natsCA))
+	}
+	q, err := queue.Connect(ctx, f.natsURL, queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	ropt, err := redis.ParseURL(f.redisURL)
+	if err != nil {
+		q.Close()
+		return nil, nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	ropt.ContextTimeoutEnabled = true
+	ropt.PoolSize = max(ropt.PoolSize, 4*f.concurrency+16)
+	rdb := redis.NewClient(ropt)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		q.Close()
+		rdb.Close()
+		return nil, nil, fmt.Errorf("connect to Redis at %s: %w", ropt.Addr, err)
+	}
+	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: log,
+		Metrics: metrics.New(role), Name: name}
+	env.Linker = &dbinfo.Linker{LLM: client, Cache: &dbinfo.RedisLinkCache{Client: rdb}, Budget: f.linkBudget}
+	if f.whQPS > 0 || f.whConcurrent > 0 {
+		lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
+		if err != nil {
+			return nil, nil, err
+		}
+		gates := map[warehouse.Dialect]warehouse.Gate{}
+		for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
+			g, err := lim.WarehouseGate(string(d), ratelimit.WarehouseQuota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent})
+			if err != nil {
+				return nil, nil, err
+			}
+			gates[d] = g
+		}
+		env.Gate = func(d warehouse.Dialect) warehouse.Gate { return gates[d] }
+	}
+	if f.httpAddr != "" {
+		if _, err := metrics.Serve(ctx, f.httpAddr, env.Metrics, func() error {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("redis: %w", err)
+			}
+			return nil
+		}); err != nil {
+			return nil, nil, fmt.Errorf("--http-addr %s: %w", f.httpAddr, err)
+		}
+	}
+	cleanup := func() {
+		env.Close()
+		q.Close()
+		rdb.Close()
+		_ = log.Sync()
+	}
+	return env, cleanup, nil
+}
+
+// limiter wraps an LLM client config with the shared quota, if any.
+func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
+	if f.llmRPM <= 0 && f.llmTPM <= 0 {
+		return nil, nil
+	}
+	ropt, err := redis.ParseURL(f.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	ropt.ContextTimeoutEnabled = true
+	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(ropt)})
+	if err != nil {
+		return nil, err
+	}
+	return &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}, nil
+}
+
+func splitTrim(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+// Package blob stores large payloads (schema prompts, exploration
+// transcripts, result tables) in Redis by content hash, so messages carry a
+// reference instead of the bytes and equal payloads are stored once.
+package blob
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store is a content-addressed store in Redis.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	ttl    time.Duration
+}
+
+// New returns a store; ttl 0 keeps blobs 14 days.
+func New(rdb redis.UniversalClient, ttl time.Duration) *Store {
+	if ttl <= 0 {
+		ttl = 14 * 24 * time.Hour
+	}
+	return &Store{rdb: rdb, prefix: "quorum:blob:", ttl: ttl}
+}
+
+// Ref is the reference of data: "sha256:<hex>".
+func Ref(data []byte) string {
+	h := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// Put stores data and returns its reference.
+func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
+	ref := Ref(data)
+	if err := s.rdb.SetArgs(ctx, s.prefix+ref, data, redis.SetArgs{TTL: s.ttl}).Err(); err != nil {
+		return "", fmt.Errorf("store blob %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// PutString stores a string.
+func (s *Store) PutString(ctx context.Context, text string) (string, error) {
+	return s.Put(ctx, []byte(text))
+}
+
+// ErrNotFound is returned for a reference the store does not hold.
+var ErrNotFound = errors.New("blob not found")
+
+// Get returns the data of ref and checks it against the hash.
+func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
+	if !strings.HasPrefix(ref, "sha256:") {
+		return nil, fmt.Errorf("blob reference %q is not sha256:<hex>", ref)
+	}
+	b, err := s.rdb.Get(ctx, s.prefix+ref).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", ref, err)
+	}
+	if Ref(b) != ref {
+		return nil, fmt.Errorf("blob %s is corrupt (hash mismatch)", ref)
+	}
+	return b, nil
+}
+
+// GetString returns the text of ref ("" for an empty ref).
+func (s *Store) GetString(ctx context.Context, ref string) (string, error) {
+	if ref == "" {
+		return "", nil
+	}
+	b, err := s.Get(ctx, ref)
+	return string(b), err
+}

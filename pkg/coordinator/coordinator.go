@@ -1,0 +1,405 @@
+// Package coordinator starts or resumes a run: it prepares each database's
+// compressed information once, publishes the generation (or schema-linking)
+// tasks, collects the final answers, and writes the outputs — one
+// <instance_id>.sql and .csv per answered example in Spider 2.0's submission
+// layout, and run.json. Resuming a run skips finished examples and
+// re-publishes only what is missing; deduplicated message ids make the rest
+// a no-op.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/dbinfo"
+	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/explorer"
+	"github.com/quorumsql/quorum/pkg/generator"
+	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runenv"
+	"github.com/quorumsql/quorum/pkg/runstate"
+)
+
+// Config configures a coordinator.
+type Config struct {
+	Env *runenv.Env
+	// Manifest of a new run; for a resume only Manifest.Run is needed and
+	// the stored manifest is used.
+	Manifest *runstate.Manifest
+	Out      string
+	// Progress receives a progress bar (terminal) or log lines.
+	Progress io.Writer
+	Terminal bool
+}
+
+// Run drives the run to its end and returns its report.
+func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
+	env := cfg.Env
+	if err := queue.CheckToken("run id", cfg.Manifest.Run); err != nil {
+		return nil, err
+	}
+	m, created, err := env.State.CreateManifest(ctx, cfg.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	if !created && cfg.Manifest.Dataset != "" && filepath.Clean(cfg.Manifest.Dataset) != filepath.Clean(m.Dataset) {
+		return nil, fmt.Errorf("run %s exists over dataset %s, not %s: resume it with the same dataset or choose another --run-id", m.Run, m.Dataset, cfg.Manifest.Dataset)
+	}
+	log := env.Log.With(zap.String("run", m.Run))
+	if created {
+		log.Info("starting run", zap.Int("examples", len(m.Examples)), zap.Int("votes", m.Votes))
+	} else {
+		log.Info("resuming run", zap.Int("examples", len(m.Examples)))
+	}
+	run, err := env.Run(ctx, m.Run)
+	if err != nil {
+		return nil, err
+	}
+	w, err := outputs.NewWriter(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal,
+		finals: map[string]*queue.FinalAnswer{}, arrived: map[string]time.Time{}}
+	started := time.Now()
+	if err := c.collectKnown(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.publishMissing(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.awaitFinals(ctx); err != nil {
+		return nil, err
+	}
+	rep := c.report(started)
+	if err := w.Report(rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+type coord struct {
+	env      *runenv.Env
+	run      *runenv.Run
+	m        *runstate.Manifest
+	w        *outputs.Writer
+	log      *zap.Logger
+	progress io.Writer
+	terminal bool
+
+	mu      sync.Mutex
+	finals  map[string]*queue.FinalAnswer
+	arrived map[string]time.Time
+}
+
+// collectKnown loads finals recorded before a resume and makes sure their
+// outputs exist.
+func (c *coord) collectKnown(ctx context.Context) error {
+	known, err := c.env.State.Finals(ctx, c.m.Run)
+	if err != nil {
+		return err
+	}
+	for id, f := range known {
+		if err := c.writeAnswer(ctx, f); err != nil {
+			return err
+		}
+		c.finals[id] = f
+	}
+	return nil
+}
+
+// publishMissing prepares and publishes every unfinished example, skipping
+// candidates whose results are already recorded.
+func (c *coord) publishMissing(ctx context.Context) error {
+	ds := c.run.DS
+	infos := map[string]*dbinfo.Info{}
+	linker := c.env.Linker
+	for _, id := range c.m.Examples {
+		if _, done := c.finals[id]; done {
+			continue
+		}
+		e, ok := ds.Example(id)
+		if !ok || !ds.Runnable(id) {
+			reason := "not in the dataset"
+			if ok {
+				reason = problems(ds, id)
+			}
+			if err := c.fail(ctx, id, "not runnable: "+reason); err != nil {
+				return err
+			}
+			continue
+		}
+		meta, err := c.env.State.Meta(ctx, c.m.Run, id)
+		if err != nil {
+			// Not published yet: prepare it.
+			db, _ := ds.Database(e)
+			info, ok := infos[db.Key()]
+			if !ok {
+				if info, err = dbinfo.ForExample(ctx, ds, e, c.run.Warehouses(), dbinfo.DefaultOptions()); err != nil {
+					if err := c.fail(ctx, id, "database information: "+err.Error()); err != nil {
+						return err
+					}
+					continue
+				}
+				infos[db.Key()] = info
+			}
+			ref, err := c.env.PutPrompt(ctx, info, e.ExternalKnowledge)
+			if err != nil {
+				return err
+			}
+			meta = &runstate.ExampleMeta{Warehouse: string(e.Dialect), InfoRef: ref, Published: time.Now(),
+				Linking: linker != nil && linker.NeedsLinking(info, e.ExternalKnowledge)}
+			if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
+				return err
+			}
+		}
+		if meta.Linking {
+			// The link task publishes the generation tasks when it is done.
+			t := &queue.LinkTask{V: queue.Version, Run: c.m.Run, Example: id, InfoRef: meta.InfoRef, Seed: c.m.Seed, Votes: c.m.Votes}
+			if err := c.env.Queue.Publish(ctx, queue.Subject(c.m.Run, queue.StageLink, meta.Warehouse), c.m.Run+"."+id+".link", t); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.republish(ctx, id, meta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// republish publishes the tasks of an unfinished example that have no
+// result yet: first-round generation, or exploration once the first round
+// was decided low.
+func (c *coord) republish(ctx context.Context, id string, meta *runstate.ExampleMeta) error {
+	q, st := c.env.Queue, c.env.State
+	first, err := st.Decided(ctx, c.m.Run, id, 0)
+	if err != nil {
+		return err
+	}
+	second, err := st.Decided(ctx, c.m.Run, id, 1)
+	if err != nil {
+		return err
+	}
+	if first == runstate.OutcomeFinal || second != "" {
+		return nil // the final answer is on its way to this coordinator
+	}
+	round := 0
+	if first == runstate.OutcomeExplore {
+		round = 1
+	}
+	have := map[int]bool{}
+	results, err := st.Results(ctx, c.m.Run, id, round)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		have[r.Index] = true
+	}
+	if err := st.OpenRound(ctx, c.m.Run, id, round, time.Now().Add(c.m.RoundTimeout*time.Duration(round+1))); err != nil {
+		return err
+	}
+	for i := 0; i < c.m.Votes; i++ {
+		if round == 0 && !have[i] {
+			t := &queue.GenerateTask{V: queue.Version, Run: c.m.Run, Example: id, Index: i, Seed: c.m.Seed, InfoRef: meta.InfoRef}
+			if err := generator.PublishGenerate(ctx, q, meta.Warehouse, t); err != nil {
+				return err
+			}
+		}
+		if round == 1 && !have[c.m.Votes+i] {
+			t := &queue.ExploreTask{V: queue.Version, Run: c.m.Run, Example: id, Index: i, Votes: c.m.Votes, Seed: c.m.Seed, InfoRef: meta.InfoRef}
+			if err := explorer.PublishExplore(ctx, q, meta.Warehouse, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func problems(ds *dataset.Dataset, id string) string {
+	var msgs []string
+	for _, p := range ds.Problems {
+		if p.Instance == id {
+			msgs = append(msgs, p.Message)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// fail records an example that cannot run; the run goes on.
+func (c *coord) fail(ctx context.Context, id, reason string) error {
+	f := &queue.FinalAnswer{V: queue.Version, Run: c.m.Run, Example: id, Status: "failed", Error: reason}
+	c.log.Warn("example failed", zap.String("example", id), zap.String("reason", reason))
+	return c.accept(ctx, f)
+}
+
+// accept records a final answer once and writes its outputs.
+func (c *coord) accept(ctx context.Context, f *queue.FinalAnswer) error {
+	c.mu.Lock()
+	_, dup := c.finals[f.Example]
+	c.mu.Unlock()
+	if dup {
+		return nil
+	}
+	if err := c.writeAnswer(ctx, f); err != nil {
+		return err
+	}
+	if err := c.env.State.SetFinal(ctx, f); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.finals[f.Example] = f
+	c.arrived[f.Example] = time.Now()
+	n := len(c.finals)
+	c.mu.Unlock()
+	if c.env.Metrics != nil {
+		c.env.Metrics.FinalAnswers.WithLabelValues(f.Status).Inc()
+		c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "final").Set(float64(n))
+	}
+	c.showProgress(n, f)
+	return nil
+}
+
+func (c *coord) showProgress(n int, f *queue.FinalAnswer) {
+	if c.progress == nil {
+		return
+	}
+	total := len(c.m.Examples)
+	if c.terminal {
+		width := 30
+		filled := width * n / max(1, total)
+		fmt.Fprintf(c.progress, "\r[%s%s] %d/%d %-12s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, f.Example)
+		if n == total {
+			fmt.Fprintln(c.progress)
+		}
+		return
+	}
+	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s\n", n, total, f.Example, f.Status, f.Confidence, f.Method)
+}
+
+func (c *coord) writeAnswer(ctx context.Context, f *queue.FinalAnswer) error {
+	if f.Status != "answered" {
+		return nil
+	}
+	csv, err := c.env.Blobs.GetString(ctx, f.CSVRef)
+	if err != nil {
+		return err
+	}
+	return c.w.Answer(f.Example, f.SQL, csv)
+}
+
+// awaitFinals consumes this run's final answers until every example has one.
+func (c *coord) awaitFinals(ctx context.Context) error {
+	if c.env.Metrics != nil {
+		c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "total").Set(float64(len(c.m.Examples)))
+	}
+	if c.done() {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err := c.env.Queue.Work(wctx, queue.WorkConfig{
+		Consumer: "coordinator-" + c.m.Run, Filters: []string{queue.Subject(c.m.Run, queue.StageFinal, "")}, Concurrency: 4,
+		Logger: c.env.Log, DrainTimeout: 5 * time.Second,
+		Handler: func(ctx context.Context, d queue.Delivery) error {
+			var f queue.FinalAnswer
+			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
+				return queue.Permanent(err)
+			}
+			if err := c.accept(ctx, &f); err != nil {
+				return err
+			}
+			if c.done() {
+				cancel()
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	if !c.done() {
+		return fmt.Errorf("run %s interrupted with %d of %d examples final: resume it with --run-id %s: %w",
+			c.m.Run, len(c.finals), len(c.m.Examples), c.m.Run, errors.Join(ctx.Err(), context.Canceled))
+	}
+	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
+	return nil
+}
+
+func (c *coord) done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.finals) >= len(c.m.Examples)
+}
+
+// report builds run.json, scoring answers against gold where it exists.
+func (c *coord) report(started time.Time) *outputs.Report {
+	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM,
+		Started: started, Finished: time.Now()}
+	ctx := context.Background()
+	for _, id := range c.m.Examples {
+		f := c.finals[id]
+		e, _ := c.run.DS.Example(id)
+		r := outputs.Example{InstanceID: id, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
+			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), Error: f.Error}
+		if e != nil {
+			r.Dialect, r.Database = string(e.Dialect), e.DB
+			if meta, err := c.env.State.Meta(ctx, c.m.Run, id); err == nil {
+				if at, ok := c.arrived[id]; ok {
+					r.LatencySeconds = at.Sub(meta.Published).Seconds()
+				}
+			}
+			if len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "" {
+				correct, atK := c.score(ctx, e, f)
+				r.Correct, r.CorrectAtK = &correct, &atK
+			}
+		}
+		rep.Examples = append(rep.Examples, r)
+	}
+	rep.Summarize()
+	return rep
+}
+
+func (c *coord) score(ctx context.Context, e *dataset.Example, f *queue.FinalAnswer) (correct, atK bool) {
+	dir := filepath.Join(c.run.DS.GoldDir, "exec_result")
+	one := func(ref string) bool {
+		if ref == "" {
+			return false
+		}
+		csv, err := c.env.Blobs.GetString(ctx, ref)
+		if err != nil {
+			return false
+		}
+		fr, err := eval.ReadCSV([]byte(csv))
+		if err != nil {
+			return false
+		}
+		ok, err := eval.ScoreAgainstGold(fr, dir, e.ID, e.Gold.Spec)
+		return err == nil && ok
+	}
+	correct = f.Status == "answered" && one(f.CSVRef)
+	atK = correct
+	for _, ref := range f.CandidateRefs {
+		if atK {
+			break
+		}
+		atK = one(ref)
+	}
+	return correct, atK
+}
+
+// IsTerminal reports whether f is a terminal (for the progress bar).
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,121 @@
+// Package explorer is the explorer worker: for a low-confidence example it
+// runs one column exploration, stores the transcript and publishes the
+// regeneration task that uses it.
+package explorer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/generator"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/reforce"
+	"github.com/quorumsql/quorum/pkg/runenv"
+	"github.com/quorumsql/quorum/pkg/runstate"
+)
+
+// Config configures an explorer worker.
+type Config struct {
+	Env         *runenv.Env
+	Warehouses  []string
+	Concurrency int
+	queue.WorkConfig
+}
+
+// Run works until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if len(cfg.Warehouses) == 0 {
+		return errors.New("explorer: no warehouses to serve")
+	}
+	w := &worker{env: cfg.Env}
+	errc := make(chan error, len(cfg.Warehouses))
+	for _, wh := range cfg.Warehouses {
+		wc := cfg.WorkConfig
+		wc.Consumer = "explore-" + wh
+		wc.Filters = []string{queue.Subject("*", queue.StageExplore, wh)}
+		wc.Concurrency = cfg.Concurrency
+		wc.Handler = w.handle
+		wc.OnGiveUp = w.giveUp
+		wc.Logger = cfg.Env.Log
+		wc.Observe = func(outcome string, redelivered bool) {
+			if cfg.Env.Metrics != nil {
+				cfg.Env.Metrics.Tasks.WithLabelValues("explore", wh, outcome).Inc()
+				if redelivered {
+					cfg.Env.Metrics.Redeliveries.WithLabelValues("explore", wh).Inc()
+				}
+			}
+		}
+		go func() { errc <- cfg.Env.Queue.Work(ctx, wc) }()
+	}
+	var errs []error
+	for range cfg.Warehouses {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
+}
+
+type worker struct {
+	env *runenv.Env
+}
+
+func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	var t queue.ExploreTask
+	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
+		return queue.Permanent(err)
+	}
+	run, err := w.env.Run(ctx, t.Run)
+	if errors.Is(err, runstate.ErrNoRun) {
+		return queue.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	e, ok := run.DS.Example(t.Example)
+	if !ok {
+		return queue.Permanent(fmt.Errorf("example %s is not in dataset %s", t.Example, run.Manifest.Dataset))
+	}
+	prompt, err := w.env.Prompt(ctx, t.InfoRef)
+	if err != nil {
+		return err
+	}
+	wh, err := run.Warehouse(e)
+	if err != nil {
+		return queue.Permanent(err)
+	}
+	ex, err := run.Agent.Explore(ctx, wh, reforce.ExploreInput{Example: runenv.Example(e), TableInfo: prompt.TableInfo,
+		TableStruct: prompt.TableStruct, Index: t.Index, Seed: int64(t.Seed)})
+	if err != nil {
+		return err
+	}
+	w.env.Metrics.ObserveCost("explore", ex.Cost)
+	ref, err := w.env.Blobs.PutString(ctx, ex.Transcript)
+	if err != nil {
+		return err
+	}
+	meta, err := w.env.State.Meta(ctx, t.Run, t.Example)
+	if err != nil {
+		return err
+	}
+	c := ex.Cost
+	return generator.PublishGenerate(ctx, w.env.Queue, meta.Warehouse, &queue.GenerateTask{V: queue.Version, Run: t.Run,
+		Example: t.Example, Round: 1, Index: t.Votes + t.Index, Seed: t.Seed, InfoRef: t.InfoRef, ExplorationRef: ref,
+		Upstream: cost.Ledger{"explore": &c}})
+}
+
+// giveUp publishes a failed regeneration result so the round can complete.
+func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
+	var t queue.ExploreTask
+	if queue.Decode(d.Msg.Data(), &t) != nil {
+		return
+	}
+	_ = generator.PublishResult(ctx, w.env.Queue, &queue.CandidateResult{V: queue.Version, Run: t.Run, Example: t.Example, Round: 1,
+		Index: t.Votes + t.Index, Status: "failed", Error: fmt.Sprintf("exploration failed after %d deliveries: %v", d.Attempt, cause), Worker: w.env.Name})
+}
+
+// PublishExplore sends an exploration task.
+func PublishExplore(ctx context.Context, q *queue.Queue, warehouse string, t *queue.ExploreTask) error {
+	id := fmt.Sprintf("%s.%s.explore.%d", t.Run, t.Example, t.Index)
+	return q.Publish(ctx, queue.Subject(t.Run, queue.StageExplore, warehouse), id, t)
+}

@@ -1,0 +1,130 @@
+// Package metrics holds each role's Prometheus metrics and the small HTTP
+// server every process runs: /healthz, /readyz and /metrics.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+)
+
+// Metrics are one process's metrics, in their own registry.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	Tasks         *prometheus.CounterVec
+	InFlight      *prometheus.GaugeVec
+	Redeliveries  *prometheus.CounterVec
+	LLMCalls      *prometheus.CounterVec
+	LLMTokens     *prometheus.CounterVec
+	LLMLatency    prometheus.Histogram
+	RateLimited   prometheus.Counter
+	LimiterWait   prometheus.Histogram
+	Queries       *prometheus.CounterVec
+	QueryLatency  prometheus.Histogram
+	Decisions     *prometheus.CounterVec
+	FinalAnswers  *prometheus.CounterVec
+	ExamplesTotal *prometheus.GaugeVec
+}
+
+// New registers the metrics of a process playing role.
+func New(role string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c := prometheus.Labels{"role": role}
+	m := &Metrics{
+		Registry: reg,
+		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_tasks_total", Help: "Tasks handled, by stage, warehouse and outcome (ack, retry, gave_up, handed_back).", ConstLabels: c},
+			[]string{"stage", "warehouse", "outcome"}),
+		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quorum_tasks_in_flight", Help: "Tasks being handled now.", ConstLabels: c},
+			[]string{"stage", "warehouse"}),
+		Redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_redeliveries_total", Help: "Messages handled on a second or later delivery.", ConstLabels: c},
+			[]string{"stage", "warehouse"}),
+		LLMCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_llm_calls_total", Help: "LLM calls, by agent stage and result.", ConstLabels: c},
+			[]string{"stage", "result"}),
+		LLMTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_llm_tokens_total", Help: "LLM tokens, by kind (prompt, completion, reasoning, cached).", ConstLabels: c},
+			[]string{"kind"}),
+		LLMLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quorum_llm_call_seconds", Help: "Latency of LLM calls, retries included.", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
+		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "quorum_llm_rate_limited_total", Help: "429 responses from the LLM provider.", ConstLabels: c}),
+		LimiterWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quorum_limiter_wait_seconds", Help: "Time spent waiting for the shared quota per task.", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		Queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_warehouse_queries_total", Help: "Warehouse queries, by result.", ConstLabels: c},
+			[]string{"result"}),
+		QueryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quorum_warehouse_query_seconds", Help: "Mean warehouse query latency per task.", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_voter_decisions_total", Help: "Votes decided, by round, confidence and method.", ConstLabels: c},
+			[]string{"round", "confidence", "method"}),
+		FinalAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_final_answers_total", Help: "Examples finished, by status.", ConstLabels: c},
+			[]string{"status"}),
+		ExamplesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quorum_run_examples", Help: "Examples of the coordinator's run, by state (total, final).", ConstLabels: c},
+			[]string{"run", "state"}),
+	}
+	reg.MustRegister(m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
+		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal)
+	return m
+}
+
+// ObserveCost records what a task spent.
+func (m *Metrics) ObserveCost(stage string, c cost.Cost) {
+	if m == nil {
+		return
+	}
+	m.LLMCalls.WithLabelValues(stage, "ok").Add(float64(c.LLMCalls - c.LLMErrors))
+	m.LLMCalls.WithLabelValues(stage, "error").Add(float64(c.LLMErrors))
+	m.LLMTokens.WithLabelValues("prompt").Add(float64(c.LLM.PromptTokens))
+	m.LLMTokens.WithLabelValues("completion").Add(float64(c.LLM.CompletionTokens))
+	m.LLMTokens.WithLabelValues("reasoning").Add(float64(c.LLM.ReasoningTokens))
+	m.LLMTokens.WithLabelValues("cached").Add(float64(c.LLM.CachedTokens))
+	if c.LLMCalls > 0 {
+		m.LLMLatency.Observe(c.LLM.Latency.Seconds() / float64(c.LLMCalls))
+	}
+	m.RateLimited.Add(float64(c.LLM.RateLimited))
+	m.LimiterWait.Observe(c.LLM.LimiterWait.Seconds())
+	m.Queries.WithLabelValues("ok").Add(float64(c.Queries - c.QueryErrors))
+	m.Queries.WithLabelValues("error").Add(float64(c.QueryErrors))
+	if c.Queries > 0 {
+		m.QueryLatency.Observe(c.QueryTime.Seconds() / float64(c.Queries))
+	}
+}
+
+// Serve runs the health and metrics endpoints on addr until ctx ends.
+// ready reports readiness (connected to NATS and Redis).
+func Serve(ctx context.Context, addr string, m *Metrics, ready func() error) (net.Addr, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr(), nil
+}
