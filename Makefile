@@ -12,13 +12,15 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/quorum ./cmd/quorum
 
-# demo runs ReFoRCE over the bundled demo dataset (with the simulated LLM
-# unless OPENAI_API_KEY / --llm-base-url point at a real one) and scores the
-# answers with the Spider 2.0 evaluator.
-demo: build
+# demo runs ReFoRCE over the bundled demo dataset through quorum run (an
+# embedded NATS server, a local redis-server, every role in one process; the
+# simulated LLM unless OPENAI_API_KEY / --llm-base-url point at a real one)
+# and scores the answers with the Spider 2.0 evaluator.
+demo: deps build
 	./bin/quorum inspect --strict $(DEMO)
-	./bin/quorum solve --dataset $(DEMO) --out out/demo
-	./bin/quorum eval --gold $(GOLD) --pred out/demo
+	rm -rf out/demo
+	./bin/quorum run --dataset $(DEMO) --run-id demo --out out/demo 2>out-demo.log || { tail -20 out-demo.log; exit 1; }
+	./bin/quorum eval --gold $(GOLD) --pred out/demo | tail -1
 
 # deps installs what the tests need when it is missing: redis-server, which
 # the rate-limit and runtime tests start on a free port.
@@ -37,7 +39,7 @@ test: deps lint
 
 # race runs the race detector on the packages with concurrency.
 race:
-	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/reforce/... ./pkg/dbinfo/... ./pkg/queue/...
+	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/reforce/... ./pkg/dbinfo/... ./pkg/queue/... ./pkg/coordinator/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...

@@ -146,6 +146,12 @@ func (v *Voter) Decide(ctx context.Context, runID, ex string, round int) error {
 		d := reforce.Vote(cands)
 		v.observe(round, d)
 		switch {
+		case allFailed(results):
+			// Every task exhausted its deliveries: exploring would fail the
+			// same way, so the example ends failed with the reason.
+			if err := v.final(ctx, m, ex, 1, d, all, allResults); err != nil {
+				return err
+			}
 		case d.Confidence == reforce.High:
 			if err := v.final(ctx, m, ex, 1, d, all, allResults); err != nil {
 				return err
@@ -235,7 +241,7 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 		}
 	case failed > 0 && failed == len(results) || len(results) == 0:
 		f.Status = "failed"
-		f.Error = fmt.Sprintf("%d of %d candidates failed", failed, m.Votes)
+		f.Error = fmt.Sprintf("%d of %d candidates failed", failed, len(results))
 		if len(results) == 0 {
 			f.Error = "no candidate result arrived before the round's deadline"
 		} else if len(reasons) > 0 {
@@ -246,4 +252,13 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 		f.Error = "no candidate produced rows"
 	}
 	return generator.PublishFinal(ctx, v.env.Queue, f)
+}
+
+func allFailed(results []*queue.CandidateResult) bool {
+	for _, r := range results {
+		if r.Status != "failed" {
+			return false
+		}
+	}
+	return len(results) > 0
 }
