@@ -7,9 +7,11 @@
 package pyrepr
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Float returns CPython's repr(f): the shortest round-trip digits, positional
@@ -111,4 +113,27 @@ func Bytes(b []byte) string {
 	}
 	sb.WriteByte(quote)
 	return sb.String()
+}
+
+// Datetime returns Python's str() of a datetime: "2006-01-02 15:04:05",
+// ".ffffff" when there are microseconds, and "+HH:MM" for aware values —
+// what pandas writes for the warehouses' date-time columns.
+func Datetime(t time.Time, aware bool) string {
+	s := t.Format("2006-01-02 15:04:05")
+	if us := t.Nanosecond() / 1000; us != 0 {
+		s += fmt.Sprintf(".%06d", us)
+	}
+	if aware {
+		s += t.Format("-07:00")
+	}
+	return s
+}
+
+// Clock returns Python's str() of a time of day.
+func Clock(t time.Time) string {
+	s := t.Format("15:04:05")
+	if us := t.Nanosecond() / 1000; us != 0 {
+		s += fmt.Sprintf(".%06d", us)
+	}
+	return s
 }

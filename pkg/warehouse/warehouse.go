@@ -130,3 +130,18 @@ func (g *Gated) Query(ctx context.Context, sql string, lim Limits) (*Result, err
 	defer release()
 	return g.W.Query(ctx, sql, lim)
 }
+
+type labelsKey struct{}
+
+// WithLabels attaches labels naming the work a query serves (run, example,
+// candidate). Snowflake sends them as the QUERY_TAG, BigQuery as job labels,
+// so spending can be traced back to the run.
+func WithLabels(ctx context.Context, labels map[string]string) context.Context {
+	return context.WithValue(ctx, labelsKey{}, labels)
+}
+
+// Labels returns the labels attached to ctx.
+func Labels(ctx context.Context) map[string]string {
+	l, _ := ctx.Value(labelsKey{}).(map[string]string)
+	return l
+}
