@@ -145,7 +145,7 @@ func (c Config) driverConfig() (*sf.Config, error) {
 	secs := strconv.Itoa(int(timeout.Seconds()))
 	dc := &sf.Config{Account: c.Account, User: c.User, Role: c.Role, Warehouse: c.Warehouse, Database: c.Database, Schema: c.Schema,
 		Host: c.Host, Port: c.Port, Protocol: c.Protocol, Application: "quorum",
-		Params: map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs},
+		Params:       map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs},
 		LoginTimeout: 60 * time.Second, DisableTelemetry: true}
 	switch {
 	case c.PrivateKeyFile != "":
