@@ -23,6 +23,8 @@ import (
 	"github.com/quorumsql/quorum/pkg/runenv"
 	"github.com/quorumsql/quorum/pkg/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/bigquery"
+	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
 // clusterFlags connect a role to NATS and Redis and set its shared limits.
@@ -39,6 +41,7 @@ type clusterFlags struct {
 	llmRPM, llmTPM             float64
 	whQPS                      float64
 	whConcurrent               int
+	whConfig                   string
 	linkBudget                 int
 }
 
@@ -54,13 +57,14 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
 	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts longer than this (characters) get table-level schema linking")
+	fl.StringVar(&f.whConfig, "warehouses-config", "", "YAML/JSON file naming the warehouses with their kind, connection and quotas (default: one per kind, Snowflake and BigQuery from the environment)")
 	if withWork {
 		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks handled at once")
-		fl.StringSliceVar(&f.warehouses, "warehouses", []string{"sqlite", "snowflake", "bigquery"}, "warehouses whose tasks this worker takes")
+		fl.StringSliceVar(&f.warehouses, "warehouses", nil, "names of the warehouses whose tasks this worker takes (default: every configured one)")
 		fl.Float64Var(&f.llmRPM, "llm-rpm", 0, "LLM requests/min shared by the cluster (0 = no limit)")
 		fl.Float64Var(&f.llmTPM, "llm-tpm", 0, "LLM tokens/min shared by the cluster (0 = no limit)")
-		fl.Float64Var(&f.whQPS, "warehouse-qps", 0, "queries/sec per warehouse shared by the cluster (0 = no limit)")
-		fl.IntVar(&f.whConcurrent, "warehouse-concurrency", 0, "concurrent queries per warehouse across the cluster (0 = no limit)")
+		fl.Float64Var(&f.whQPS, "warehouse-qps", 0, "queries/sec per warehouse shared by the cluster, when --warehouses-config sets none (0 = no limit)")
+		fl.IntVar(&f.whConcurrent, "warehouse-concurrency", 0, "concurrent queries per warehouse across the cluster, when --warehouses-config sets none (0 = no limit)")
 	}
 }
 
@@ -119,20 +123,24 @@ func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) 
 	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: log,
 		Metrics: metrics.New(role), Name: name}
 	env.Linker = &dbinfo.Linker{LLM: client, Cache: &dbinfo.RedisLinkCache{Client: rdb}, Budget: f.linkBudget}
-	if f.whQPS > 0 || f.whConcurrent > 0 {
-		lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
-		if err != nil {
-			return nil, nil, err
+	reg, err := f.registry(rdb)
+	if err != nil {
+		q.Close()
+		rdb.Close()
+		return nil, nil, err
+	}
+	env.Warehouses = reg
+	if len(f.warehouses) == 0 {
+		for _, s := range reg.File.Warehouses {
+			f.warehouses = append(f.warehouses, s.Name)
 		}
-		gates := map[warehouse.Dialect]warehouse.Gate{}
-		for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
-			g, err := lim.WarehouseGate(string(d), ratelimit.WarehouseQuota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent})
-			if err != nil {
-				return nil, nil, err
-			}
-			gates[d] = g
+	}
+	for _, w := range f.warehouses {
+		if _, ok := reg.File.Spec(w); !ok {
+			q.Close()
+			rdb.Close()
+			return nil, nil, fmt.Errorf("--warehouses: %q is not a configured warehouse (configured: %s)", w, names(reg.File))
 		}
-		env.Gate = func(d warehouse.Dialect) warehouse.Gate { return gates[d] }
 	}
 	if f.httpAddr != "" {
 		if _, err := metrics.Serve(ctx, f.httpAddr, env.Metrics, func() error {
@@ -170,12 +178,40 @@ func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
 	return &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}, nil
 }
 
-func splitTrim(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+
+// registry loads the warehouses configuration, with the shared quotas in
+// Redis.
+func (f *clusterFlags) registry(rdb redis.UniversalClient) (*registry.Registry, error) {
+	var file *registry.File
+	if f.whConfig != "" {
+		var err error
+		if file, err = registry.Load(f.whConfig); err != nil {
+			return nil, err
+		}
+	} else {
+		file = registry.Default(os.Getenv)
+		for i := range file.Warehouses {
+			file.Warehouses[i].Quota = registry.Quota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent}
 		}
 	}
-	return out
+	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
+	if err != nil {
+		return nil, err
+	}
+	return &registry.Registry{File: file,
+		Gates: func(name string, q registry.Quota) (warehouse.Gate, error) {
+			return lim.WarehouseGate(name, ratelimit.WarehouseQuota{QueriesPerSecond: q.QueriesPerSecond, MaxConcurrent: q.MaxConcurrent})
+		},
+		Budgets: func(q registry.Quota) bigquery.ByteBudget {
+			return &ratelimit.ByteBudget{Limiter: lim, Limit: q.BytesPerRun}
+		},
+	}, nil
+}
+
+func names(f *registry.File) string {
+	var out []string
+	for _, s := range f.Warehouses {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ", ")
 }

@@ -43,6 +43,7 @@ func newInspectCmd() *cobra.Command {
 	var df datasetFlags
 	var strict, prompts, asJSON bool
 	var model string
+	var show []string
 	cmd := &cobra.Command{
 		Use:   "inspect DATASET",
 		Short: "Report a dataset's examples per dialect and database, and every problem in it",
@@ -61,6 +62,9 @@ which needs an LLM, is not applied), and their distribution per dialect.`,
 			if err != nil {
 				return err
 			}
+			if len(show) > 0 {
+				return showPrompts(cmd.Context(), cmd.OutOrStdout(), ds, show)
+			}
 			if prompts {
 				sizes, problems := promptSizes(cmd.Context(), ds, model)
 				return printPromptSizes(cmd.OutOrStdout(), sizes, problems, asJSON)
@@ -77,6 +81,7 @@ which needs an LLM, is not applied), and their distribution per dialect.`,
 	cmd.Flags().BoolVar(&prompts, "prompts", false, "report each example's ReFoRCE prompt size before and after compression")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --prompts: one JSON object per example")
 	cmd.Flags().StringVar(&model, "model", "gpt-4o", "with --prompts: model whose tokenizer counts tokens")
+	cmd.Flags().StringSliceVar(&show, "show-prompt", nil, "print the ReFoRCE generation prompt these examples get (comma-separated ids)")
 	return cmd
 }
 

@@ -213,3 +213,29 @@ func TestSolveWritesSubmissionAndReport(t *testing.T) {
 		t.Errorf("quorum eval says %d/%d, the run said %d correct of %d answered", score.Correct, score.Total, rep.Totals.Correct, answered)
 	}
 }
+
+func TestInspectShowPromptPerDialect(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "inspect", demo, "--show-prompt", "local022")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"===== local022 (sqlite, database shop)", "Table full name: customers", "# Gross margin", "Task: What is the gross margin", "in SQLite dialect"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prompt lacks %q", want)
+		}
+	}
+	subset := "../../../shared/data/spider2-lite-subset"
+	if _, err := os.Stat(subset); err != nil {
+		t.Skipf("shared subset missing: %v", err)
+	}
+	out, err = run(t, "inspect", subset, "--show-prompt", "bq011,sf_bq117")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(bigquery, database ga4)", "in BigQuery dialect", "_TABLE_SUFFIX", "(snowflake, database NOAA_DATA)", "Table full name: NOAA_DATA.NOAA_GSOD.", "in Snowflake dialect", "NULLS LAST"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prompts lack %q", want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/dbinfo"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
@@ -107,6 +108,29 @@ func printPromptSizes(w io.Writer, sizes []promptSize, problems []string, asJSON
 	tw.Flush()
 	for _, p := range problems {
 		fmt.Fprintln(w, "could not build a prompt:", p)
+	}
+	return nil
+}
+
+// showPrompts prints the first generation prompt of each example: its
+// compressed table information (from the Spider 2.0 metadata when the
+// dataset has it), the task and the dialect's instructions and tips.
+func showPrompts(ctx context.Context, w io.Writer, ds *dataset.Dataset, ids []string) error {
+	examples, err := ds.Select(dataset.Filter{IDs: ids})
+	if err != nil {
+		return err
+	}
+	set := &sqlite.Set{}
+	defer set.Close()
+	open := &dataset.Warehouses{DS: ds, SQLite: set}
+	for _, e := range examples {
+		info, err := dbinfo.ForExample(ctx, ds, e, open, dbinfo.DefaultOptions())
+		if err != nil {
+			return err
+		}
+		p := reforce.GeneratePrompt(reforce.CandidateInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
+			ExternalKnowledge: e.ExternalKnowledge}, TableInfo: info.Prompt(e.ExternalKnowledge), TableStruct: info.TableStruct()})
+		fmt.Fprintf(w, "===== %s (%s, database %s): %d characters =====\n%s\n", e.ID, e.Dialect, e.DB, dbinfo.Chars(p), p)
 	}
 	return nil
 }

@@ -158,7 +158,14 @@ func (c *coord) publishMissing(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			meta = &runstate.ExampleMeta{Warehouse: string(e.Dialect), InfoRef: ref, Published: time.Now(),
+			whName, err := c.run.Route(e)
+			if err != nil {
+				if err := c.fail(ctx, id, err.Error()); err != nil {
+					return err
+				}
+				continue
+			}
+			meta = &runstate.ExampleMeta{Warehouse: whName, InfoRef: ref, Published: time.Now(),
 				Linking: linker != nil && linker.NeedsLinking(info, e.ExternalKnowledge)}
 			if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/runenv"
 	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // Config configures an explorer worker.
@@ -80,11 +81,12 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if err != nil {
 		return err
 	}
-	wh, err := run.Warehouse(e)
+	wh, err := run.Warehouse(ctx, e)
 	if err != nil {
 		return queue.Permanent(err)
 	}
-	ex, err := run.Agent.Explore(ctx, wh, reforce.ExploreInput{Example: runenv.Example(e), TableInfo: prompt.TableInfo,
+	qctx := warehouse.WithLabels(ctx, map[string]string{"run": t.Run, "example": t.Example, "exploration": fmt.Sprint(t.Index)})
+	ex, err := run.Agent.Explore(qctx, wh, reforce.ExploreInput{Example: runenv.Example(e), TableInfo: prompt.TableInfo,
 		TableStruct: prompt.TableStruct, Index: t.Index, Seed: int64(t.Seed)})
 	if err != nil {
 		return err

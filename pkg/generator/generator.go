@@ -19,6 +19,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/runenv"
 	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // Config configures a generator worker.
@@ -116,7 +117,7 @@ func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
 	if err != nil {
 		return err
 	}
-	wh, err := run.Warehouse(e)
+	wh, err := run.Warehouse(ctx, e)
 	if err != nil {
 		return queue.Permanent(err)
 	}
@@ -137,7 +138,9 @@ func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
 	}
 	in := reforce.CandidateInput{Example: runenv.Example(e), TableInfo: prompt.TableInfo, TableStruct: prompt.TableStruct,
 		Format: format, Exploration: exploration, Round: t.Round, Index: t.Index, Seed: int64(t.Seed)}
-	cand, err := run.Agent.Candidate(ctx, wh, in)
+	qctx := warehouse.WithLabels(ctx, map[string]string{"run": t.Run, "example": t.Example,
+		"round": fmt.Sprint(t.Round), "candidate": fmt.Sprint(t.Index)})
+	cand, err := run.Agent.Candidate(qctx, wh, in)
 	if err != nil {
 		return err // infrastructure: redeliver
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // LLMQuota is a provider's limits for one model. Zero means unlimited.
@@ -154,4 +156,36 @@ func (g *WarehouseGate) Acquire(ctx context.Context) (release func(), err error)
 		}
 	}
 	return release, nil
+}
+
+// ByteBudget bounds the bytes a run may scan on a warehouse (BigQuery's
+// cost), shared by the cluster.
+type ByteBudget struct {
+	Limiter *Limiter
+	// Limit is the bytes per run; 0 means no limit.
+	Limit int64
+}
+
+var spendScript = redis.NewScript(`
+local cur = redis.call('INCRBY', KEYS[1], ARGV[1])
+if tonumber(ARGV[2]) > 0 and cur > tonumber(ARGV[2]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return {0, cur - tonumber(ARGV[1])}
+end
+redis.call('EXPIRE', KEYS[1], 1209600)
+return {1, cur}
+`)
+
+// Spend records n bytes for run, or refuses them if the run's budget would
+// be exceeded.
+func (b *ByteBudget) Spend(ctx context.Context, run string, n int64) error {
+	res, err := spendScript.Run(ctx, b.Limiter.rdb, []string{b.Limiter.key("bytes:" + run)}, n, b.Limit).Slice()
+	if err != nil {
+		return fmt.Errorf("byte budget of run %s: %w", run, err)
+	}
+	if ok, _ := res[0].(int64); ok == 0 {
+		spent, _ := res[1].(int64)
+		return fmt.Errorf("the run's byte budget (%d bytes) would be exceeded: %d already scanned, this query needs %d", b.Limit, spent, n)
+	}
+	return nil
 }

@@ -358,3 +358,23 @@ func TestRateValidation(t *testing.T) {
 		t.Error("no client accepted")
 	}
 }
+
+func TestByteBudget(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t)})
+	b := &ByteBudget{Limiter: l, Limit: 1000}
+	ctx := context.Background()
+	if err := b.Spend(ctx, "r1", 600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Spend(ctx, "r1", 500); err == nil || !strings.Contains(err.Error(), "600 already scanned") {
+		t.Errorf("over budget: %v", err)
+	}
+	if err := b.Spend(ctx, "r1", 400); err != nil {
+		t.Errorf("a refused spend must not count: %v", err)
+	}
+	if err := b.Spend(ctx, "r2", 1000); err != nil {
+		t.Errorf("budgets are per run: %v", err)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
@@ -35,8 +36,9 @@ type Env struct {
 	Metrics *metrics.Metrics
 	// Name identifies the process in results and logs.
 	Name string
-	// Gate, when set, wraps every warehouse in the process's quota.
-	Gate func(dialect warehouse.Dialect) warehouse.Gate
+	// Warehouses routes examples to the configured warehouses and opens
+	// them within their quotas; nil serves SQLite files only.
+	Warehouses *registry.Registry
 
 	mu       sync.Mutex
 	runs     map[string]*Run
@@ -55,21 +57,23 @@ type Run struct {
 	whs      *dataset.Warehouses
 	// Agent is nil in processes without an LLM client.
 	Agent *reforce.Agent
-	gate  func(warehouse.Dialect) warehouse.Gate
+	reg   *registry.Registry
 }
 
-// Warehouse returns the warehouse of an example, within the process quota.
-func (r *Run) Warehouse(e *dataset.Example) (warehouse.Warehouse, error) {
-	wh, err := r.whs.For(e)
-	if err != nil {
-		return nil, err
+// Warehouse returns the warehouse of an example, within its quota.
+func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Warehouse, error) {
+	if r.reg == nil {
+		return r.whs.For(e)
 	}
-	if r.gate != nil {
-		if g := r.gate(e.Dialect); g != nil {
-			return &warehouse.Gated{W: wh, G: g}, nil
-		}
+	return r.reg.Open(ctx, e, r.whs)
+}
+
+// Route names the warehouse (subject token) of an example.
+func (r *Run) Route(e *dataset.Example) (string, error) {
+	if r.reg == nil {
+		return string(e.Dialect), nil
 	}
-	return wh, nil
+	return r.reg.File.Route(e)
 }
 
 // Warehouses is the run's warehouse opener (for live schema reads).
@@ -112,7 +116,7 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 			return nil, err
 		}
 	}
-	r := &Run{Manifest: m, DS: l.ds, whs: &dataset.Warehouses{DS: l.ds, SQLite: l.set}, Agent: agent, gate: e.Gate}
+	r := &Run{Manifest: m, DS: l.ds, whs: &dataset.Warehouses{DS: l.ds, SQLite: l.set}, Agent: agent, reg: e.Warehouses}
 	if e.runs == nil {
 		e.runs = map[string]*Run{}
 	}
@@ -132,6 +136,9 @@ func (e *Env) Close() {
 	defer e.mu.Unlock()
 	for _, l := range e.datasets {
 		_ = l.set.Close()
+	}
+	if e.Warehouses != nil {
+		_ = e.Warehouses.Close()
 	}
 }
 
