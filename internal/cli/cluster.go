@@ -178,7 +178,6 @@ func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
 	return &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}, nil
 }
 
-
 // registry loads the warehouses configuration, with the shared quotas in
 // Redis.
 func (f *clusterFlags) registry(rdb redis.UniversalClient) (*registry.Registry, error) {
