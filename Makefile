@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
 DEMO    := examples/demo
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps race bench lint generate clean
+.PHONY: all build demo test deps race bench lint generate clean deploy-check
 
 all: build
 
@@ -36,6 +36,14 @@ deps:
 test: deps lint
 	$(GO) test -count=1 ./...
 	$(MAKE) race
+	$(MAKE) deploy-check
+
+# deploy-check decodes the Kubernetes manifests strictly into the Kubernetes
+# and KEDA API types, loads docker-compose.yml with the compose-spec loader
+# and checks the Grafana dashboard's metrics (its own module: KEDA's
+# dependencies stay out of quorum's binaries).
+deploy-check:
+	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # race runs the race detector on the packages with concurrency.
 race:

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/generator"
@@ -62,6 +63,8 @@ type worker struct {
 }
 
 func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	parts := strings.Split(d.Msg.Subject(), ".")
+	defer w.env.Metrics.Begin("explore", parts[len(parts)-1])()
 	var t queue.ExploreTask
 	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
 		return queue.Permanent(err)

@@ -82,6 +82,8 @@ func stageOf(subject string) string {
 }
 
 func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	parts := strings.Split(d.Msg.Subject(), ".")
+	defer w.env.Metrics.Begin(stageOf(d.Msg.Subject()), parts[len(parts)-1])()
 	if stageOf(d.Msg.Subject()) == queue.StageLink {
 		var t queue.LinkTask
 		if err := queue.Decode(d.Msg.Data(), &t); err != nil {

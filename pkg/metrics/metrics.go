@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,8 @@ type Metrics struct {
 	Decisions     *prometheus.CounterVec
 	FinalAnswers  *prometheus.CounterVec
 	ExamplesTotal *prometheus.GaugeVec
+
+	own []prometheus.Collector
 }
 
 // New registers the metrics of a process playing role.
@@ -67,9 +70,41 @@ func New(role string) *Metrics {
 		ExamplesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quorum_run_examples", Help: "Examples of the coordinator's run, by state (total, final).", ConstLabels: c},
 			[]string{"run", "state"}),
 	}
-	reg.MustRegister(m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
-		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal)
+	m.own = []prometheus.Collector{m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
+		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal}
+	reg.MustRegister(m.own...)
 	return m
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Names lists quorum's metric names as Prometheus exposes them (histograms
+// add _bucket, _sum and _count), for checking dashboards against them.
+func (m *Metrics) Names() []string {
+	var out []string
+	for _, c := range m.own {
+		ch := make(chan *prometheus.Desc, 4)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			if sm := fqName.FindStringSubmatch(d.String()); sm != nil {
+				out = append(out, sm[1])
+				if _, ok := c.(prometheus.Histogram); ok {
+					out = append(out, sm[1]+"_bucket", sm[1]+"_sum", sm[1]+"_count")
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Begin counts a task in flight until the returned function is called.
+func (m *Metrics) Begin(stage, warehouse string) func() {
+	if m == nil {
+		return func() {}
+	}
+	g := m.InFlight.WithLabelValues(stage, warehouse)
+	g.Inc()
+	return g.Dec
 }
 
 // ObserveCost records what a task spent.

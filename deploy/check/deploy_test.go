@@ -1,0 +1,367 @@
+// Package check verifies the deployment files: every Kubernetes manifest
+// decodes strictly into the Kubernetes API types (and KEDA's), the compose
+// file loads with the compose-spec loader, and every metric the Grafana
+// dashboard queries is one quorum exports. A typo fails CI. It is its own
+// module so that KEDA's and compose-go's dependency graphs stay out of
+// quorum's binaries.
+package check
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quorumsql/quorum/pkg/metrics"
+)
+
+const k8sDir = "../k8s"
+
+// kustomization is the part of kustomize's Kustomization the repository
+// uses; unknown fields fail.
+type kustomization struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Labels     []struct {
+		Pairs            map[string]string `json:"pairs"`
+		IncludeSelectors bool              `json:"includeSelectors"`
+	} `json:"labels,omitempty"`
+	Resources []string `json:"resources,omitempty"`
+	Images    []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName,omitempty"`
+		NewTag  string `json:"newTag,omitempty"`
+	} `json:"images,omitempty"`
+	Patches []struct {
+		Path string `json:"path"`
+	} `json:"patches,omitempty"`
+}
+
+type manifests struct {
+	deployments map[string]*appsv1.Deployment
+	scaled      []*kedav1alpha1.ScaledObject
+	pdbs        []*policyv1.PodDisruptionBudget
+	policies    []*networkingv1.NetworkPolicy
+	jobs        []*batchv1.Job
+	configMaps  map[string]*corev1.ConfigMap
+}
+
+// decode reads one document strictly into the type of its apiVersion/kind.
+func decode(t *testing.T, file string, doc []byte, m *manifests) {
+	t.Helper()
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		t.Errorf("%s: %v", file, err)
+		return
+	}
+	strict := func(v any) bool {
+		if err := yaml.UnmarshalStrict(doc, v); err != nil {
+			t.Errorf("%s: %s %s does not decode strictly: %v", file, head.APIVersion, head.Kind, err)
+			return false
+		}
+		return true
+	}
+	switch head.APIVersion + "/" + head.Kind {
+	case "apps/v1/Deployment":
+		var d appsv1.Deployment
+		if strict(&d) {
+			m.deployments[d.Name] = &d
+		}
+	case "v1/ConfigMap":
+		var c corev1.ConfigMap
+		if strict(&c) {
+			m.configMaps[c.Name] = &c
+		}
+	case "v1/Service":
+		strict(&corev1.Service{})
+	case "v1/Secret":
+		t.Errorf("%s: Secrets must be referenced, not committed", file)
+	case "policy/v1/PodDisruptionBudget":
+		var p policyv1.PodDisruptionBudget
+		if strict(&p) {
+			m.pdbs = append(m.pdbs, &p)
+		}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		var p networkingv1.NetworkPolicy
+		if strict(&p) {
+			m.policies = append(m.policies, &p)
+		}
+	case "batch/v1/Job":
+		var j batchv1.Job
+		if strict(&j) {
+			m.jobs = append(m.jobs, &j)
+		}
+	case "autoscaling/v2/HorizontalPodAutoscaler":
+		strict(&autoscalingv2.HorizontalPodAutoscaler{})
+	case "keda.sh/v1alpha1/ScaledObject":
+		var s kedav1alpha1.ScaledObject
+		if strict(&s) {
+			m.scaled = append(m.scaled, &s)
+		}
+	case "keda.sh/v1alpha1/TriggerAuthentication":
+		strict(&kedav1alpha1.TriggerAuthentication{})
+	default:
+		t.Errorf("%s: unexpected %s %s (add it to this check)", file, head.APIVersion, head.Kind)
+	}
+}
+
+func loadDir(t *testing.T, dir string, m *manifests) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "kustomization.yaml" {
+			var k kustomization
+			if err := yaml.UnmarshalStrict(data, &k); err != nil {
+				t.Errorf("%s: %v", path, err)
+				continue
+			}
+			for _, r := range k.Resources {
+				if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+					t.Errorf("%s lists resource %s: %v", path, r, err)
+				}
+			}
+			for _, p := range k.Patches {
+				if _, err := os.Stat(filepath.Join(dir, p.Path)); err != nil {
+					t.Errorf("%s lists patch %s: %v", path, p.Path, err)
+				}
+			}
+			continue
+		}
+		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+			if len(bytes.TrimSpace(doc)) > 0 {
+				decode(t, path, doc, m)
+			}
+		}
+	}
+}
+
+func newManifests() *manifests {
+	return &manifests{deployments: map[string]*appsv1.Deployment{}, configMaps: map[string]*corev1.ConfigMap{}}
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	for _, dir := range []string{"base", "overlays/example", "hpa-alternative"} {
+		t.Run(dir, func(t *testing.T) {
+			m := newManifests()
+			loadDir(t, filepath.Join(k8sDir, dir), m)
+			if dir == "hpa-alternative" {
+				return
+			}
+			if dir == "overlays/example" {
+				// Patches and extra pools; the base supplies the rest.
+				loadDir(t, filepath.Join(k8sDir, "base"), m)
+			}
+			checkDeployments(t, m)
+			checkScaledObjects(t, m)
+			checkPDBs(t, m)
+			if dir == "base" {
+				checkPolicies(t, m)
+				checkConfig(t, m)
+			}
+		})
+	}
+}
+
+func checkDeployments(t *testing.T, m *manifests) {
+	for name, d := range m.deployments {
+		if d.Spec.Template.Spec.Containers == nil {
+			continue // a patch
+		}
+		pod := d.Spec.Template.Spec
+		if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+			t.Errorf("deployment %s does not run as non-root", name)
+		}
+		if d.Spec.Template.Labels["app.kubernetes.io/part-of"] != "quorum" {
+			t.Errorf("deployment %s pods lack app.kubernetes.io/part-of=quorum, so the NetworkPolicy would block them", name)
+		}
+		for _, c := range pod.Containers {
+			if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+				t.Errorf("deployment %s container %s lacks probes", name, c.Name)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("deployment %s container %s lacks resource requests/limits", name, c.Name)
+			}
+			for _, e := range c.Env {
+				if e.Value != "" && (strings.Contains(strings.ToLower(e.Name), "key") || strings.Contains(strings.ToLower(e.Name), "password")) {
+					t.Errorf("deployment %s sets secret %s inline; reference a Secret", name, e.Name)
+				}
+			}
+		}
+	}
+}
+
+// consumerOf is the JetStream consumer a worker deployment reads, from its
+// --warehouses argument.
+func consumerOf(d *appsv1.Deployment) string {
+	args := d.Spec.Template.Spec.Containers[0].Args
+	role := map[string]string{"generator-worker": "generate-", "explorer-worker": "explore-"}[args[0]]
+	for i, a := range args {
+		if a == "--warehouses" && i+1 < len(args) {
+			return role + args[i+1]
+		}
+	}
+	return ""
+}
+
+func checkScaledObjects(t *testing.T, m *manifests) {
+	if len(m.scaled) == 0 {
+		t.Error("no KEDA ScaledObject")
+	}
+	for _, s := range m.scaled {
+		d, ok := m.deployments[s.Spec.ScaleTargetRef.Name]
+		if !ok {
+			t.Errorf("ScaledObject %s scales %s, which is not a deployment here", s.Name, s.Spec.ScaleTargetRef.Name)
+			continue
+		}
+		for _, tr := range s.Spec.Triggers {
+			if tr.Type != "nats-jetstream" {
+				t.Errorf("ScaledObject %s trigger %s", s.Name, tr.Type)
+			}
+			if tr.Metadata["stream"] != "QUORUM" || tr.Metadata["consumer"] != consumerOf(d) {
+				t.Errorf("ScaledObject %s watches %s/%s, but %s reads consumer %s", s.Name, tr.Metadata["stream"], tr.Metadata["consumer"], d.Name, consumerOf(d))
+			}
+		}
+	}
+}
+
+func checkPDBs(t *testing.T, m *manifests) {
+	for _, p := range m.pdbs {
+		found := false
+		for _, d := range m.deployments {
+			if d.Spec.Selector != nil && d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] == p.Spec.Selector.MatchLabels["app.kubernetes.io/name"] {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("PodDisruptionBudget %s selects no deployment", p.Name)
+		}
+	}
+}
+
+func checkPolicies(t *testing.T, m *manifests) {
+	protected := map[string]bool{}
+	for _, p := range m.policies {
+		name := p.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"]
+		protected[name] = true
+		for _, in := range p.Spec.Ingress {
+			for _, from := range in.From {
+				if from.PodSelector == nil && from.NamespaceSelector == nil {
+					t.Errorf("NetworkPolicy %s allows everyone", p.Name)
+				}
+			}
+		}
+	}
+	if !protected["nats"] || !protected["redis"] {
+		t.Errorf("NATS and Redis must both be protected, got %v", protected)
+	}
+}
+
+func checkConfig(t *testing.T, m *manifests) {
+	c, ok := m.configMaps["quorum-config"]
+	if !ok {
+		t.Fatal("no quorum-config ConfigMap")
+	}
+	for _, k := range []string{"QUORUM_NATS_URL", "RUN_ID", "DATASET", "warehouses.yaml"} {
+		if c.Data[k] == "" {
+			t.Errorf("quorum-config lacks %s", k)
+		}
+	}
+}
+
+func TestComposeFileLoads(t *testing.T) {
+	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.yml"},
+		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability"}), cli.WithName("quorum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	var names []string
+	for n := range p.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	want := []string{"coordinator", "explorer", "generator", "grafana", "llmsim", "nats", "prometheus", "redis", "voter"}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("services %v, want %v", names, want)
+	}
+	redis := p.Services["redis"]
+	if !strings.Contains(strings.Join(redis.Command, " "), "--appendonly yes") || !strings.Contains(strings.Join(redis.Command, " "), "--requirepass change-me") {
+		t.Errorf("redis must persist (AOF) and require a password: %v", redis.Command)
+	}
+	if _, ok := p.Volumes["nats-data"]; !ok {
+		t.Error("NATS has no volume")
+	}
+}
+
+var metricName = regexp.MustCompile(`\bquorum_[a-z_]+\b`)
+
+func TestDashboardQueriesExportedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../grafana/dashboards/quorum.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, role := range []string{"generator", "explorer", "voter", "coordinator"} {
+		for _, n := range metrics.New(role).Names() {
+			exported[n] = true
+		}
+	}
+	used := 0
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range metricName.FindAllString(tg.Expr, -1) {
+				used++
+				if !exported[n] {
+					t.Errorf("panel %q queries %s, which quorum does not export", p.Title, n)
+				}
+			}
+		}
+	}
+	if used < 10 {
+		t.Errorf("the dashboard queries only %d quorum metrics", used)
+	}
+}
