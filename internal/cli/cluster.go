@@ -22,8 +22,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runenv"
 	"github.com/quorumsql/quorum/pkg/runstate"
-	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/bigquery"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
@@ -178,33 +176,31 @@ func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
 	return &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}, nil
 }
 
+// warehousesFile loads the warehouses configuration, or the default (one
+// per kind, quotas from the flags).
+func (f *clusterFlags) warehousesFile() (*registry.File, error) {
+	if f.whConfig != "" {
+		return registry.Load(f.whConfig)
+	}
+	file := registry.Default(os.Getenv)
+	for i := range file.Warehouses {
+		file.Warehouses[i].Quota = registry.Quota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent}
+	}
+	return file, nil
+}
+
 // registry loads the warehouses configuration, with the shared quotas in
 // Redis.
 func (f *clusterFlags) registry(rdb redis.UniversalClient) (*registry.Registry, error) {
-	var file *registry.File
-	if f.whConfig != "" {
-		var err error
-		if file, err = registry.Load(f.whConfig); err != nil {
-			return nil, err
-		}
-	} else {
-		file = registry.Default(os.Getenv)
-		for i := range file.Warehouses {
-			file.Warehouses[i].Quota = registry.Quota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent}
-		}
+	file, err := f.warehousesFile()
+	if err != nil {
+		return nil, err
 	}
 	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
 	if err != nil {
 		return nil, err
 	}
-	return &registry.Registry{File: file,
-		Gates: func(name string, q registry.Quota) (warehouse.Gate, error) {
-			return lim.WarehouseGate(name, ratelimit.WarehouseQuota{QueriesPerSecond: q.QueriesPerSecond, MaxConcurrent: q.MaxConcurrent})
-		},
-		Budgets: func(q registry.Quota) bigquery.ByteBudget {
-			return &ratelimit.ByteBudget{Limiter: lim, Limit: q.BytesPerRun}
-		},
-	}, nil
+	return registry.WithLimiter(file, lim), nil
 }
 
 func names(f *registry.File) string {

@@ -49,17 +49,32 @@ func (f *llmFlags) configured() bool {
 }
 
 // client returns the LLM client, a label for reports, and a stop function.
-// With no LLM configured it starts llmsim on a loopback port over ds and
-// says so; without ds (a cluster worker) that is an error. limiter, when
-// set, is the shared quota every call waits on.
+// limiter, when set, is the shared quota every call waits on.
 func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limiter) (*llm.OpenAI, string, func(), error) {
+	cfg, label, stop, err := f.config(ds, out)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg.Limiter = limiter
+	c, err := llm.New(cfg)
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return c, label, stop, nil
+}
+
+// config returns the LLM client configuration, a label for reports and a
+// stop function. With no LLM configured it starts llmsim on a loopback port
+// over ds and says so; without ds (a cluster worker) that is an error.
+func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, string, func(), error) {
 	temp := f.temperature
 	cfg := llm.Config{Default: llm.ModelConfig{Name: f.model, Temperature: &temp}, MaxAttempts: f.maxAttempts,
-		Models: map[llm.Role]llm.ModelConfig{}, Limiter: limiter}
+		Models: map[llm.Role]llm.ModelConfig{}}
 	for _, rm := range f.roleModels {
 		role, model, ok := strings.Cut(rm, "=")
 		if !ok || model == "" {
-			return nil, "", nil, fmt.Errorf("--role-model %q: use ROLE=MODEL, e.g. explore=o3", rm)
+			return cfg, "", nil, fmt.Errorf("--role-model %q: use ROLE=MODEL, e.g. explore=o3", rm)
 		}
 		cfg.Models[llm.Role(role)] = llm.ModelConfig{Name: model, Temperature: &temp}
 	}
@@ -75,17 +90,17 @@ func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limite
 		}
 		label = fmt.Sprintf("%s at %s", f.model, firstSet(cfg.BaseURL, "api.openai.com"))
 	} else if ds == nil {
-		return nil, "", nil, errors.New("no LLM is configured: pass --llm-base-url (a real OpenAI-compatible endpoint, or a `quorum llmsim` server) and --llm-api-key or OPENAI_API_KEY")
+		return cfg, "", nil, errors.New("no LLM is configured: pass --llm-base-url (a real OpenAI-compatible endpoint, or a `quorum llmsim` server) and --llm-api-key or OPENAI_API_KEY")
 	} else {
 		noise := llmsim.DefaultNoise()
 		noise.Gold = f.simGold
 		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: f.simSeed, Noise: noise})
 		if err != nil {
-			return nil, "", nil, err
+			return cfg, "", nil, err
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("start the simulated LLM: %w", err)
+			return cfg, "", nil, fmt.Errorf("start the simulated LLM: %w", err)
 		}
 		srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
@@ -103,12 +118,7 @@ func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limite
 		fmt.Fprintln(out, "No LLM is configured (--llm-base-url / OPENAI_API_KEY): using quorum's SIMULATED LLM, llmsim.")
 		fmt.Fprintln(out, "It answers from the dataset's gold SQL with noise; its accuracy says nothing about a real model.")
 	}
-	c, err := llm.New(cfg)
-	if err != nil {
-		stop()
-		return nil, "", nil, err
-	}
-	return c, label, stop, nil
+	return cfg, label, stop, nil
 }
 
 func firstSet(vals ...string) string {

@@ -1,21 +1,16 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/cluster"
 	"github.com/quorumsql/quorum/pkg/coordinator"
-	"github.com/quorumsql/quorum/pkg/explorer"
-	"github.com/quorumsql/quorum/pkg/generator"
-	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/voter"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
 )
 
 func newRunCmd() *cobra.Command {
@@ -47,49 +42,33 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if stateDir == "" {
 				stateDir = filepath.Join(rf.out, ".state")
 			}
-			if cf.natsURL == "" {
-				dir := filepath.Join(stateDir, "nats")
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
-				}
-				srv, err := queue.StartEmbedded(dir, -1)
-				if err != nil {
-					return err
-				}
-				defer srv.Shutdown()
-				cf.natsURL = srv.URL()
-			}
-			if cf.redisURL == "" {
-				dir := filepath.Join(stateDir, "redis")
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return err
-				}
-				srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
-				if err != nil {
-					return err
-				}
-				defer srv.Stop()
-				cf.redisURL = srv.URL()
-			}
 			m, ds, err := rf.manifest("")
 			if err != nil && rf.dataset != "" {
 				return err
 			}
-			lim, err := cf.limiter(ctx)
-			if err != nil {
-				return err
-			}
-			client, label, stop, err := lf.client(ds, w, lim)
+			lcfg, label, stop, err := lf.config(ds, w)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			env, cleanup, err := cf.env(ctx, "run", client)
+			file, err := cf.warehousesFile()
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			if stored, err := env.State.Manifest(ctx, rf.runID); err == nil {
+			log, err := newLogger(cf.logLevel)
+			if err != nil {
+				return err
+			}
+			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL,
+				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
+				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
+				WarehousesFile: file, Serve: cf.warehouses, Generators: 1, GeneratorConcurrency: cf.concurrency,
+				Explorers: 1, ExplorerConcurrency: explorers, LinkBudget: cf.linkBudget, Log: log})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if stored, err := cl.Env.State.Manifest(ctx, rf.runID); err == nil {
 				m = stored
 				fmt.Fprintf(w, "Resuming run %s (%d examples).\n", m.Run, len(m.Examples))
 			} else if m == nil {
@@ -99,34 +78,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			fmt.Fprintf(w, "Run %s: %d examples x %d candidates; outputs in %s (resume with --run-id %s --out %s)\n",
 				m.Run, len(m.Examples), m.Votes, rf.out, m.Run, rf.out)
-
-			wctx, cancelWorkers := context.WithCancel(context.WithoutCancel(ctx))
-			var wg sync.WaitGroup
-			start := func(f func(context.Context) error) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := f(wctx); err != nil {
-						env.Log.Error("role stopped")
-					}
-				}()
-			}
-			whs := cf.warehouses
-			start(func(c context.Context) error { return voter.Run(c, voter.Config{Env: env, Concurrency: 4}) })
-			start(func(c context.Context) error {
-				return generator.Run(c, generator.Config{Env: env, Warehouses: whs, Concurrency: cf.concurrency})
-			})
-			start(func(c context.Context) error {
-				return explorer.Run(c, explorer.Config{Env: env, Warehouses: whs, Concurrency: explorers})
-			})
-			rep, err := coordinator.Run(ctx, coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout)})
-			cancelWorkers()
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(40 * time.Second):
-			}
+			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout)})
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/bigquery"
 	"github.com/quorumsql/quorum/pkg/warehouse/snowflake"
@@ -226,4 +227,15 @@ func (r *Registry) Close() error {
 	}
 	r.remote = nil
 	return nil
+}
+
+// WithLimiter is a Registry whose quotas are enforced by the shared Redis
+// limiter: QPS and concurrency gates, and BigQuery byte budgets per run.
+func WithLimiter(file *File, lim *ratelimit.Limiter) *Registry {
+	return &Registry{File: file,
+		Gates: func(name string, q Quota) (warehouse.Gate, error) {
+			return lim.WarehouseGate(name, ratelimit.WarehouseQuota{QueriesPerSecond: q.QueriesPerSecond, MaxConcurrent: q.MaxConcurrent})
+		},
+		Budgets: func(q Quota) bigquery.ByteBudget { return &ratelimit.ByteBudget{Limiter: lim, Limit: q.BytesPerRun} },
+	}
 }

@@ -1,0 +1,190 @@
+// Package cluster runs every quorum role in one process over real
+// connections: an embedded NATS server with JetStream (or a given one), a
+// spawned redis-server (or a given one), the voter, generator and explorer
+// workers as goroutines. `quorum run` and `quorum bench` use it.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/blob"
+	"github.com/quorumsql/quorum/pkg/dbinfo"
+	"github.com/quorumsql/quorum/pkg/explorer"
+	"github.com/quorumsql/quorum/pkg/generator"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/localredis"
+	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runenv"
+	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/voter"
+	"github.com/quorumsql/quorum/pkg/warehouse/registry"
+)
+
+// Config configures an in-process cluster.
+type Config struct {
+	// StateDir keeps the embedded NATS store and the local Redis AOF, so a
+	// run can resume after a restart.
+	StateDir string
+	// NATSURL and RedisURL join running servers instead.
+	NATSURL, RedisURL string
+	Queue             queue.Config
+	// LLM configures the workers' client; LLMQuota, when set, makes every
+	// call wait on the shared Redis limiter.
+	LLM      llm.Config
+	LLMQuota ratelimit.LLMQuota
+	// Warehouses names the warehouses and their quotas; nil serves SQLite
+	// files only.
+	WarehousesFile *registry.File
+	// Serve lists the warehouses the workers serve (default: every
+	// configured one, or sqlite).
+	Serve []string
+	// Generators and Explorers are worker loops; each takes Concurrency
+	// tasks at once (like separate worker processes).
+	Generators, GeneratorConcurrency int
+	Explorers, ExplorerConcurrency   int
+	LinkBudget                       int
+	Log                              *zap.Logger
+}
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	Env     *runenv.Env
+	Metrics *metrics.Metrics
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closers []func()
+}
+
+// Start brings the servers and the roles up.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	c := &Cluster{}
+	fail := func(err error) (*Cluster, error) {
+		c.Close()
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.NATSURL == "" {
+		dir := filepath.Join(cfg.StateDir, "nats")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(err)
+		}
+		srv, err := queue.StartEmbedded(dir, -1)
+		if err != nil {
+			return fail(err)
+		}
+		c.closers = append(c.closers, srv.Shutdown)
+		cfg.NATSURL = srv.URL()
+	}
+	if cfg.RedisURL == "" {
+		dir := filepath.Join(cfg.StateDir, "redis")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fail(err)
+		}
+		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
+		if err != nil {
+			return fail(err)
+		}
+		c.closers = append(c.closers, srv.Stop)
+		cfg.RedisURL = srv.URL()
+	}
+	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue)
+	if err != nil {
+		return fail(err)
+	}
+	c.closers = append(c.closers, q.Close)
+	ropt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fail(fmt.Errorf("redis url: %w", err))
+	}
+	ropt.ContextTimeoutEnabled = true
+	ropt.PoolSize = 64 + 4*(cfg.Generators*cfg.GeneratorConcurrency+cfg.Explorers*cfg.ExplorerConcurrency)
+	rdb := redis.NewClient(ropt)
+	c.closers = append(c.closers, func() { rdb.Close() })
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fail(fmt.Errorf("redis at %s: %w", ropt.Addr, err))
+	}
+	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.LLMQuota.RequestsPerMinute > 0 || cfg.LLMQuota.TokensPerMinute > 0 {
+		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: cfg.LLMQuota}
+	}
+	client, err := llm.New(cfg.LLM)
+	if err != nil {
+		return fail(err)
+	}
+	var reg *registry.Registry
+	if cfg.WarehousesFile != nil {
+		reg = registry.WithLimiter(cfg.WarehousesFile, lim)
+	}
+	c.Metrics = metrics.New("cluster")
+	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: cfg.Log,
+		Metrics: c.Metrics, Name: "cluster", Warehouses: reg,
+		Linker: &dbinfo.Linker{LLM: client, Cache: &dbinfo.RedisLinkCache{Client: rdb}, Budget: cfg.LinkBudget}}
+	c.Env = env
+	c.closers = append(c.closers, env.Close)
+	whs := cfg.Serve
+	if len(whs) == 0 && reg != nil {
+		for _, s := range reg.File.Warehouses {
+			whs = append(whs, s.Name)
+		}
+	}
+	if len(whs) == 0 {
+		whs = []string{"sqlite"}
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	start := func(name string, f func(context.Context) error) {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := f(wctx); err != nil && !errors.Is(err, context.Canceled) {
+				cfg.Log.Error("role stopped", zap.String("role", name), zap.Error(err))
+			}
+		}()
+	}
+	start("voter", func(c context.Context) error { return voter.Run(c, voter.Config{Env: env, Concurrency: 8}) })
+	for i := 0; i < max(1, cfg.Generators); i++ {
+		start("generator", func(c context.Context) error {
+			return generator.Run(c, generator.Config{Env: env, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency)})
+		})
+	}
+	for i := 0; i < max(1, cfg.Explorers); i++ {
+		start("explorer", func(c context.Context) error {
+			return explorer.Run(c, explorer.Config{Env: env, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency)})
+		})
+	}
+	return c, nil
+}
+
+// Close stops the roles (letting in-flight work drain briefly) and the
+// servers it started.
+func (c *Cluster) Close() {
+	if c.cancel != nil {
+		c.cancel()
+		done := make(chan struct{})
+		go func() { c.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+		}
+	}
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
