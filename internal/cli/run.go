@@ -42,8 +42,11 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if stateDir == "" {
 				stateDir = filepath.Join(rf.out, ".state")
 			}
+			if rf.dataset == "" {
+				return fmt.Errorf("--dataset is required (to resume run %s, pass the dataset it started with)", rf.runID)
+			}
 			m, ds, err := rf.manifest("")
-			if err != nil && rf.dataset != "" {
+			if err != nil {
 				return err
 			}
 			lcfg, label, stop, err := lf.config(ds, w)
@@ -71,8 +74,6 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if stored, err := cl.Env.State.Manifest(ctx, rf.runID); err == nil {
 				m = stored
 				fmt.Fprintf(w, "Resuming run %s (%d examples).\n", m.Run, len(m.Examples))
-			} else if m == nil {
-				return err
 			} else {
 				m.LLM = label
 			}

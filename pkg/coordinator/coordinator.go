@@ -358,7 +358,11 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		f := c.finals[id]
 		e, _ := c.run.DS.Example(id)
 		r := outputs.Example{InstanceID: id, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
-			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), Error: f.Error}
+			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), Error: f.Error,
+			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks}
+		if at, ok := c.arrived[id]; ok {
+			r.FinishedSeconds = at.Sub(started).Seconds()
+		}
 		if e != nil {
 			r.Dialect, r.Database = string(e.Dialect), e.DB
 			if meta, err := c.env.State.Meta(ctx, c.m.Run, id); err == nil {

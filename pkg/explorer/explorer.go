@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/generator"
@@ -63,6 +64,7 @@ type worker struct {
 }
 
 func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	start := time.Now()
 	parts := strings.Split(d.Msg.Subject(), ".")
 	defer w.env.Metrics.Begin("explore", parts[len(parts)-1])()
 	var t queue.ExploreTask
@@ -106,7 +108,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	c := ex.Cost
 	return generator.PublishGenerate(ctx, w.env.Queue, meta.Warehouse, &queue.GenerateTask{V: queue.Version, Run: t.Run,
 		Example: t.Example, Round: 1, Index: t.Votes + t.Index, Seed: t.Seed, InfoRef: t.InfoRef, ExplorationRef: ref,
-		Upstream: cost.Ledger{"explore": &c}})
+		Upstream: cost.Ledger{"explore": &c}, UpstreamSeconds: time.Since(start).Seconds()})
 }
 
 // giveUp publishes a failed regeneration result so the round can complete.

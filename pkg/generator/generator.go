@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -99,6 +100,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 }
 
 func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
+	start := time.Now()
 	log := w.env.Log.With(zap.String("run", t.Run), zap.String("example", t.Example), zap.Int("round", t.Round), zap.Int("candidate", t.Index))
 	run, err := w.env.Run(ctx, t.Run)
 	if errors.Is(err, runstate.ErrNoRun) {
@@ -152,8 +154,11 @@ func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
 	}
 	ledger.Stage(stage).Add(cand.Cost)
 	w.env.Metrics.ObserveCost(stage, cand.Cost)
+	total := ledger.Total()
 	res := &queue.CandidateResult{V: queue.Version, Run: t.Run, Example: t.Example, Round: t.Round, Index: t.Index,
-		SQL: cand.SQL, Status: string(cand.Status), Error: cand.Error, Rows: cand.Rows, Cost: ledger, Worker: w.env.Name}
+		SQL: cand.SQL, Status: string(cand.Status), Error: cand.Error, Rows: cand.Rows, Cost: ledger, Worker: w.env.Name,
+		ElapsedSeconds: time.Since(start).Seconds() + t.UpstreamSeconds,
+		ChainSeconds:   (total.LLM.Latency + total.QueryTime).Seconds()}
 	if cand.Status == reforce.StatusOK {
 		if res.CSVRef, err = w.env.Blobs.PutString(ctx, cand.CSV); err != nil {
 			return err

@@ -31,6 +31,13 @@ type Example struct {
 	ValidCandidates int       `json:"valid_candidates"`
 	Cost            cost.Cost `json:"cost"`
 	LatencySeconds  float64   `json:"latency_seconds"`
+	// CriticalPathSeconds is the slowest candidate chain per round (LLM
+	// and warehouse time); TaskSeconds/Tasks the wall time of its tasks;
+	// FinishedSeconds when it finished, from the run's start.
+	CriticalPathSeconds float64 `json:"critical_path_seconds,omitempty"`
+	TaskSeconds         float64 `json:"task_seconds,omitempty"`
+	Tasks               int     `json:"tasks,omitempty"`
+	FinishedSeconds     float64 `json:"finished_seconds,omitempty"`
 	// Correct and CorrectAtK are set when gold exists: the final answer,
 	// and whether any candidate was right (EX@k).
 	Correct    *bool  `json:"correct,omitempty"`

@@ -36,8 +36,10 @@ type GenerateTask struct {
 	InfoRef        string `json:"info_ref"`
 	ExplorationRef string `json:"exploration_ref,omitempty"`
 	// Upstream is what produced this task (linking, exploration), to be
-	// accounted with the candidate.
-	Upstream cost.Ledger `json:"upstream,omitempty"`
+	// accounted with the candidate; UpstreamSeconds is how long that task
+	// took.
+	Upstream        cost.Ledger `json:"upstream,omitempty"`
+	UpstreamSeconds float64     `json:"upstream_seconds,omitempty"`
 }
 
 // ExploreTask asks an explorer worker for one column exploration of a
@@ -68,6 +70,11 @@ type CandidateResult struct {
 	CSVRef string      `json:"csv_ref,omitempty"`
 	Cost   cost.Ledger `json:"cost"`
 	Worker string      `json:"worker"`
+	// ElapsedSeconds is the wall time of the task (and of the exploration
+	// task before it); ChainSeconds the part spent in LLM calls and
+	// warehouse queries.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	ChainSeconds   float64 `json:"chain_seconds"`
 }
 
 // FinalAnswer is the voter's decision for one example.
@@ -87,6 +94,13 @@ type FinalAnswer struct {
 	CandidateRefs []string    `json:"candidate_refs,omitempty"`
 	Cost          cost.Ledger `json:"cost"`
 	Error         string      `json:"error,omitempty"`
+	// CriticalPathSeconds is the slowest candidate chain of each round,
+	// added up: what the example would take with unlimited workers.
+	CriticalPathSeconds float64 `json:"critical_path_seconds"`
+	// TaskSeconds is the summed wall time of the example's tasks, Tasks
+	// their number.
+	TaskSeconds float64 `json:"task_seconds"`
+	Tasks       int     `json:"tasks"`
 }
 
 // Decode reads a message body into v and checks its version.

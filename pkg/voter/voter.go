@@ -221,8 +221,12 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 		Rounds: rounds, Candidates: len(results), Valid: d.Valid, Cost: cost.Ledger{}}
 	failed := 0
 	var reasons []string
+	slowest := map[int]float64{}
 	for i, r := range results {
 		f.Cost.Merge(r.Cost)
+		f.TaskSeconds += r.ElapsedSeconds
+		f.Tasks++
+		slowest[r.Round] = max(slowest[r.Round], r.ChainSeconds)
 		if r.Status == "failed" {
 			failed++
 			reasons = append(reasons, r.Error)
@@ -230,6 +234,9 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 		if r.CSVRef != "" && cands[i].Status == reforce.StatusOK {
 			f.CandidateRefs = append(f.CandidateRefs, r.CSVRef)
 		}
+	}
+	for _, s := range slowest {
+		f.CriticalPathSeconds += s
 	}
 	switch {
 	case d.Winner != nil:
