@@ -37,7 +37,7 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newLLMSimCmd(),
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newBenchCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newVersionCmd())
 	return root
 }

@@ -178,7 +178,7 @@ func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agen
 	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
 		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed})
 	if o != nil {
-		r.Cost = o.Cost.Total()
+		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
 		r.Candidates = len(o.Candidates)
 		r.Rounds = 1
 		if len(o.Explorations) > 0 {

@@ -37,48 +37,54 @@ func gcra(now, tat time.Time, perMinute int, n float64) (time.Time, time.Duratio
 	return newTAT, 0
 }
 
-// admit returns a release function (nil when refused), the time to wait when
-// refused, and rate-limit headers.
-func (p *providerLimits) admit(tokens int) (func(), time.Duration, map[string]string) {
+// admitRequest counts a request on arrival, as providers do: requests per
+// minute and concurrency. It returns a release function (nil when refused),
+// the time to wait when refused, and rate-limit headers.
+func (p *providerLimits) admitRequest() (func(), time.Duration, map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
 	hdr := map[string]string{}
 	var wait time.Duration
-	reqTAT, tokTAT := p.reqTAT, p.tokTAT
+	reqTAT := p.reqTAT
 	if p.cfg.RequestsPerMinute > 0 {
-		var w time.Duration
-		reqTAT, w = gcra(now, p.reqTAT, p.cfg.RequestsPerMinute, 1)
-		wait = max(wait, w)
+		reqTAT, wait = gcra(now, p.reqTAT, p.cfg.RequestsPerMinute, 1)
 		hdr["X-Ratelimit-Limit-Requests"] = fmt.Sprint(p.cfg.RequestsPerMinute)
-	}
-	if p.cfg.TokensPerMinute > 0 {
-		var w time.Duration
-		tokTAT, w = gcra(now, p.tokTAT, p.cfg.TokensPerMinute, float64(tokens))
-		wait = max(wait, w)
-		hdr["X-Ratelimit-Limit-Tokens"] = fmt.Sprint(p.cfg.TokensPerMinute)
+		hdr["X-Ratelimit-Reset-Requests"] = max(reqTAT.Sub(now), 0).Round(time.Millisecond).String()
+		hdr["X-Ratelimit-Remaining-Requests"] = fmt.Sprint(remaining(now, reqTAT, p.cfg.RequestsPerMinute))
 	}
 	if p.cfg.MaxConcurrency > 0 && p.inFlight >= p.cfg.MaxConcurrency {
 		wait = max(wait, 100*time.Millisecond)
 	}
-	if p.cfg.RequestsPerMinute > 0 {
-		hdr["X-Ratelimit-Reset-Requests"] = max(reqTAT.Sub(now), 0).Round(time.Millisecond).String()
-		hdr["X-Ratelimit-Remaining-Requests"] = fmt.Sprint(remaining(now, reqTAT, p.cfg.RequestsPerMinute))
-	}
-	if p.cfg.TokensPerMinute > 0 {
-		hdr["X-Ratelimit-Reset-Tokens"] = max(tokTAT.Sub(now), 0).Round(time.Millisecond).String()
-		hdr["X-Ratelimit-Remaining-Tokens"] = fmt.Sprint(remaining(now, tokTAT, p.cfg.TokensPerMinute))
-	}
 	if wait > 0 {
 		return nil, wait, hdr
 	}
-	p.reqTAT, p.tokTAT = reqTAT, tokTAT
+	p.reqTAT = reqTAT
 	p.inFlight++
 	return func() {
 		p.mu.Lock()
 		p.inFlight--
 		p.mu.Unlock()
 	}, 0, hdr
+}
+
+// admitTokens counts a request's tokens per minute once they are known.
+func (p *providerLimits) admitTokens(tokens int) (time.Duration, map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hdr := map[string]string{}
+	if p.cfg.TokensPerMinute <= 0 {
+		return 0, hdr
+	}
+	now := time.Now()
+	tokTAT, wait := gcra(now, p.tokTAT, p.cfg.TokensPerMinute, float64(tokens))
+	hdr["X-Ratelimit-Limit-Tokens"] = fmt.Sprint(p.cfg.TokensPerMinute)
+	hdr["X-Ratelimit-Reset-Tokens"] = max(tokTAT.Sub(now), 0).Round(time.Millisecond).String()
+	hdr["X-Ratelimit-Remaining-Tokens"] = fmt.Sprint(remaining(now, tokTAT, p.cfg.TokensPerMinute))
+	if wait == 0 {
+		p.tokTAT = tokTAT
+	}
+	return wait, hdr
 }
 
 // remaining is how many units fit right now under the per-minute limit.

@@ -142,23 +142,26 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	text, kind, info := s.respond(req)
-	prompt := s.tok.CountMessages(req.Model, req.Messages)
-	completion := s.tok.Count(req.Model, text)
-
-	release, retryAfter, hdr := s.limits.admit(prompt + completion)
-	for k, v := range hdr {
-		w.Header().Set(k, v)
-	}
+	release, retryAfter, hdr := s.limits.admitRequest()
 	if release == nil {
-		s.stats.rateLimited.Add(1)
-		secs := int(math.Ceil(retryAfter.Seconds()))
-		w.Header().Set("Retry-After", fmt.Sprint(max(secs, 1)))
-		w.Header().Set("Retry-After-Ms", fmt.Sprint(max(retryAfter.Milliseconds(), 1)))
-		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached for the simulated model (llmsim); please retry after "+retryAfter.Round(time.Millisecond).String())
+		s.tooMany(w, retryAfter, hdr)
 		return
 	}
 	defer release()
+	text, kind, info := s.respond(req)
+	prompt := s.tok.CountMessages(req.Model, req.Messages)
+	completion := s.tok.Count(req.Model, text)
+	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
+	for k, v := range thdr {
+		hdr[k] = v
+	}
+	if retryAfter > 0 {
+		s.tooMany(w, retryAfter, hdr)
+		return
+	}
+	for k, v := range hdr {
+		w.Header().Set(k, v)
+	}
 
 	s.stats.count(kind, info == nil, prompt, completion)
 	delay := s.latency(attempt, completion)
@@ -175,6 +178,19 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
 		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
 	})
+}
+
+// tooMany answers 429 like OpenAI: Retry-After (whole seconds, and
+// Retry-After-Ms) and the x-ratelimit-* headers.
+func (s *Server) tooMany(w http.ResponseWriter, retryAfter time.Duration, hdr map[string]string) {
+	s.stats.rateLimited.Add(1)
+	for k, v := range hdr {
+		w.Header().Set(k, v)
+	}
+	secs := int(math.Ceil(retryAfter.Seconds()))
+	w.Header().Set("Retry-After", fmt.Sprint(max(secs, 1)))
+	w.Header().Set("Retry-After-Ms", fmt.Sprint(max(retryAfter.Milliseconds(), 1)))
+	writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached for the simulated model (llmsim); please retry after "+retryAfter.Round(time.Millisecond).String())
 }
 
 // respond decides the reply text deterministically from the simulator seed,

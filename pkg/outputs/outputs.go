@@ -30,7 +30,10 @@ type Example struct {
 	// ValidCandidates produced rows that take part in the vote.
 	ValidCandidates int       `json:"valid_candidates"`
 	Cost            cost.Cost `json:"cost"`
-	LatencySeconds  float64   `json:"latency_seconds"`
+	// CostByStage splits Cost by agent stage (link, format, generate,
+	// explore, regenerate, vote).
+	CostByStage    cost.Ledger `json:"cost_by_stage,omitempty"`
+	LatencySeconds float64     `json:"latency_seconds"`
 	// CriticalPathSeconds is the slowest candidate chain per round (LLM
 	// and warehouse time); TaskSeconds/Tasks the wall time of its tasks;
 	// FinishedSeconds when it finished, from the run's start.

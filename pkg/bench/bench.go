@@ -1,0 +1,350 @@
+// Package bench measures quorum where it matters: how close a run comes to
+// the shortest time its quotas allow, whether it draws 429s or loses work,
+// how long an example takes against one candidate chain, what the
+// orchestration costs, how throughput scales with workers, and what every
+// example cost. It runs the real pieces — embedded NATS with JetStream, a
+// local redis-server, the roles, and llmsim with a latency model and
+// provider limits — over a synthetic dataset of the chosen size.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quorumsql/quorum/pkg/cluster"
+	"github.com/quorumsql/quorum/pkg/coordinator"
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runstate"
+)
+
+// Scenario is what to run.
+type Scenario struct {
+	Name     string `json:"name"`
+	Dataset  string `json:"dataset"`
+	Examples int    `json:"examples"`
+	Votes    int    `json:"votes"`
+	Seed     uint64 `json:"seed"`
+	// The simulated provider: limits, latency, skill.
+	RPM             int           `json:"rpm"`
+	TPM             int           `json:"tpm"`
+	FirstToken      time.Duration `json:"first_token"`
+	TokensPerSecond float64       `json:"tokens_per_second"`
+	Jitter          float64       `json:"jitter"`
+	PGold           float64       `json:"p_gold"`
+	// The cluster: worker loops and tasks each takes at once.
+	Generators           int `json:"generators"`
+	GeneratorConcurrency int `json:"generator_concurrency"`
+	Explorers            int `json:"explorers"`
+	ExplorerConcurrency  int `json:"explorer_concurrency"`
+	// Scaling runs ScalingExamples with each number of generator workers
+	// (each taking ScalingConcurrency tasks at once), without provider
+	// limits.
+	Scaling            []int `json:"scaling"`
+	ScalingExamples    int   `json:"scaling_examples"`
+	ScalingConcurrency int   `json:"scaling_concurrency"`
+	// NATSURL and RedisURL use running servers instead of starting them.
+	NATSURL  string `json:"nats_url,omitempty"`
+	RedisURL string `json:"redis_url,omitempty"`
+}
+
+// Standard is `make bench`'s scenario: Spider 2.0's size (547 examples x 8
+// candidates) against a provider allowing 3,000 requests a minute.
+func Standard() Scenario {
+	return Scenario{Name: "spider2-size", Dataset: "examples/demo", Examples: 547, Votes: 8, Seed: 1,
+		RPM: 3000, FirstToken: 300 * time.Millisecond, TokensPerSecond: 150, Jitter: 0.3, PGold: 0.5,
+		Generators: 4, GeneratorConcurrency: 24, Explorers: 2, ExplorerConcurrency: 8,
+		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 24, ScalingConcurrency: 4}
+}
+
+// LoadScenario reads a YAML scenario over the standard one.
+func LoadScenario(path string) (Scenario, error) {
+	sc := Standard()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return sc, fmt.Errorf("scenario: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
+		return sc, fmt.Errorf("scenario %s: %w", path, err)
+	}
+	return sc, nil
+}
+
+// Report is what a benchmark measured; its JSON is `quorum bench --json`.
+type Report struct {
+	Scenario Scenario `json:"scenario"`
+	// Examples and Candidates are the run's size.
+	Examples   int     `json:"examples"`
+	Candidates int     `json:"candidates"`
+	Wall       float64 `json:"wall_seconds"`
+	// QuotaBound is the shortest wall time the binding limit allows for
+	// the calls the run made; QuotaRatio is QuotaBound / Wall (1 = at the
+	// quota).
+	QuotaBound   float64 `json:"quota_bound_seconds"`
+	BindingLimit string  `json:"binding_limit"`
+	QuotaRatio   float64 `json:"quota_ratio"`
+
+	RateLimited    int64 `json:"rate_limited_responses"`
+	Redeliveries   int64 `json:"redeliveries"`
+	FailedExamples int   `json:"failed_examples"`
+
+	LLMCalls         int64   `json:"llm_calls"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	WarehouseQueries int     `json:"warehouse_queries"`
+	CallsPerExample  float64 `json:"llm_calls_per_example"`
+	QueriesPerEx     float64 `json:"warehouse_queries_per_example"`
+	TokensPerExample float64 `json:"tokens_per_example"`
+	CallsPerCand     float64 `json:"llm_calls_per_candidate"`
+	QueriesPerCand   float64 `json:"warehouse_queries_per_candidate"`
+	// PerStage is LLM calls, tokens and queries per example, by stage.
+	PerStage map[string]StageCost `json:"per_stage"`
+
+	LatencyP50 float64 `json:"latency_p50_seconds"`
+	LatencyP95 float64 `json:"latency_p95_seconds"`
+	ChainP50   float64 `json:"critical_path_p50_seconds"`
+	ChainP95   float64 `json:"critical_path_p95_seconds"`
+	// Overhead is the mean time per task outside LLM calls and warehouse
+	// queries (waiting for the quota excluded).
+	OverheadMS float64 `json:"orchestration_overhead_ms_per_task"`
+
+	EX       float64 `json:"ex"`
+	EXAtK    float64 `json:"ex_at_k"`
+	HighConf int     `json:"high_confidence"`
+	LowConf  int     `json:"low_confidence"`
+
+	Scaling []ScalingPoint `json:"scaling,omitempty"`
+	// BindsAt is the fewest generator workers whose unlimited throughput
+	// reaches the scenario's request quota.
+	BindsAt int `json:"quota_binds_at_generators,omitempty"`
+
+	Paper PaperFigures `json:"paper"`
+	// Run is the run's run.json, for the HTML report.
+	Run *outputs.Report `json:"-"`
+}
+
+// StageCost is one stage's cost per example.
+type StageCost struct {
+	LLMCalls float64 `json:"llm_calls"`
+	Tokens   float64 `json:"tokens"`
+	Queries  float64 `json:"warehouse_queries"`
+}
+
+// ScalingPoint is the throughput with a number of generator workers.
+type ScalingPoint struct {
+	Generators        int     `json:"generators"`
+	Wall              float64 `json:"wall_seconds"`
+	CallsPerMinute    float64 `json:"llm_calls_per_minute"`
+	ExamplesPerMinute float64 `json:"examples_per_minute"`
+}
+
+// PaperFigures are ReFoRCE's reported costs (paper, Table 7 and §4.2).
+type PaperFigures struct {
+	LLMCallsPerCandidate        float64 `json:"llm_calls_per_candidate_with_exploration"`
+	DBCallsPerCandidate         float64 `json:"db_calls_per_candidate_with_exploration"`
+	CallsPerCandidateNoExplore  float64 `json:"calls_per_candidate_without_exploration"`
+	TokensPerCallThousands      float64 `json:"tokens_per_llm_call_thousands"`
+	ObservedTokensPerCallThousa float64 `json:"observed_tokens_per_llm_call_thousands"`
+}
+
+// Run runs the scenario and, when sc.Scaling is set, the scaling runs.
+func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Report, error) {
+	if sc.Examples <= 0 || sc.Votes <= 0 {
+		return nil, errors.New("bench: examples and votes must be positive")
+	}
+	rep, err := runOnce(ctx, sc, sc.Examples, sc.Generators, true, filepath.Join(work, "main"), progress)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range sc.Scaling {
+		fmt.Fprintf(progress, "scaling: %d generator workers x %d tasks, no provider limit\n", g, sc.ScalingConcurrency)
+		ssc := sc
+		ssc.GeneratorConcurrency, ssc.ExplorerConcurrency = max(1, sc.ScalingConcurrency), max(1, sc.ScalingConcurrency)
+		r, err := runOnce(ctx, ssc, sc.ScalingExamples, g, false, filepath.Join(work, fmt.Sprintf("scale-%d", g)), io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		p := ScalingPoint{Generators: g, Wall: r.Wall, CallsPerMinute: float64(r.LLMCalls) / r.Wall * 60,
+			ExamplesPerMinute: float64(r.Examples) / r.Wall * 60}
+		rep.Scaling = append(rep.Scaling, p)
+		if rep.BindsAt == 0 && sc.RPM > 0 && p.CallsPerMinute >= float64(sc.RPM) {
+			rep.BindsAt = g
+		}
+	}
+	return rep, nil
+}
+
+// runOnce runs one scenario size with generators worker loops; limited
+// turns the provider's limits (and the limiter's matching quota) on.
+func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string, progress io.Writer) (*Report, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dsDir, err := MakeDataset(sc.Dataset, examples, filepath.Join(dir, "dataset"))
+	if err != nil {
+		return nil, err
+	}
+	ds, err := dataset.Load(dsDir, dataset.Options{})
+	if err != nil {
+		return nil, err
+	}
+	noise := llmsim.DefaultNoise()
+	if sc.PGold > 0 {
+		noise.Gold = sc.PGold
+	}
+	limits := llmsim.Limits{}
+	quota := ratelimit.LLMQuota{}
+	if limited {
+		limits = llmsim.Limits{RequestsPerMinute: sc.RPM, TokensPerMinute: sc.TPM}
+		quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.RPM), TokensPerMinute: float64(sc.TPM)}
+	}
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: sc.Seed, Noise: noise, Limits: limits,
+		Latency: llmsim.Latency{FirstToken: sc.FirstToken, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
+		LLM:      llm.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "bench", Default: llm.ModelConfig{Name: "gpt-4o"}},
+		LLMQuota: quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
+		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute}})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	run := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	m := &runstate.Manifest{Run: run, Dataset: dsDir, Seed: sc.Seed, Votes: sc.Votes, Created: time.Now(), RoundTimeout: time.Hour,
+		LLM: "SIMULATED LLM (llmsim) — not a real model"}
+	for _, e := range ds.Examples {
+		m.Examples = append(m.Examples, e.ID)
+	}
+	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	st := sim.Stats()
+	return measure(sc, out, st, redeliveries(cl.Env.Metrics.Registry), limited), nil
+}
+
+func redeliveries(reg *prometheus.Registry) int64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "quorum_redeliveries_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return int64(n)
+}
+
+// measure computes the report from run.json and the provider's counts.
+func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, redelivered int64, limited bool) *Report {
+	t := out.Totals
+	r := &Report{Scenario: sc, Examples: t.Examples, Wall: t.WallSeconds, RateLimited: st.RateLimited, Redeliveries: redelivered,
+		FailedExamples: t.Failed, LLMCalls: st.Requests - st.RateLimited - st.Faults, PromptTokens: st.PromptTokens,
+		CompletionTokens: st.CompletionTokens, WarehouseQueries: t.Cost.Queries, HighConf: t.HighConf, LowConf: t.LowConf,
+		PerStage: map[string]StageCost{}, Run: out}
+	n := float64(max(1, t.Examples))
+	for _, e := range out.Examples {
+		r.Candidates += e.Candidates
+	}
+	r.CallsPerExample = float64(r.LLMCalls) / n
+	r.QueriesPerEx = float64(r.WarehouseQueries) / n
+	r.TokensPerExample = float64(r.PromptTokens+r.CompletionTokens) / n
+	if r.Candidates > 0 {
+		r.CallsPerCand = float64(r.LLMCalls) / float64(r.Candidates)
+		r.QueriesPerCand = float64(r.WarehouseQueries) / float64(r.Candidates)
+	}
+	if t.EX != nil {
+		r.EX, r.EXAtK = *t.EX, *t.EXAtK
+	}
+	// The quota bound: the calls and tokens the provider served, at the
+	// rate its limits allow (their burst of one second's worth is free).
+	if limited {
+		if sc.RPM > 0 {
+			b := math.Max(0, float64(r.LLMCalls)-float64(sc.RPM)/60) / float64(sc.RPM) * 60
+			if b > r.QuotaBound {
+				r.QuotaBound, r.BindingLimit = b, "llm requests/min"
+			}
+		}
+		if sc.TPM > 0 {
+			b := math.Max(0, float64(r.PromptTokens+r.CompletionTokens)-float64(sc.TPM)/60) / float64(sc.TPM) * 60
+			if b > r.QuotaBound {
+				r.QuotaBound, r.BindingLimit = b, "llm tokens/min"
+			}
+		}
+		if r.Wall > 0 {
+			r.QuotaRatio = r.QuotaBound / r.Wall
+		}
+	}
+	var lat, chain []float64
+	var taskSec, llmSec float64
+	tasks := 0
+	for _, e := range out.Examples {
+		if e.Status == "failed" {
+			continue
+		}
+		lat = append(lat, e.LatencySeconds)
+		chain = append(chain, e.CriticalPathSeconds)
+		taskSec += e.TaskSeconds
+		tasks += e.Tasks
+		llmSec += (e.Cost.LLM.Latency + e.Cost.LLM.LimiterWait + e.Cost.QueryTime).Seconds()
+	}
+	r.LatencyP50, r.LatencyP95 = quantile(lat, 0.5), quantile(lat, 0.95)
+	r.ChainP50, r.ChainP95 = quantile(chain, 0.5), quantile(chain, 0.95)
+	if tasks > 0 {
+		r.OverheadMS = math.Max(0, taskSec-llmSec) / float64(tasks) * 1000
+	}
+	stages := cost.Ledger{}
+	for _, e := range out.Examples {
+		stages.Merge(e.CostByStage)
+	}
+	for name, c := range stages {
+		r.PerStage[name] = StageCost{LLMCalls: float64(c.LLMCalls) / n, Tokens: float64(c.Tokens()) / n, Queries: float64(c.Queries) / n}
+	}
+	tokensPerCall := 0.0
+	if r.LLMCalls > 0 {
+		tokensPerCall = float64(r.PromptTokens+r.CompletionTokens) / float64(r.LLMCalls) / 1000
+	}
+	r.Paper = PaperFigures{LLMCallsPerCandidate: 3.52, DBCallsPerCandidate: 3.89, CallsPerCandidateNoExplore: 1.69,
+		TokensPerCallThousands: 18.73, ObservedTokensPerCallThousa: tokensPerCall}
+	return r
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
