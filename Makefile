@@ -49,8 +49,12 @@ deploy-check:
 race:
 	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/reforce/... ./pkg/dbinfo/... ./pkg/queue/... ./pkg/coordinator/...
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+# bench runs the standard scenario (Spider 2.0's size, 547 examples x 8
+# candidates, against the simulated LLM allowing 3,000 requests a minute,
+# plus the scaling runs) and the microbenchmarks. Results: out/bench/.
+bench: deps build
+	./bin/quorum bench --out out/bench
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... | tee out/bench/microbenchmarks.txt
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -239,3 +239,26 @@ func TestInspectShowPromptPerDialect(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchJSON(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "bench", "--json", "--dataset", demo, "--examples", "6", "--votes", "2", "--rpm", "600", "--ttft", "0s", "--tps", "0",
+		"--no-scaling", "--out", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Progress goes to stderr (the same buffer here); the JSON is the last line.
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	for _, k := range []string{"quota_ratio", "rate_limited_responses", "failed_examples", "examples", "candidates", "wall_seconds"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("bench JSON lacks %s", k)
+		}
+	}
+	if rep["examples"].(float64) != 6 || rep["failed_examples"].(float64) != 0 {
+		t.Errorf("examples %v failed %v", rep["examples"], rep["failed_examples"])
+	}
+}

@@ -44,7 +44,37 @@ func Agree(a, b *Frame) bool {
 	if !Valid(a) || !Valid(b) {
 		return false
 	}
-	o := matchOptions{absTol: voteTolerance, ignoreOrder: true}
-	va, vb := a.Vectors(), b.Vectors()
-	return everyColumnMatched(va, vb, o) && everyColumnMatched(vb, va, o)
+	va, vb := a.votePrepared(), b.votePrepared()
+	return coveredBy(va, vb) && coveredBy(vb, va)
+}
+
+var voteOptions = matchOptions{absTol: voteTolerance, ignoreOrder: true}
+
+// votePrepared returns the frame's column vectors sorted for the vote,
+// computed once.
+func (f *Frame) votePrepared() [][]PyValue {
+	f.voteOnce.Do(func() {
+		for _, v := range f.Vectors() {
+			f.voteVectors = append(f.voteVectors, prepare(v, voteOptions))
+		}
+	})
+	return f.voteVectors
+}
+
+// coveredBy reports whether every prepared column of want matches some
+// prepared column of have.
+func coveredBy(want, have [][]PyValue) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if vectorsMatch(w, h, voteOptions) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

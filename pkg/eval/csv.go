@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -42,6 +43,12 @@ type Column struct {
 type Frame struct {
 	Columns []Column
 	Rows    int
+
+	// voteOnce/voteVectors cache the sorted column vectors the vote
+	// compares, so deciding among n candidates sorts each table once
+	// rather than once per pair.
+	voteOnce    sync.Once
+	voteVectors [][]PyValue
 }
 
 // naValues are pandas' default missing-value spellings (pandas >= 2, which

@@ -378,3 +378,20 @@ func TestByteBudget(t *testing.T) {
 		t.Errorf("budgets are per run: %v", err)
 	}
 }
+
+// BenchmarkLimiterAcquire is one reservation of a request and its tokens
+// (one Lua call to a real redis-server), with a quota high enough never to
+// wait.
+func BenchmarkLimiterAcquire(b *testing.B) {
+	srv := redistest.Start(b)
+	l, _ := New(Config{Client: srv.Client(b)})
+	budget := &LLMBudget{Limiter: l, Scope: "bench", Default: LLMQuota{RequestsPerMinute: 1e9, TokensPerMinute: 1e12, RequestBurst: 1e9, TokenBurst: 1e12}}
+	ctx := context.Background()
+	for b.Loop() {
+		settle, err := budget.Acquire(ctx, "m", 2000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		settle(ctx, 1500)
+	}
+}
