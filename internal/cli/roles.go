@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/explorer"
 	"github.com/quorumsql/quorum/pkg/generator"
 	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runenv"
 	"github.com/quorumsql/quorum/pkg/runstate"
 	"github.com/quorumsql/quorum/pkg/voter"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -144,41 +146,29 @@ finished examples are skipped and only missing tasks are published again.`,
 }
 
 func newGeneratorCmd() *cobra.Command {
-	var cf clusterFlags
-	var lf llmFlags
-	cmd := &cobra.Command{
-		Use:   "generator-worker",
-		Short: "Take schema-linking and generation tasks and publish one candidate result per task",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lim, err := cf.limiter(cmd.Context())
-			if err != nil {
-				return err
-			}
-			client, _, stop, err := lf.client(nil, cmd.OutOrStdout(), lim)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			env, cleanup, err := cf.env(cmd.Context(), "generator", client)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			return generator.Run(cmd.Context(), generator.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
-		},
-	}
-	cf.register(cmd, true)
-	lf.register(cmd)
-	return cmd
+	return workerCmd("generator-worker", "generator",
+		"Take schema-linking and generation tasks and publish one candidate result per task",
+		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
+			return generator.Run(ctx, generator.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+		})
 }
 
 func newExplorerCmd() *cobra.Command {
+	return workerCmd("explorer-worker", "explorer",
+		"Take exploration tasks of low-confidence examples and publish their regeneration tasks",
+		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
+			return explorer.Run(ctx, explorer.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+		})
+}
+
+// workerCmd is a worker role: cluster and LLM flags, the shared quota,
+// then serve until the context ends.
+func workerCmd(use, role, short string, serve func(context.Context, *runenv.Env, *clusterFlags) error) *cobra.Command {
 	var cf clusterFlags
 	var lf llmFlags
 	cmd := &cobra.Command{
-		Use:   "explorer-worker",
-		Short: "Take exploration tasks of low-confidence examples and publish their regeneration tasks",
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lim, err := cf.limiter(cmd.Context())
@@ -190,12 +180,12 @@ func newExplorerCmd() *cobra.Command {
 				return err
 			}
 			defer stop()
-			env, cleanup, err := cf.env(cmd.Context(), "explorer", client)
+			env, cleanup, err := cf.env(cmd.Context(), role, client)
 			if err != nil {
 				return err
 			}
 			defer cleanup()
-			return explorer.Run(cmd.Context(), explorer.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+			return serve(cmd.Context(), env, &cf)
 		},
 	}
 	cf.register(cmd, true)

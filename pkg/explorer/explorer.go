@@ -5,7 +5,6 @@ package explorer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/runenv"
-	"github.com/quorumsql/quorum/pkg/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -29,34 +27,10 @@ type Config struct {
 
 // Run works until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	if len(cfg.Warehouses) == 0 {
-		return errors.New("explorer: no warehouses to serve")
-	}
 	w := &worker{env: cfg.Env}
-	errc := make(chan error, len(cfg.Warehouses))
-	for _, wh := range cfg.Warehouses {
-		wc := cfg.WorkConfig
-		wc.Consumer = "explore-" + wh
-		wc.Filters = []string{queue.Subject("*", queue.StageExplore, wh)}
-		wc.Concurrency = cfg.Concurrency
-		wc.Handler = w.handle
-		wc.OnGiveUp = w.giveUp
-		wc.Logger = cfg.Env.Log
-		wc.Observe = func(outcome string, redelivered bool) {
-			if cfg.Env.Metrics != nil {
-				cfg.Env.Metrics.Tasks.WithLabelValues("explore", wh, outcome).Inc()
-				if redelivered {
-					cfg.Env.Metrics.Redeliveries.WithLabelValues("explore", wh).Inc()
-				}
-			}
-		}
-		go func() { errc <- cfg.Env.Queue.Work(ctx, wc) }()
-	}
-	var errs []error
-	for range cfg.Warehouses {
-		errs = append(errs, <-errc)
-	}
-	return errors.Join(errs...)
+	wc := cfg.WorkConfig
+	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
+	return cfg.Env.Serve(ctx, queue.StageExplore, []string{queue.StageExplore}, cfg.Warehouses, wc)
 }
 
 type worker struct {
@@ -71,16 +45,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
 		return queue.Permanent(err)
 	}
-	run, err := w.env.Run(ctx, t.Run)
-	if errors.Is(err, runstate.ErrNoRun) {
-		return queue.Permanent(err)
-	}
+	run, e, err := w.env.Example(ctx, t.Run, t.Example)
 	if err != nil {
 		return err
-	}
-	e, ok := run.DS.Example(t.Example)
-	if !ok {
-		return queue.Permanent(fmt.Errorf("example %s is not in dataset %s", t.Example, run.Manifest.Dataset))
 	}
 	prompt, err := w.env.Prompt(ctx, t.InfoRef)
 	if err != nil {

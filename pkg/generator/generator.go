@@ -19,7 +19,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/reforce"
 	"github.com/quorumsql/quorum/pkg/runenv"
-	"github.com/quorumsql/quorum/pkg/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -34,40 +33,10 @@ type Config struct {
 
 // Run works until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	if len(cfg.Warehouses) == 0 {
-		return errors.New("generator: no warehouses to serve")
-	}
 	w := &worker{env: cfg.Env}
-	errc := make(chan error, len(cfg.Warehouses))
-	for _, wh := range cfg.Warehouses {
-		wc := cfg.WorkConfig
-		wc.Consumer = "generate-" + wh
-		wc.Filters = []string{queue.Subject("*", queue.StageGenerate, wh), queue.Subject("*", queue.StageLink, wh)}
-		wc.Concurrency = cfg.Concurrency
-		wc.Handler = w.handle
-		wc.OnGiveUp = w.giveUp
-		wc.Logger = cfg.Env.Log
-		wc.Observe = observer(cfg.Env, "generate", wh)
-		go func() { errc <- cfg.Env.Queue.Work(ctx, wc) }()
-	}
-	var errs []error
-	for range cfg.Warehouses {
-		errs = append(errs, <-errc)
-	}
-	return errors.Join(errs...)
-}
-
-// observer counts task outcomes in the process metrics.
-func observer(env *runenv.Env, stage, wh string) func(string, bool) {
-	return func(outcome string, redelivered bool) {
-		if env.Metrics == nil {
-			return
-		}
-		env.Metrics.Tasks.WithLabelValues(stage, wh, outcome).Inc()
-		if redelivered {
-			env.Metrics.Redeliveries.WithLabelValues(stage, wh).Inc()
-		}
-	}
+	wc := cfg.WorkConfig
+	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
+	return cfg.Env.Serve(ctx, queue.StageGenerate, []string{queue.StageGenerate, queue.StageLink}, cfg.Warehouses, wc)
 }
 
 type worker struct {
@@ -102,16 +71,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
 	start := time.Now()
 	log := w.env.Log.With(zap.String("run", t.Run), zap.String("example", t.Example), zap.Int("round", t.Round), zap.Int("candidate", t.Index))
-	run, err := w.env.Run(ctx, t.Run)
-	if errors.Is(err, runstate.ErrNoRun) {
-		return queue.Permanent(err)
-	}
+	run, e, err := w.env.Example(ctx, t.Run, t.Example)
 	if err != nil {
 		return err
-	}
-	e, ok := run.DS.Example(t.Example)
-	if !ok {
-		return queue.Permanent(fmt.Errorf("example %s is not in dataset %s", t.Example, run.Manifest.Dataset))
 	}
 	prompt, err := w.env.Prompt(ctx, t.InfoRef)
 	if err != nil {
@@ -184,16 +146,9 @@ func PublishGenerate(ctx context.Context, q *queue.Queue, warehouse string, t *q
 // link runs table-level schema linking for one example, stores the linked
 // prompt and publishes the example's first-round generation tasks.
 func (w *worker) link(ctx context.Context, t *queue.LinkTask) error {
-	run, err := w.env.Run(ctx, t.Run)
-	if errors.Is(err, runstate.ErrNoRun) {
-		return queue.Permanent(err)
-	}
+	run, e, err := w.env.Example(ctx, t.Run, t.Example)
 	if err != nil {
 		return err
-	}
-	e, ok := run.DS.Example(t.Example)
-	if !ok {
-		return queue.Permanent(fmt.Errorf("example %s is not in dataset %s", t.Example, run.Manifest.Dataset))
 	}
 	info, err := dbinfo.ForExample(ctx, run.DS, e, run.Warehouses(), dbinfo.DefaultOptions())
 	if err != nil {

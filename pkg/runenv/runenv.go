@@ -7,6 +7,7 @@ package runenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -170,4 +171,54 @@ func (e *Env) Prompt(ctx context.Context, ref string) (*Prompt, error) {
 // Example converts a dataset example for the agent.
 func Example(e *dataset.Example) reforce.Example {
 	return reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect, ExternalKnowledge: e.ExternalKnowledge}
+}
+
+// Example finds a task's run and example. A run or example that does not
+// exist is a permanent error: redelivering the task cannot help.
+func (e *Env) Example(ctx context.Context, runID, exampleID string) (*Run, *dataset.Example, error) {
+	run, err := e.Run(ctx, runID)
+	if errors.Is(err, runstate.ErrNoRun) {
+		return nil, nil, queue.Permanent(err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ex, ok := run.DS.Example(exampleID)
+	if !ok {
+		return nil, nil, queue.Permanent(fmt.Errorf("example %s is not in dataset %s", exampleID, run.Manifest.Dataset))
+	}
+	return run, ex, nil
+}
+
+// Serve works one consumer per warehouse, stage-<warehouse>, over the given
+// subjects' stage, until ctx ends. Outcomes are counted in the metrics.
+func (e *Env) Serve(ctx context.Context, stage string, stages []string, warehouses []string, base queue.WorkConfig) error {
+	if len(warehouses) == 0 {
+		return fmt.Errorf("%s worker: no warehouses to serve", stage)
+	}
+	errc := make(chan error, len(warehouses))
+	for _, wh := range warehouses {
+		wc := base
+		wc.Consumer = stage + "-" + wh
+		wc.Filters = nil
+		for _, s := range stages {
+			wc.Filters = append(wc.Filters, queue.Subject("*", s, wh))
+		}
+		wc.Logger = e.Log
+		wc.Observe = func(outcome string, redelivered bool) {
+			if e.Metrics == nil {
+				return
+			}
+			e.Metrics.Tasks.WithLabelValues(stage, wh, outcome).Inc()
+			if redelivered {
+				e.Metrics.Redeliveries.WithLabelValues(stage, wh).Inc()
+			}
+		}
+		go func() { errc <- e.Queue.Work(ctx, wc) }()
+	}
+	var errs []error
+	for range warehouses {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package warehouse
 import (
 	"bufio"
 	"bytes"
+	"database/sql"
 	"io"
 	"strconv"
 	"strings"
@@ -162,4 +163,35 @@ func writeCSVRecord(w *bufio.Writer, fields []string) {
 		}
 	}
 	w.WriteByte('\n')
+}
+
+// ScanRows reads database/sql rows into a Result within lim, converting
+// each cell with convert (given the column's index).
+func ScanRows(rows *sql.Rows, lim Limits, convert func(v any, col int) Value) (*Result, error) {
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Columns: make([]Column, len(types))}
+	for i, t := range types {
+		res.Columns[i] = Column{Name: t.Name(), Type: t.DatabaseTypeName()}
+	}
+	dest := make([]any, len(types))
+	ptrs := make([]any, len(types))
+	for i := range dest {
+		ptrs[i] = &dest[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]Value, len(dest))
+		for i, v := range dest {
+			row[i] = convert(v, i)
+		}
+		if !res.Append(row, lim) {
+			break
+		}
+	}
+	return res, rows.Err()
 }

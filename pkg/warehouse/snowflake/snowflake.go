@@ -257,32 +257,16 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	if err != nil {
 		return nil, classify(ctx, err)
 	}
-	res := &warehouse.Result{Columns: make([]warehouse.Column, len(types))}
 	scales := make([]int64, len(types))
 	for i, t := range types {
-		res.Columns[i] = warehouse.Column{Name: t.Name(), Type: t.DatabaseTypeName()}
 		if _, s, ok := t.DecimalSize(); ok {
 			scales[i] = s
 		}
 	}
-	dest := make([]any, len(types))
-	ptrs := make([]any, len(types))
-	for i := range dest {
-		ptrs[i] = &dest[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, classify(ctx, err)
-		}
-		row := make([]warehouse.Value, len(dest))
-		for i, v := range dest {
-			row[i] = ToValue(v, res.Columns[i].Type, scales[i])
-		}
-		if !res.Append(row, lim) {
-			break
-		}
-	}
-	if err := rows.Err(); err != nil {
+	res, err := warehouse.ScanRows(rows, lim, func(v any, col int) warehouse.Value {
+		return ToValue(v, types[col].DatabaseTypeName(), scales[col])
+	})
+	if err != nil {
 		return nil, classify(ctx, err)
 	}
 	return res, nil

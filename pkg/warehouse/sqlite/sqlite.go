@@ -240,35 +240,7 @@ func (d *DB) scan(ctx context.Context, conn *sql.Conn, stmt string, lim warehous
 		return nil, err
 	}
 	defer rows.Close()
-	types, err := rows.ColumnTypes()
-	if err != nil {
-		return nil, err
-	}
-	res := &warehouse.Result{Columns: make([]warehouse.Column, len(types))}
-	for i, t := range types {
-		res.Columns[i] = warehouse.Column{Name: t.Name(), Type: t.DatabaseTypeName()}
-	}
-	dest := make([]any, len(types))
-	ptrs := make([]any, len(types))
-	for i := range dest {
-		ptrs[i] = &dest[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		row := make([]warehouse.Value, len(dest))
-		for i, v := range dest {
-			row[i] = toValue(v)
-		}
-		if !res.Append(row, lim) {
-			break
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return warehouse.ScanRows(rows, lim, func(v any, _ int) warehouse.Value { return toValue(v) })
 }
 
 func toValue(v any) warehouse.Value {
