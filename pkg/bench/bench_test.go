@@ -5,9 +5,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
@@ -39,7 +39,7 @@ func TestBenchRunsThroughTheRealPieces(t *testing.T) {
 	sc := Standard()
 	sc.Dataset = "../../examples/demo"
 	sc.Examples, sc.Votes, sc.RPM = 12, 4, 600
-	sc.FirstToken, sc.TokensPerSecond = 20*time.Millisecond, 0
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
 	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 4, 1, 4
 	sc.Scaling, sc.ScalingExamples, sc.ScalingConcurrency = []int{1, 2}, 4, 2
 	var progress bytes.Buffer
@@ -59,6 +59,10 @@ func TestBenchRunsThroughTheRealPieces(t *testing.T) {
 	if rep.PerStage["generate"].LLMCalls <= 0 || rep.ChainP50 <= 0 || rep.LatencyP50 < rep.ChainP50/2 {
 		t.Errorf("stages %v, chain p50 %.2f, latency p50 %.2f", rep.PerStage, rep.ChainP50, rep.LatencyP50)
 	}
+	// Time in service sits between one chain and the latency with queueing.
+	if rep.ServiceP50 < rep.ChainP50*0.9 || rep.ServiceP50 > rep.LatencyP50+0.01 {
+		t.Errorf("service p50 %.2f outside chain p50 %.2f .. latency p50 %.2f", rep.ServiceP50, rep.ChainP50, rep.LatencyP50)
+	}
 	if len(rep.Scaling) != 2 || rep.Scaling[0].CallsPerMinute <= 0 {
 		t.Errorf("scaling %+v", rep.Scaling)
 	}
@@ -76,13 +80,25 @@ func TestBenchRunsThroughTheRealPieces(t *testing.T) {
 func TestLoadScenario(t *testing.T) {
 	t.Parallel()
 	p := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(p, []byte("name: small\nexamples: 10\nrpm: 100\n"), 0o644)
+	os.WriteFile(p, []byte("name: small\nexamples: 10\nrpm: 100\nfirst_token_ms: 50\n"), 0o644)
 	sc, err := LoadScenario(p)
-	if err != nil || sc.Examples != 10 || sc.RPM != 100 || sc.Votes != 8 {
+	if err != nil || sc.Examples != 10 || sc.RPM != 100 || sc.FirstTokenMS != 50 || sc.Votes != 8 {
 		t.Errorf("%+v %v", sc, err)
 	}
 	os.WriteFile(p, []byte("exmples: 10\n"), 0o644)
 	if _, err := LoadScenario(p); err == nil {
 		t.Error("a misspelt field was accepted")
+	}
+}
+
+// The example scenario documents the standard one; they must not drift.
+func TestExampleScenarioIsStandard(t *testing.T) {
+	t.Parallel()
+	sc, err := LoadScenario(filepath.Join("..", "..", "examples", "bench", "spider2-size.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Standard(); !reflect.DeepEqual(sc, want) {
+		t.Errorf("examples/bench/spider2-size.yaml = %+v, Standard() = %+v", sc, want)
 	}
 }

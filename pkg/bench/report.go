@@ -145,6 +145,7 @@ func WriteHTML(w io.Writer, run *outputs.Report, bench *Report) error {
 		add("quota bound / wall (quota ratio)", fmt.Sprintf("%.1f s / %.1f s = %.3f (%s)", bench.QuotaBound, bench.Wall, bench.QuotaRatio, bench.BindingLimit))
 		add("429s / redeliveries / failed examples", fmt.Sprintf("%d / %d / %d", bench.RateLimited, bench.Redeliveries, bench.FailedExamples))
 		add("example latency p50 / p95", fmt.Sprintf("%.1f s / %.1f s", bench.LatencyP50, bench.LatencyP95))
+		add("example latency once its first task started p50 / p95", fmt.Sprintf("%.1f s / %.1f s", bench.ServiceP50, bench.ServiceP95))
 		add("one candidate chain p50 / p95", fmt.Sprintf("%.1f s / %.1f s", bench.ChainP50, bench.ChainP95))
 		add("orchestration overhead per task", fmt.Sprintf("%.1f ms", bench.OverheadMS))
 		add("LLM calls / DB calls per candidate (paper: 3.52 / 3.89 with exploration, 1.69 without)", fmt.Sprintf("%.2f / %.2f", bench.CallsPerCand, bench.QueriesPerCand))

@@ -359,7 +359,8 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		e, _ := c.run.DS.Example(id)
 		r := outputs.Example{InstanceID: id, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
 			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), CostByStage: f.Cost, Error: f.Error,
-			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks}
+			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks,
+			ServiceSeconds: f.ServiceSeconds}
 		if at, ok := c.arrived[id]; ok {
 			r.FinishedSeconds = at.Sub(started).Seconds()
 		}

@@ -120,7 +120,7 @@ func (w *worker) generate(ctx context.Context, t *queue.GenerateTask) error {
 	res := &queue.CandidateResult{V: queue.Version, Run: t.Run, Example: t.Example, Round: t.Round, Index: t.Index,
 		SQL: cand.SQL, Status: string(cand.Status), Error: cand.Error, Rows: cand.Rows, Cost: ledger, Worker: w.env.Name,
 		ElapsedSeconds: time.Since(start).Seconds() + t.UpstreamSeconds,
-		ChainSeconds:   (total.LLM.Latency + total.QueryTime).Seconds()}
+		ChainSeconds:   (total.LLM.Latency + total.QueryTime).Seconds(), Started: start}
 	if cand.Status == reforce.StatusOK {
 		if res.CSVRef, err = w.env.Blobs.PutString(ctx, cand.CSV); err != nil {
 			return err

@@ -41,6 +41,9 @@ type Example struct {
 	TaskSeconds         float64 `json:"task_seconds,omitempty"`
 	Tasks               int     `json:"tasks,omitempty"`
 	FinishedSeconds     float64 `json:"finished_seconds,omitempty"`
+	// ServiceSeconds is LatencySeconds less the time the example queued
+	// before its first task started.
+	ServiceSeconds float64 `json:"service_seconds,omitempty"`
 	// Correct and CorrectAtK are set when gold exists: the final answer,
 	// and whether any candidate was right (EX@k).
 	Correct    *bool  `json:"correct,omitempty"`

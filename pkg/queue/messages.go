@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 )
@@ -75,6 +76,8 @@ type CandidateResult struct {
 	// warehouse queries.
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	ChainSeconds   float64 `json:"chain_seconds"`
+	// Started is when the task began on its worker.
+	Started time.Time `json:"started,omitzero"`
 }
 
 // FinalAnswer is the voter's decision for one example.
@@ -101,6 +104,10 @@ type FinalAnswer struct {
 	// their number.
 	TaskSeconds float64 `json:"task_seconds"`
 	Tasks       int     `json:"tasks"`
+	// ServiceSeconds runs from the example's first task starting to this
+	// decision: its latency without the time it queued for a worker or
+	// the quota, which is what "candidates run in parallel" is judged by.
+	ServiceSeconds float64 `json:"service_seconds,omitempty"`
 }
 
 // Decode reads a message body into v and checks its version.

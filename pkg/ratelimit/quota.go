@@ -13,10 +13,12 @@ import (
 type LLMQuota struct {
 	RequestsPerMinute float64
 	TokensPerMinute   float64
-	// RequestBurst and TokenBurst default to four fifths of one second's
-	// worth: providers enforce per-minute limits at about one-second
-	// granularity, and the fifth left over absorbs network jitter between
-	// our schedule and the provider's clock.
+	// RequestBurst and TokenBurst default to half a second's worth:
+	// providers enforce per-minute limits at about one-second granularity,
+	// and the other half absorbs the clumping that scheduling and network
+	// delays add between our grant and the provider's clock (a fifth was
+	// not enough on a loaded 2-core machine). Burst does not change the
+	// steady rate, only how bunched the calls may be.
 	RequestBurst float64
 	TokenBurst   float64
 }
@@ -25,14 +27,14 @@ func (q LLMQuota) rates() (req, tok Rate) {
 	if q.RequestsPerMinute > 0 {
 		b := q.RequestBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(0.8*q.RequestsPerMinute/60))
+			b = math.Max(1, math.Floor(0.5*q.RequestsPerMinute/60))
 		}
 		req = PerMinute(q.RequestsPerMinute, b)
 	}
 	if q.TokensPerMinute > 0 {
 		b := q.TokenBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(0.8*q.TokensPerMinute/60))
+			b = math.Max(1, math.Floor(0.5*q.TokensPerMinute/60))
 		}
 		tok = PerMinute(q.TokensPerMinute, b)
 	}

@@ -222,7 +222,11 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 	failed := 0
 	var reasons []string
 	slowest := map[int]float64{}
+	var first time.Time
 	for i, r := range results {
+		if !r.Started.IsZero() && (first.IsZero() || r.Started.Before(first)) {
+			first = r.Started
+		}
 		f.Cost.Merge(r.Cost)
 		f.TaskSeconds += r.ElapsedSeconds
 		f.Tasks++
@@ -237,6 +241,10 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 	}
 	for _, s := range slowest {
 		f.CriticalPathSeconds += s
+	}
+	if !first.IsZero() {
+		// Worker and voter clocks differ by their NTP skew at most.
+		f.ServiceSeconds = max(0, time.Since(first).Seconds())
 	}
 	switch {
 	case d.Winner != nil:
