@@ -137,8 +137,12 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	for _, p := range r.Scaling {
 		fmt.Fprintf(w, "  %2d generators: %6.0f LLM calls/min, %5.1f examples/min\n", p.Generators, p.CallsPerMinute, p.ExamplesPerMinute)
 	}
-	if r.BindsAt > 0 {
+	switch {
+	case r.BindsAt > 0:
 		fmt.Fprintf(w, "The %d req/min quota binds from %d generator workers.\n", r.Scenario.RPM, r.BindsAt)
+	case r.BindsAtEstimate > 0:
+		fmt.Fprintf(w, "No scaling run reached the %d req/min quota; at the largest run's rate per worker it binds from about %d generator workers (x %d tasks).\n",
+			r.Scenario.RPM, r.BindsAtEstimate, r.Scenario.ScalingConcurrency)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s (bench took %s)\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"), took.Round(time.Second))
 }

@@ -138,6 +138,9 @@ type Report struct {
 	// BindsAt is the fewest generator workers whose unlimited throughput
 	// reaches the scenario's request quota.
 	BindsAt int `json:"quota_binds_at_generators,omitempty"`
+	// BindsAtEstimate extrapolates, when no scaling run reached the quota,
+	// from the per-worker throughput of the largest one.
+	BindsAtEstimate int `json:"quota_binds_at_generators_estimate,omitempty"`
 
 	Paper PaperFigures `json:"paper"`
 	// Run is the run's run.json, for the HTML report.
@@ -191,6 +194,10 @@ func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Re
 		if rep.BindsAt == 0 && sc.RPM > 0 && p.CallsPerMinute >= float64(sc.RPM) {
 			rep.BindsAt = g
 		}
+	}
+	if n := len(rep.Scaling); rep.BindsAt == 0 && sc.RPM > 0 && n > 0 && rep.Scaling[n-1].CallsPerMinute > 0 {
+		last := rep.Scaling[n-1]
+		rep.BindsAtEstimate = int(math.Ceil(float64(sc.RPM) / (last.CallsPerMinute / float64(last.Generators))))
 	}
 	return rep, nil
 }

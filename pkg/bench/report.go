@@ -148,6 +148,12 @@ func WriteHTML(w io.Writer, run *outputs.Report, bench *Report) error {
 		add("example latency once its first task started p50 / p95", fmt.Sprintf("%.1f s / %.1f s", bench.ServiceP50, bench.ServiceP95))
 		add("one candidate chain p50 / p95", fmt.Sprintf("%.1f s / %.1f s", bench.ChainP50, bench.ChainP95))
 		add("orchestration overhead per task", fmt.Sprintf("%.1f ms", bench.OverheadMS))
+		switch {
+		case bench.BindsAt > 0:
+			add("request quota binds from", fmt.Sprintf("%d generator workers", bench.BindsAt))
+		case bench.BindsAtEstimate > 0:
+			add("request quota binds from (extrapolated)", fmt.Sprintf("about %d generator workers", bench.BindsAtEstimate))
+		}
 		add("LLM calls / DB calls per candidate (paper: 3.52 / 3.89 with exploration, 1.69 without)", fmt.Sprintf("%.2f / %.2f", bench.CallsPerCand, bench.QueriesPerCand))
 		data.Scaling = bench.Scaling
 	}
