@@ -42,6 +42,27 @@ func TextValue(s string) Value   { return Value{Kind: Text, Str: s} }
 func BytesValue(b []byte) Value  { return Value{Kind: Bytes, Str: string(b)} }
 func BoolValue(b bool) Value     { return Value{Kind: Bool, Bool: b} }
 
+// BasicValue converts the Go types database drivers return for plain cells
+// (nil, int64, float64, bool, string, []byte); ok is false for any other
+// type, which the driver's own conversion handles.
+func BasicValue(v any) (cell Value, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return Value{}, true
+	case int64:
+		return IntValue(x), true
+	case float64:
+		return FloatValue(x), true
+	case bool:
+		return BoolValue(x), true
+	case string:
+		return TextValue(x), true
+	case []byte:
+		return BytesValue(x), true
+	}
+	return Value{}, false
+}
+
 // CSV returns the cell as pandas' to_csv writes it: NULL empty, floats as
 // Python repr, bools True/False, bytes as b'..'.
 func (v Value) CSV() string {

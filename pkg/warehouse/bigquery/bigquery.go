@@ -252,19 +252,10 @@ func classify(ctx context.Context, err error) error {
 // prints them (TIMESTAMP in UTC with +00:00), nested and repeated fields as
 // JSON text.
 func ToValue(v bq.Value, f *bq.FieldSchema) warehouse.Value {
+	if cell, ok := warehouse.BasicValue(v); ok {
+		return cell
+	}
 	switch x := v.(type) {
-	case nil:
-		return warehouse.Value{}
-	case int64:
-		return warehouse.IntValue(x)
-	case float64:
-		return warehouse.FloatValue(x)
-	case bool:
-		return warehouse.BoolValue(x)
-	case string:
-		return warehouse.TextValue(x)
-	case []byte:
-		return warehouse.BytesValue(x)
 	case *big.Rat:
 		return warehouse.TextValue(Decimal(x))
 	case civil.Date:

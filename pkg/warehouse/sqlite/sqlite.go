@@ -244,19 +244,10 @@ func (d *DB) scan(ctx context.Context, conn *sql.Conn, stmt string, lim warehous
 }
 
 func toValue(v any) warehouse.Value {
+	if cell, ok := warehouse.BasicValue(v); ok {
+		return cell
+	}
 	switch x := v.(type) {
-	case nil:
-		return warehouse.Value{}
-	case int64:
-		return warehouse.IntValue(x)
-	case float64:
-		return warehouse.FloatValue(x)
-	case string:
-		return warehouse.TextValue(x)
-	case []byte:
-		return warehouse.BytesValue(x)
-	case bool:
-		return warehouse.BoolValue(x)
 	case time.Time:
 		// Only reachable if the probe missed a date column; keep SQLite's
 		// own text form.
