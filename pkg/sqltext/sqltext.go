@@ -298,6 +298,24 @@ func SplitCTEs(s string, opt Options) (WithQuery, bool) {
 		return t, true
 	}
 	word := func(t token) string { return strings.ToUpper(s[t.start:t.end]) }
+	// closeParen consumes tokens through the parenthesis matching one just
+	// read and returns where it ends.
+	closeParen := func() (int, bool) {
+		for depth := 1; ; {
+			t, ok := next()
+			if !ok {
+				return 0, false
+			}
+			switch t.kind {
+			case tokOpenParen:
+				depth++
+			case tokCloseParen:
+				if depth--; depth == 0 {
+					return t.end, true
+				}
+			}
+		}
+	}
 	t, ok := next()
 	if !ok || t.kind != tokWord || word(t) != "WITH" {
 		return q, false
@@ -321,18 +339,8 @@ func SplitCTEs(s string, opt Options) (WithQuery, bool) {
 		name := s[nameTok.start:nameTok.end]
 		t, ok := next()
 		if ok && t.kind == tokOpenParen { // column list
-			depth := 1
-			for depth > 0 {
-				t, ok = next()
-				if !ok {
-					return q, false
-				}
-				switch t.kind {
-				case tokOpenParen:
-					depth++
-				case tokCloseParen:
-					depth--
-				}
+			if _, ok = closeParen(); !ok {
+				return q, false
 			}
 			t, ok = next()
 		}
@@ -346,20 +354,9 @@ func SplitCTEs(s string, opt Options) (WithQuery, bool) {
 		if !ok || t.kind != tokOpenParen {
 			return q, false
 		}
-		depth := 1
-		var end int
-		for depth > 0 {
-			t, ok = next()
-			if !ok {
-				return q, false
-			}
-			switch t.kind {
-			case tokOpenParen:
-				depth++
-			case tokCloseParen:
-				depth--
-				end = t.end
-			}
+		end, ok := closeParen()
+		if !ok {
+			return q, false
 		}
 		q.CTEs = append(q.CTEs, CTE{Name: strings.Trim(name, "\"`"), Text: s[nameTok.start:end]})
 		save := i
