@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/natstest"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/redistest"
 )
 
@@ -150,16 +150,16 @@ func tail(s string, n int) string {
 	return s
 }
 
-// outputs reads the answer files and run.json's per-example decisions.
-type outputs struct {
+// snapshot is a run's answer files and run.json's per-example decisions.
+type snapshot struct {
 	files    map[string]string
 	examples map[string]string // instance -> status/method/candidates
 	calls    int
 }
 
-func readOutputs(t *testing.T, dir string) outputs {
+func readOutputs(t *testing.T, dir string) snapshot {
 	t.Helper()
-	o := outputs{files: map[string]string{}, examples: map[string]string{}}
+	o := snapshot{files: map[string]string{}, examples: map[string]string{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -170,24 +170,8 @@ func readOutputs(t *testing.T, dir string) outputs {
 			o.files[e.Name()] = string(b)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	rep, err := outputs.ReadReport(dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var rep struct {
-		Examples []struct {
-			InstanceID string `json:"instance_id"`
-			Status     string `json:"status"`
-			Method     string `json:"method"`
-			Candidates int    `json:"candidates"`
-		} `json:"examples"`
-		Totals struct {
-			Cost struct {
-				Calls int `json:"llm_calls"`
-			} `json:"cost"`
-		} `json:"totals"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range rep.Examples {
@@ -196,11 +180,11 @@ func readOutputs(t *testing.T, dir string) outputs {
 		}
 		o.examples[e.InstanceID] = fmt.Sprintf("%s/%s/%d", e.Status, e.Method, e.Candidates)
 	}
-	o.calls = rep.Totals.Cost.Calls
+	o.calls = rep.Totals.Cost.LLMCalls
 	return o
 }
 
-func compare(t *testing.T, what string, got, want outputs) {
+func compare(t *testing.T, what string, got, want snapshot) {
 	t.Helper()
 	if len(got.examples) != len(want.examples) {
 		t.Errorf("%s: %d examples in run.json, want %d", what, len(got.examples), len(want.examples))
@@ -226,7 +210,7 @@ func compare(t *testing.T, what string, got, want outputs) {
 }
 
 // undisturbed runs the demo once, cleanly.
-func undisturbed(t *testing.T) (outputs, int64) {
+func undisturbed(t *testing.T) (snapshot, int64) {
 	t.Helper()
 	c := newCluster(t)
 	c.workers()

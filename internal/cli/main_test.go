@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 const demo = "../../examples/demo"
@@ -165,33 +167,17 @@ func TestSolveWritesSubmissionAndReport(t *testing.T) {
 	if !strings.Contains(log, "SIMULATED LLM") {
 		t.Errorf("the run does not say it used the simulator:\n%s", log)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "run.json"))
+	rep, err := outputs.ReadReport(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep struct {
-		Examples []struct {
-			InstanceID string `json:"instance_id"`
-			Status     string `json:"status"`
-			Cost       struct {
-				Calls int `json:"llm_calls"`
-			} `json:"cost"`
-		} `json:"examples"`
-		Totals struct {
-			Correct int `json:"correct"`
-			Scored  int `json:"scored"`
-		} `json:"totals"`
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
 	if len(rep.Examples) != 4 || rep.Totals.Scored != 4 {
-		t.Fatalf("run.json: %s", b)
+		t.Fatalf("run.json: %+v", rep)
 	}
 	answered := 0
 	for _, e := range rep.Examples {
-		if e.Cost.Calls < 4 {
-			t.Errorf("%s: %d LLM calls for 4 candidates", e.InstanceID, e.Cost.Calls)
+		if e.Cost.LLMCalls < 4 {
+			t.Errorf("%s: %d LLM calls for 4 candidates", e.InstanceID, e.Cost.LLMCalls)
 		}
 		if e.Status == "answered" {
 			answered++

@@ -160,6 +160,20 @@ func (w *Writer) Report(r *Report) error {
 	return writeAtomic(filepath.Join(w.Dir, "run.json"), append(b, '\n'))
 }
 
+// ReadReport reads the run.json in dir.
+func ReadReport(dir string) (*Report, error) {
+	path := filepath.Join(dir, "run.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("run report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("run report %s: %w", path, err)
+	}
+	return &r, nil
+}
+
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
