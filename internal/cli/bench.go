@@ -73,6 +73,9 @@ HTML report. Flags override the scenario file.`,
 				work = dir
 			}
 			progress := io.Writer(cmd.ErrOrStderr())
+			if err := sc.Validate(); err != nil {
+				return err
+			}
 			fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
 			start := time.Now()
 			rep, err := bench.Run(cmd.Context(), sc, work, progress)

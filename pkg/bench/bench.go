@@ -9,7 +9,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -82,9 +81,28 @@ func LoadScenario(path string) (Scenario, error) {
 		return sc, fmt.Errorf("scenario: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(b, &sc); err != nil {
-		return sc, fmt.Errorf("scenario %s: %w", path, err)
+		return sc, fmt.Errorf("scenario %s: %w (examples/bench/spider2-size.yaml lists the fields)", path, err)
 	}
 	return sc, nil
+}
+
+// Validate names the first field that cannot run, with the flag that sets it.
+func (sc Scenario) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"examples (--examples)", sc.Examples, 1}, {"votes (--votes)", sc.Votes, 1},
+		{"generators (--generators)", sc.Generators, 1}, {"generator_concurrency (--generator-concurrency)", sc.GeneratorConcurrency, 1},
+		{"explorers", sc.Explorers, 1}, {"explorer_concurrency", sc.ExplorerConcurrency, 1},
+		{"rpm (--rpm)", sc.RPM, 0}, {"tpm (--tpm)", sc.TPM, 0},
+	} {
+		if f.v < f.min {
+			return fmt.Errorf("bench scenario %s: %s is %d; it must be at least %d", sc.Name, f.name, f.v, f.min)
+		}
+	}
+	return nil
 }
 
 // Report is what a benchmark measured; its JSON is `quorum bench --json`.
@@ -173,8 +191,8 @@ type PaperFigures struct {
 
 // Run runs the scenario and, when sc.Scaling is set, the scaling runs.
 func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Report, error) {
-	if sc.Examples <= 0 || sc.Votes <= 0 {
-		return nil, errors.New("bench: examples and votes must be positive")
+	if err := sc.Validate(); err != nil {
+		return nil, err
 	}
 	rep, err := runOnce(ctx, sc, sc.Examples, sc.Generators, true, filepath.Join(work, "main"), progress)
 	if err != nil {

@@ -102,3 +102,25 @@ func TestExampleScenarioIsStandard(t *testing.T) {
 		t.Errorf("examples/bench/spider2-size.yaml = %+v, Standard() = %+v", sc, want)
 	}
 }
+
+func TestScenarioValidate(t *testing.T) {
+	t.Parallel()
+	if err := Standard().Validate(); err != nil {
+		t.Fatalf("the standard scenario: %v", err)
+	}
+	for _, tc := range []struct {
+		want   string
+		change func(*Scenario)
+	}{
+		{"examples (--examples) is 0", func(s *Scenario) { s.Examples = 0 }},
+		{"votes (--votes) is -1", func(s *Scenario) { s.Votes = -1 }},
+		{"generators (--generators) is 0", func(s *Scenario) { s.Generators = 0 }},
+		{"rpm (--rpm) is -5", func(s *Scenario) { s.RPM = -5 }},
+	} {
+		sc := Standard()
+		tc.change(&sc)
+		if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
