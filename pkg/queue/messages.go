@@ -105,8 +105,9 @@ type FinalAnswer struct {
 	TaskSeconds float64 `json:"task_seconds"`
 	Tasks       int     `json:"tasks"`
 	// ServiceSeconds runs from the example's first task starting to this
-	// decision: its latency without the time it queued for a worker or
-	// the quota, which is what "candidates run in parallel" is judged by.
+	// decision: its latency without the time it queued before any worker
+	// took it (later waits for the quota still count). It is what
+	// "candidates run in parallel" is judged by.
 	ServiceSeconds float64 `json:"service_seconds,omitempty"`
 }
 
