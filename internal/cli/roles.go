@@ -9,14 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorumsql/quorum/pkg/coordinator"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/explorer"
-	"github.com/quorumsql/quorum/pkg/generator"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/runenv"
-	"github.com/quorumsql/quorum/pkg/runstate"
-	"github.com/quorumsql/quorum/pkg/voter"
+	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
+	"github.com/quorumsql/quorum/pkg/runtime/explorer"
+	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+	"github.com/quorumsql/quorum/pkg/runtime/voter"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorumsql/quorum/pkg/cluster"
-	"github.com/quorumsql/quorum/pkg/coordinator"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
+	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
 )
 
 func newRunCmd() *cobra.Command {

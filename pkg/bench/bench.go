@@ -22,8 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quorumsql/quorum/pkg/cluster"
-	"github.com/quorumsql/quorum/pkg/coordinator"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -31,7 +29,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
-	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
+	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // Scenario is what to run.

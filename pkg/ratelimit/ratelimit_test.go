@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
 )
 
 // The helper processes of the multi-process tests are this test binary run

@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/dbinfo"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
@@ -49,7 +49,7 @@ func correct(t *testing.T, e *dataset.Example, goldDir string, c *Candidate) boo
 // and warehouse query must be accounted for.
 func TestSolveDemoAgainstSimulator(t *testing.T) {
 	t.Parallel()
-	ds, err := dataset.Load("../../examples/demo", dataset.Options{})
+	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

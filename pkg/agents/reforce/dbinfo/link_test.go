@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/redistest"
 )
 
 func TestParseLink(t *testing.T) {

@@ -9,20 +9,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/blob"
-	"github.com/quorumsql/quorum/pkg/coordinator"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/dbinfo"
-	"github.com/quorumsql/quorum/pkg/explorer"
-	"github.com/quorumsql/quorum/pkg/generator"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/natstest"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/redistest"
-	"github.com/quorumsql/quorum/pkg/runenv"
-	"github.com/quorumsql/quorum/pkg/runstate"
-	"github.com/quorumsql/quorum/pkg/voter"
+	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
+	"github.com/quorumsql/quorum/pkg/runtime/explorer"
+	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+	"github.com/quorumsql/quorum/pkg/runtime/voter"
 	"go.uber.org/zap"
 )
 
@@ -33,7 +33,7 @@ import (
 func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ds, err := dataset.Load("../../examples/demo", dataset.Options{})
+	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 		Linker: &dbinfo.Linker{LLM: client}}
 	defer env.Close()
 
-	abs := "../../examples/demo"
+	abs := "../../../examples/demo"
 	m := &runstate.Manifest{Run: "r1", Dataset: abs, Seed: 1, Votes: 4, Examples: []string{"local001", "local002", "local003"},
 		RoundTimeout: time.Minute}
 	// local002 was published with a prompt that no longer exists.

@@ -15,13 +15,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/cost"
-	"github.com/quorumsql/quorum/pkg/explorer"
-	"github.com/quorumsql/quorum/pkg/generator"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/reforce"
-	"github.com/quorumsql/quorum/pkg/runenv"
-	"github.com/quorumsql/quorum/pkg/runstate"
+	"github.com/quorumsql/quorum/pkg/runtime/explorer"
+	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // Config configures the voter.

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/cost"
-	"github.com/quorumsql/quorum/pkg/generator"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/reforce"
-	"github.com/quorumsql/quorum/pkg/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

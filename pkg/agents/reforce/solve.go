@@ -6,8 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
-	"github.com/quorumsql/quorum/pkg/dbinfo"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
