@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/bench"
 )
 
@@ -50,6 +51,7 @@ HTML report. Flags override the scenario file.`,
 				set("dataset", func() { loaded.Dataset = sc.Dataset })
 				set("examples", func() { loaded.Examples = sc.Examples })
 				set("votes", func() { loaded.Votes = sc.Votes })
+				set("agent", func() { loaded.Agent = sc.Agent })
 				set("rpm", func() { loaded.RPM = sc.RPM })
 				set("tpm", func() { loaded.TPM = sc.TPM })
 				set("ttft", func() { loaded.FirstTokenMS = sc.FirstTokenMS })
@@ -116,6 +118,7 @@ HTML report. Flags override the scenario file.`,
 	f.StringVar(&sc.Dataset, "dataset", sc.Dataset, "base dataset the synthetic one cycles through")
 	f.IntVar(&sc.Examples, "examples", sc.Examples, "examples in the run")
 	f.IntVar(&sc.Votes, "votes", sc.Votes, "candidates per example")
+	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
 	f.IntVar(&sc.RPM, "rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
 	f.IntVar(&sc.TPM, "tpm", sc.TPM, "provider tokens/min (0 = none)")
 	f.DurationVar(&ttft, "ttft", ttft, "simulated time to first token")

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
@@ -40,7 +40,6 @@ type clusterFlags struct {
 	whQPS                      float64
 	whConcurrent               int
 	whConfig                   string
-	linkBudget                 int
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
@@ -54,7 +53,6 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
-	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts longer than this (characters) get table-level schema linking")
 	fl.StringVar(&f.whConfig, "warehouses-config", "", "YAML/JSON file naming the warehouses with their kind, connection and quotas (default: one per kind, Snowflake and BigQuery from the environment)")
 	if withWork {
 		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks handled at once")
@@ -119,8 +117,7 @@ func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) 
 		return nil, nil, fmt.Errorf("connect to Redis at %s: %w", ropt.Addr, err)
 	}
 	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: log,
-		Metrics: metrics.New(role), Name: name}
-	env.Linker = &dbinfo.Linker{LLM: client, Cache: &dbinfo.RedisLinkCache{Client: rdb}, Budget: f.linkBudget}
+		Metrics: metrics.New(role), Name: name, Agents: agents.Builtin(), Cache: runstate.NewCache(rdb)}
 	reg, err := f.registry(rdb)
 	if err != nil {
 		q.Close()

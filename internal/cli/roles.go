@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
-	"github.com/quorumsql/quorum/pkg/runtime/explorer"
-	"github.com/quorumsql/quorum/pkg/runtime/generator"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/runtime/voter"
+	"github.com/quorumsql/quorum/pkg/runtime/worker"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -32,10 +35,11 @@ type runFlags struct {
 	seed         uint64
 	out          string
 	roundTimeout time.Duration
-	noExplore    bool
-	formatR      bool
-	selfCons     bool
-	cteRefine    bool
+	agent        string
+	agentOpts    []string
+	// ReFoRCE's options, also settable as --agent-option NAME=VALUE.
+	noExplore, formatR, selfCons, cteRefine bool
+	linkBudget                              int
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -51,10 +55,49 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results in after this long")
-	fl.BoolVar(&f.noExplore, "no-exploration", false, "skip column exploration for low-confidence examples")
-	fl.BoolVar(&f.formatR, "format-restriction", false, "ask for the expected answer format first (v1 option)")
-	fl.BoolVar(&f.selfCons, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
-	fl.BoolVar(&f.cteRefine, "cte-refine", false, "CTE-based refinement (v1 option)")
+	fl.StringVar(&f.agent, "agent", agents.Default, "agent that answers the examples (quorum agents lists them and their options)")
+	fl.StringArrayVar(&f.agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
+	fl.BoolVar(&f.noExplore, "no-exploration", false, "reforce: skip column exploration for low-confidence examples")
+	fl.BoolVar(&f.formatR, "format-restriction", false, "reforce: ask for the expected answer format first (v1 option)")
+	fl.BoolVar(&f.selfCons, "self-consistency", false, "reforce: a candidate is the first answer seen twice (v1 option)")
+	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
+	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts longer than this (characters) get table-level schema linking")
+}
+
+// agentOptions resolves --agent and its options against the registry: an
+// unknown agent or option fails at once, naming what there is.
+func (f *runFlags) agentOptions(cmd *cobra.Command) (string, map[string]string, error) {
+	def, err := agents.Builtin().Lookup(f.agent)
+	if err != nil {
+		return "", nil, fmt.Errorf("--agent: %w", err)
+	}
+	opts := map[string]string{}
+	shortcuts := map[string]string{"no-exploration": fmt.Sprint(f.noExplore), "format-restriction": fmt.Sprint(f.formatR),
+		"self-consistency": fmt.Sprint(f.selfCons), "cte-refine": fmt.Sprint(f.cteRefine), "link-budget": fmt.Sprint(f.linkBudget)}
+	for flag, v := range shortcuts {
+		if cmd != nil && cmd.Flags().Changed(flag) {
+			if def.Name != "reforce" {
+				return "", nil, fmt.Errorf("--%s is a reforce option; agent %s does not take it", flag, def.Name)
+			}
+			opts[flag] = v
+		}
+	}
+	for _, kv := range f.agentOpts {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return "", nil, fmt.Errorf("--agent-option %q: use NAME=VALUE", kv)
+		}
+		opts[k] = v
+	}
+	opts, err = def.CheckOptions(opts)
+	if err != nil {
+		return "", nil, fmt.Errorf("--agent-option: %w", err)
+	}
+	// Build it once here so that a bad value fails now, not on a worker.
+	if _, err := def.New(agent.Config{Options: opts, Votes: max(1, f.votes)}); err != nil {
+		return "", nil, fmt.Errorf("--agent %s: %w", def.Name, err)
+	}
+	return def.Name, opts, nil
 }
 
 func (f *runFlags) defaults() {
@@ -68,7 +111,11 @@ func (f *runFlags) defaults() {
 
 // manifest builds a new run's manifest; the dataset is loaded to select
 // its examples.
-func (f *runFlags) manifest(llmLabel string) (*runstate.Manifest, *dataset.Dataset, error) {
+func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Manifest, *dataset.Dataset, error) {
+	agentName, opts, err := f.agentOptions(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
 	if f.dataset == "" {
 		return nil, nil, fmt.Errorf("run %s does not exist yet: pass --dataset DIR to start it", f.runID)
 	}
@@ -95,8 +142,7 @@ func (f *runFlags) manifest(llmLabel string) (*runstate.Manifest, *dataset.Datas
 		sqliteDir, _ = filepath.Abs(sqliteDir)
 	}
 	m := &runstate.Manifest{Run: f.runID, Dataset: abs, TaskFile: f.df.tasks, SQLiteDir: sqliteDir, Seed: f.seed, Votes: f.votes,
-		Created: time.Now().UTC(), NoExploration: f.noExplore, FormatRestriction: f.formatR, SelfConsistency: f.selfCons,
-		CTERefine: f.cteRefine, RoundTimeout: f.roundTimeout, LLM: llmLabel}
+		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, LLM: llmLabel}
 	for _, e := range examples {
 		m.Examples = append(m.Examples, e.ID)
 	}
@@ -127,7 +173,7 @@ finished examples are skipped and only missing tasks are published again.`,
 			defer cleanup()
 			m, err := env.State.Manifest(cmd.Context(), rf.runID)
 			if errors.Is(err, runstate.ErrNoRun) {
-				m, _, err = rf.manifest("configured on the workers")
+				m, _, err = rf.manifest(cmd, "configured on the workers")
 			}
 			if err != nil {
 				return err
@@ -147,17 +193,17 @@ finished examples are skipped and only missing tasks are published again.`,
 
 func newGeneratorCmd() *cobra.Command {
 	return workerCmd("generator-worker", "generator",
-		"Take schema-linking and generation tasks and publish one candidate result per task",
+		"Take the agents' LLM-bound tasks (the generate pool) and publish what they produce",
 		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
-			return generator.Run(ctx, generator.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+			return worker.Run(ctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
 		})
 }
 
 func newExplorerCmd() *cobra.Command {
 	return workerCmd("explorer-worker", "explorer",
-		"Take exploration tasks of low-confidence examples and publish their regeneration tasks",
+		"Take the agents' warehouse-heavy tasks (the explore pool) and publish what they produce",
 		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
-			return explorer.Run(ctx, explorer.Config{Env: env, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+			return worker.Run(ctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
 		})
 }
 

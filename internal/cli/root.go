@@ -33,11 +33,12 @@ workloads, within the LLM and warehouse quotas of a cluster.
 
 Start with:
   quorum inspect examples/demo            what a dataset holds and what is wrong with it
+  quorum run --dataset examples/demo      run an agent over it (quorum agents lists them)
   quorum eval --gold DIR --pred DIR       score predictions with Spider 2.0's rules`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newBenchCmd(), newLLMSimCmd(),
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newVersionCmd())
 	return root
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -23,7 +24,7 @@ func newRunCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "run --dataset DIR",
-		Short: "Run ReFoRCE over a dataset with every role in this process (embedded NATS, local redis-server)",
+		Short: "Run an agent (default ReFoRCE) over a dataset with every role in this process (embedded NATS, local redis-server)",
 		Long: `run is the one command for a user: it starts an embedded NATS server with
 JetStream and a local redis-server (or joins --nats-url / --redis-url), the
 simulated LLM when no LLM is configured (said loudly), and the coordinator,
@@ -45,7 +46,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if rf.dataset == "" {
 				return fmt.Errorf("--dataset is required (to resume run %s, pass the dataset it started with)", rf.runID)
 			}
-			m, ds, err := rf.manifest("")
+			m, ds, err := rf.manifest(cmd, "")
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
 				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
 				WarehousesFile: file, Serve: cf.warehouses, Generators: 1, GeneratorConcurrency: cf.concurrency,
-				Explorers: 1, ExplorerConcurrency: explorers, LinkBudget: cf.linkBudget, Log: log})
+				Explorers: 1, ExplorerConcurrency: explorers, Agents: agents.Builtin(), Log: log})
 			if err != nil {
 				return err
 			}
@@ -77,8 +78,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			} else {
 				m.LLM = label
 			}
-			fmt.Fprintf(w, "Run %s: %d examples x %d candidates; outputs in %s (resume with --run-id %s --out %s)\n",
-				m.Run, len(m.Examples), m.Votes, rf.out, m.Run, rf.out)
+			fmt.Fprintf(w, "Run %s: agent %s, %d examples x %d candidates; outputs in %s (resume with --run-id %s --out %s)\n",
+				m.Run, m.Agent, len(m.Examples), m.Votes, rf.out, m.Run, rf.out)
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout)})
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -30,6 +31,7 @@ func newSolveCmd() *cobra.Command {
 		limit       int
 		seed        uint64
 		concurrency int
+		agentName   string
 		cfg         reforce.Config
 	)
 	cmd := &cobra.Command{
@@ -43,6 +45,12 @@ has gold results. With no LLM configured it uses the simulated LLM (llmsim).
 For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := agents.Builtin().Lookup(agentName); err != nil {
+				return fmt.Errorf("--agent: %w", err)
+			}
+			if agentName != "reforce" {
+				return fmt.Errorf("--agent %s: quorum solve runs reforce in one process; run %s with quorum run --agent %s", agentName, agentName, agentName)
+			}
 			if dsDir == "" {
 				return fmt.Errorf("--dataset is required (try --dataset examples/demo)")
 			}
@@ -74,7 +82,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Seed: seed, Votes: agent.Config().Votes, LLM: label, Started: time.Now()}
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, Seed: seed, Votes: agent.Config().Votes, LLM: label, Started: time.Now()}
 			rep.Examples = solveAll(cmd.Context(), ds, examples, agent, writer, seed, concurrency, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
@@ -96,6 +104,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.IntVar(&limit, "limit", 0, "at most this many examples")
 	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
 	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
+	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (reforce)")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
 	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
 	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
@@ -152,7 +161,7 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agent *reforce.Agent, whs *dataset.Warehouses,
 	info func(*dataset.Example) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
 	start := time.Now()
-	r := outputs.Example{InstanceID: e.ID, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
+	r := outputs.Example{InstanceID: e.ID, Agent: "reforce", Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	fail := func(err error) outputs.Example {
 		r.Error = err.Error()
 		r.LatencySeconds = time.Since(start).Seconds()

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -41,6 +42,8 @@ type Scenario struct {
 	Examples int    `json:"examples"`
 	Votes    int    `json:"votes"`
 	Seed     uint64 `json:"seed"`
+	// Agent runs the examples (default reforce).
+	Agent string `json:"agent,omitempty"`
 	// The simulated provider: limits, latency, skill.
 	RPM             int     `json:"rpm"`
 	TPM             int     `json:"tpm"`
@@ -88,6 +91,9 @@ func LoadScenario(path string) (Scenario, error) {
 
 // Validate names the first field that cannot run, with the flag that sets it.
 func (sc Scenario) Validate() error {
+	if _, err := agents.Builtin().Lookup(sc.agent()); err != nil {
+		return fmt.Errorf("bench scenario %s: agent (--agent): %w", sc.Name, err)
+	}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -103,6 +109,13 @@ func (sc Scenario) Validate() error {
 		}
 	}
 	return nil
+}
+
+func (sc Scenario) agent() string {
+	if sc.Agent == "" {
+		return agents.Default
+	}
+	return sc.Agent
 }
 
 // Report is what a benchmark measured; its JSON is `quorum bench --json`.
@@ -260,13 +273,23 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	cl, err := cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
 		LLM:      llm.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "bench", Default: llm.ModelConfig{Name: "gpt-4o"}},
 		LLMQuota: quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
-		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute}})
+		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
+		Agents: agents.Builtin()})
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	run := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	def, err := agents.Builtin().Lookup(sc.agent())
+	if err != nil {
+		return nil, err
+	}
+	opts, err := def.CheckOptions(nil)
+	if err != nil {
+		return nil, err
+	}
 	m := &runstate.Manifest{Run: run, Dataset: dsDir, Seed: sc.Seed, Votes: sc.Votes, Created: time.Now(), RoundTimeout: time.Hour,
+		Agent: def.Name, AgentOptions: opts,
 		LLM: "SIMULATED LLM (llmsim) — not a real model"}
 	for _, e := range ds.Examples {
 		m.Examples = append(m.Examples, e.ID)

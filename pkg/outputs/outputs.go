@@ -18,8 +18,10 @@ import (
 // Example is one example's line in run.json.
 type Example struct {
 	InstanceID string `json:"instance_id"`
-	Dialect    string `json:"dialect"`
-	Database   string `json:"database"`
+	// Agent answered the example.
+	Agent    string `json:"agent,omitempty"`
+	Dialect  string `json:"dialect"`
+	Database string `json:"database"`
 	// Status: answered, no_answer (no candidate produced rows) or failed
 	// (the pipeline itself failed; Error says why).
 	Status     string `json:"status"`
@@ -27,9 +29,11 @@ type Example struct {
 	Method     string `json:"method,omitempty"`
 	Rounds     int    `json:"rounds"`
 	Candidates int    `json:"candidates"`
-	// ValidCandidates produced rows that take part in the vote.
-	ValidCandidates int       `json:"valid_candidates"`
-	Cost            cost.Cost `json:"cost"`
+	// ValidCandidates produced rows that take part in the vote;
+	// AgreedCandidates are those (by index) that agree with the answer.
+	ValidCandidates  int       `json:"valid_candidates"`
+	AgreedCandidates []int     `json:"agreed_candidates,omitempty"`
+	Cost             cost.Cost `json:"cost"`
 	// CostByStage splits Cost by agent stage (link, format, generate,
 	// explore, regenerate, vote).
 	CostByStage    cost.Ledger `json:"cost_by_stage,omitempty"`
@@ -53,15 +57,18 @@ type Example struct {
 
 // Report is run.json.
 type Report struct {
-	RunID    string    `json:"run_id"`
-	Dataset  string    `json:"dataset"`
-	Seed     uint64    `json:"seed"`
-	Votes    int       `json:"votes"`
-	LLM      string    `json:"llm"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Examples []Example `json:"examples"`
-	Totals   Totals    `json:"totals"`
+	RunID   string `json:"run_id"`
+	Dataset string `json:"dataset"`
+	// Agent ran the run, with these options.
+	Agent        string            `json:"agent,omitempty"`
+	AgentOptions map[string]string `json:"agent_options,omitempty"`
+	Seed         uint64            `json:"seed"`
+	Votes        int               `json:"votes"`
+	LLM          string            `json:"llm"`
+	Started      time.Time         `json:"started"`
+	Finished     time.Time         `json:"finished"`
+	Examples     []Example         `json:"examples"`
+	Totals       Totals            `json:"totals"`
 }
 
 // Totals summarise the examples.

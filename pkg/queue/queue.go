@@ -22,9 +22,9 @@ import (
 // Stream is the JetStream stream holding all of quorum's work.
 const Stream = "QUORUM"
 
-// Stages of the pipeline, as subject tokens.
+// Stages of the pipeline, as subject tokens: the two worker pools' tasks,
+// candidate results for the voter, final answers for the coordinator.
 const (
-	StageLink     = "link"
 	StageGenerate = "generate"
 	StageExplore  = "explore"
 	StageResult   = "result"
@@ -184,4 +184,25 @@ func (q *Queue) Pending(ctx context.Context, name string) (int, error) {
 		return 0, err
 	}
 	return int(info.NumPending) + info.NumAckPending, nil
+}
+
+// Version is the message schema version. A consumer refuses (terminates)
+// messages of another version rather than misreading them.
+const Version = 2
+
+// Decode reads a message body into v and checks its version.
+func Decode(data []byte, v any) error {
+	var head struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return fmt.Errorf("malformed message: %w", err)
+	}
+	if head.V != Version {
+		return fmt.Errorf("message schema version %d, this build reads %d", head.V, Version)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("malformed message: %w", err)
+	}
+	return nil
 }

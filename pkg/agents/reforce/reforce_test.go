@@ -61,7 +61,7 @@ func testDB(t *testing.T) warehouse.Warehouse {
 	return db
 }
 
-func agent(t *testing.T, cfg Config, m llm.Client) *Agent {
+func newAgent(t *testing.T, cfg Config, m llm.Client) *Agent {
 	t.Helper()
 	a, err := New(cfg, m)
 	if err != nil {
@@ -120,7 +120,7 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
-			c, err := agent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+			c, err := newAgent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestCandidateRefinesAndStops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
-			c, err := agent(t, tt.cfg, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+			c, err := newAgent(t, tt.cfg, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestCandidateRefinesAndStops(t *testing.T) {
 	m := &scripted{reply: func(n int, _ string) string {
 		return []string{sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t")}[min(n, 1)]
 	}}
-	if _, err := agent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex}); err != nil {
+	if _, err := newAgent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(m.seen[1], "Input sql:\nSELECT nope FROM t\nThe error information is:\n") || !strings.Contains(m.seen[1], "no such column: nope") {
@@ -187,7 +187,7 @@ func TestCTERefinementFindsWhereRowsDisappear(t *testing.T) {
 		}
 		return sqlReply(stuck)
 	}}
-	c, err := agent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+	c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestVoteTieRule(t *testing.T) {
 
 func TestFinalDecision(t *testing.T) {
 	t.Parallel()
-	a := agent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
+	a := newAgent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
 	A, B := "x\n1\n", "x\n2\n"
 	decide := func(seed int64, answers ...string) Decision {
 		var cs []*Candidate
@@ -284,7 +284,7 @@ func TestFinalDecision(t *testing.T) {
 		t.Errorf("20 seeds picked only %v", picked)
 	}
 	// With ModelVote the model breaks the tie.
-	mv := agent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
+	mv := newAgent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
 	cs := []*Candidate{cand(0, A), cand(1, B), cand(2, A), cand(3, B)}
 	if d := mv.Decide(context.Background(), cs, CandidateInput{Example: ex}, 1, &cost.Cost{}); d.Method != MethodModelVote || d.Winner.Index != 1 {
 		t.Errorf("model vote: %+v", d)
@@ -335,7 +335,7 @@ func TestExplorationStopRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &scripted{reply: tt.reply}
-			e, err := agent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			e, err := newAgent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -74,7 +74,7 @@ func TestSolveDemoAgainstSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := agent(t, Config{Votes: 8}, client)
+	a := newAgent(t, Config{Votes: 8}, client)
 	db, _ := ds.Database(examples[0])
 	sq, err := sqlite.Open(sqlite.Config{Path: db.SQLitePath})
 	if err != nil {

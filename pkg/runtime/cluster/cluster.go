@@ -16,18 +16,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
-	"github.com/quorumsql/quorum/pkg/runtime/explorer"
-	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/runtime/voter"
+	"github.com/quorumsql/quorum/pkg/runtime/worker"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
@@ -53,8 +52,9 @@ type Config struct {
 	// tasks at once (like separate worker processes).
 	Generators, GeneratorConcurrency int
 	Explorers, ExplorerConcurrency   int
-	LinkBudget                       int
-	Log                              *zap.Logger
+	// Agents are the agents the roles can run (pkg/agents.Builtin()).
+	Agents *agent.Registry
+	Log    *zap.Logger
 }
 
 // Cluster is a running in-process cluster.
@@ -75,6 +75,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	if cfg.Agents == nil {
+		return fail(errors.New("cluster: no agents registered"))
 	}
 	if cfg.NATSURL == "" {
 		dir := filepath.Join(cfg.StateDir, "nats")
@@ -133,8 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c.Metrics = metrics.New("cluster")
 	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: "cluster", Warehouses: reg,
-		Linker: &dbinfo.Linker{LLM: client, Cache: &dbinfo.RedisLinkCache{Client: rdb}, Budget: cfg.LinkBudget}}
+		Metrics: c.Metrics, Name: "cluster", Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb)}
 	c.Env = env
 	c.closers = append(c.closers, env.Close)
 	whs := cfg.Serve
@@ -160,12 +162,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	start("voter", func(c context.Context) error { return voter.Run(c, voter.Config{Env: env, Concurrency: 8}) })
 	for i := 0; i < max(1, cfg.Generators); i++ {
 		start("generator", func(c context.Context) error {
-			return generator.Run(c, generator.Config{Env: env, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency)})
+			return worker.Run(c, worker.Config{Env: env, Pool: agent.Generator, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency)})
 		})
 	}
 	for i := 0; i < max(1, cfg.Explorers); i++ {
 		start("explorer", func(c context.Context) error {
-			return explorer.Run(c, explorer.Config{Env: env, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency)})
+			return worker.Run(c, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency)})
 		})
 	}
 	return c, nil

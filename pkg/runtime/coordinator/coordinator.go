@@ -1,6 +1,6 @@
-// Package coordinator starts or resumes a run: it prepares each database's
-// compressed information once, publishes the generation (or schema-linking)
-// tasks, collects the final answers, and writes the outputs — one
+// Package coordinator starts or resumes a run: it routes each example to
+// its warehouse, publishes the first round its agent asks for, collects the
+// final answers, and writes the outputs — one
 // <instance_id>.sql and .csv per answered example in Spider 2.0's submission
 // layout, and run.json. Resuming a run skips finished examples and
 // re-publishes only what is missing; deduplicated message ids make the rest
@@ -20,13 +20,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/runtime/explorer"
-	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
@@ -71,7 +70,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		return nil, err
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal,
-		finals: map[string]*queue.FinalAnswer{}, arrived: map[string]time.Time{}}
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}}
 	started := time.Now()
 	if err := c.collectKnown(ctx); err != nil {
 		return nil, err
@@ -99,7 +98,7 @@ type coord struct {
 	terminal bool
 
 	mu      sync.Mutex
-	finals  map[string]*queue.FinalAnswer
+	finals  map[string]*message.FinalAnswer
 	arrived map[string]time.Time
 }
 
@@ -119,12 +118,13 @@ func (c *coord) collectKnown(ctx context.Context) error {
 	return nil
 }
 
-// publishMissing prepares and publishes every unfinished example, skipping
-// candidates whose results are already recorded.
+// publishMissing starts every unfinished example: a new one gets its
+// warehouse and its agent's first round; one started before a crash gets
+// the unfinished tasks of its current round published again (message ids
+// make those already queued a no-op; finished tasks are skipped).
 func (c *coord) publishMissing(ctx context.Context) error {
 	ds := c.run.DS
-	infos := map[string]*dbinfo.Info{}
-	linker := c.env.Linker
+	agentName := c.run.Def.Name
 	for _, id := range c.m.Examples {
 		if _, done := c.finals[id]; done {
 			continue
@@ -142,22 +142,6 @@ func (c *coord) publishMissing(ctx context.Context) error {
 		}
 		meta, err := c.env.State.Meta(ctx, c.m.Run, id)
 		if err != nil {
-			// Not published yet: prepare it.
-			db, _ := ds.Database(e)
-			info, ok := infos[db.Key()]
-			if !ok {
-				if info, err = dbinfo.ForExample(ctx, ds, e, c.run.Warehouses(), dbinfo.DefaultOptions()); err != nil {
-					if err := c.fail(ctx, id, "database information: "+err.Error()); err != nil {
-						return err
-					}
-					continue
-				}
-				infos[db.Key()] = info
-			}
-			ref, err := c.env.PutPrompt(ctx, info, e.ExternalKnowledge)
-			if err != nil {
-				return err
-			}
 			whName, err := c.run.Route(e)
 			if err != nil {
 				if err := c.fail(ctx, id, err.Error()); err != nil {
@@ -165,73 +149,84 @@ func (c *coord) publishMissing(ctx context.Context) error {
 				}
 				continue
 			}
-			meta = &runstate.ExampleMeta{Warehouse: whName, InfoRef: ref, Published: time.Now(),
-				Linking: linker != nil && linker.NeedsLinking(info, e.ExternalKnowledge)}
+			meta = &runstate.ExampleMeta{Warehouse: whName, Published: time.Now()}
 			if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
 				return err
 			}
 		}
-		if meta.Linking {
-			// The link task publishes the generation tasks when it is done.
-			t := &queue.LinkTask{V: queue.Version, Run: c.m.Run, Example: id, InfoRef: meta.InfoRef, Seed: c.m.Seed, Votes: c.m.Votes}
-			if err := c.env.Queue.Publish(ctx, queue.Subject(c.m.Run, queue.StageLink, meta.Warehouse), c.m.Run+"."+id+".link", t); err != nil {
+		current, err := c.env.State.Current(ctx, c.m.Run, id, agentName)
+		if err != nil {
+			return err
+		}
+		if current < 0 {
+			d, err := c.run.Agent.Start(ctx, c.env.Context(c.run, e, agentName))
+			if agent.IsUnrunnable(err) {
+				if err := c.fail(ctx, id, err.Error()); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("agent %s starting %s: %w", agentName, id, err)
+			}
+			if err := c.env.Open(ctx, c.run, id, agentName, meta.Warehouse, d); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := c.republish(ctx, id, meta); err != nil {
+		if err := c.republish(ctx, id, agentName, current, meta.Warehouse); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// republish publishes the tasks of an unfinished example that have no
-// result yet: first-round generation, or exploration once the first round
-// was decided low.
-func (c *coord) republish(ctx context.Context, id string, meta *runstate.ExampleMeta) error {
-	q, st := c.env.Queue, c.env.State
-	first, err := st.Decided(ctx, c.m.Run, id, 0)
+// republish publishes the current round's tasks that have not finished and
+// whose results are not all recorded.
+func (c *coord) republish(ctx context.Context, id, agentName string, round int, wh string) error {
+	st := c.env.State
+	r := runstate.Round{Run: c.m.Run, Example: id, Agent: agentName, Round: round}
+	if outcome, err := st.Decided(ctx, r); err != nil || outcome != "" {
+		return err // decided: the final answer or the next round is on its way
+	}
+	results, err := st.Results(ctx, c.m.Run, id, agentName, round)
 	if err != nil {
 		return err
-	}
-	second, err := st.Decided(ctx, c.m.Run, id, 1)
-	if err != nil {
-		return err
-	}
-	if first == runstate.OutcomeFinal || second != "" {
-		return nil // the final answer is on its way to this coordinator
-	}
-	round := 0
-	if first == runstate.OutcomeExplore {
-		round = 1
 	}
 	have := map[int]bool{}
-	results, err := st.Results(ctx, c.m.Run, id, round)
+	for _, res := range results {
+		have[res.Index] = true
+	}
+	tasks, err := st.Tasks(ctx, c.m.Run, id, agentName)
 	if err != nil {
 		return err
 	}
-	for _, r := range results {
-		have[r.Index] = true
-	}
-	if err := st.OpenRound(ctx, c.m.Run, id, round, time.Now().Add(c.m.RoundTimeout*time.Duration(round+1))); err != nil {
+	if err := st.OpenDeadline(ctx, r, c.env.Deadline(c.m, round)); err != nil {
 		return err
 	}
-	for i := 0; i < c.m.Votes; i++ {
-		if round == 0 && !have[i] {
-			t := &queue.GenerateTask{V: queue.Version, Run: c.m.Run, Example: id, Index: i, Seed: c.m.Seed, InfoRef: meta.InfoRef}
-			if err := generator.PublishGenerate(ctx, q, meta.Warehouse, t); err != nil {
-				return err
-			}
+	var missing []*message.Task
+	for _, t := range tasks {
+		if t.Task.Round != round || allIn(t.Task.Slots, have) {
+			continue
 		}
-		if round == 1 && !have[c.m.Votes+i] {
-			t := &queue.ExploreTask{V: queue.Version, Run: c.m.Run, Example: id, Index: i, Votes: c.m.Votes, Seed: c.m.Seed, InfoRef: meta.InfoRef}
-			if err := explorer.PublishExplore(ctx, q, meta.Warehouse, t); err != nil {
-				return err
-			}
+		done, err := st.Done(ctx, c.m.Run, id, agentName, t.Task.ID)
+		if err != nil {
+			return err
+		}
+		if !done {
+			missing = append(missing, t)
 		}
 	}
-	return nil
+	return c.env.PublishTasks(ctx, c.run, wh, missing)
+}
+
+func allIn(slots []int, have map[int]bool) bool {
+	for _, s := range slots {
+		if !have[s] {
+			return false
+		}
+	}
+	return len(slots) > 0
 }
 
 func problems(ds *dataset.Dataset, id string) string {
@@ -246,13 +241,13 @@ func problems(ds *dataset.Dataset, id string) string {
 
 // fail records an example that cannot run; the run goes on.
 func (c *coord) fail(ctx context.Context, id, reason string) error {
-	f := &queue.FinalAnswer{V: queue.Version, Run: c.m.Run, Example: id, Status: "failed", Error: reason}
+	f := &message.FinalAnswer{V: message.Version, Run: c.m.Run, Example: id, Status: "failed", Error: reason}
 	c.log.Warn("example failed", zap.String("example", id), zap.String("reason", reason))
 	return c.accept(ctx, f)
 }
 
 // accept records a final answer once and writes its outputs.
-func (c *coord) accept(ctx context.Context, f *queue.FinalAnswer) error {
+func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	c.mu.Lock()
 	_, dup := c.finals[f.Example]
 	c.mu.Unlock()
@@ -278,7 +273,7 @@ func (c *coord) accept(ctx context.Context, f *queue.FinalAnswer) error {
 	return nil
 }
 
-func (c *coord) showProgress(n int, f *queue.FinalAnswer) {
+func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	if c.progress == nil {
 		return
 	}
@@ -295,7 +290,7 @@ func (c *coord) showProgress(n int, f *queue.FinalAnswer) {
 	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s\n", n, total, f.Example, f.Status, f.Confidence, f.Method)
 }
 
-func (c *coord) writeAnswer(ctx context.Context, f *queue.FinalAnswer) error {
+func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
 	if f.Status != "answered" {
 		return nil
 	}
@@ -320,7 +315,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		Consumer: "coordinator-" + c.m.Run, Filters: []string{queue.Subject(c.m.Run, queue.StageFinal, "")}, Concurrency: 4,
 		Logger: c.env.Log, DrainTimeout: 5 * time.Second,
 		Handler: func(ctx context.Context, d queue.Delivery) error {
-			var f queue.FinalAnswer
+			var f message.FinalAnswer
 			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
 				return queue.Permanent(err)
 			}
@@ -351,13 +346,14 @@ func (c *coord) done() bool {
 
 // report builds run.json, scoring answers against gold where it exists.
 func (c *coord) report(started time.Time) *outputs.Report {
-	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM,
+	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
+		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM,
 		Started: started, Finished: time.Now()}
 	ctx := context.Background()
 	for _, id := range c.m.Examples {
 		f := c.finals[id]
 		e, _ := c.run.DS.Example(id)
-		r := outputs.Example{InstanceID: id, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
+		r := outputs.Example{InstanceID: id, Agent: f.Agent, AgreedCandidates: f.Agreed, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
 			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), CostByStage: f.Cost, Error: f.Error,
 			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks,
 			ServiceSeconds: f.ServiceSeconds}
@@ -382,7 +378,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	return rep
 }
 
-func (c *coord) score(ctx context.Context, e *dataset.Example, f *queue.FinalAnswer) (correct, atK bool) {
+func (c *coord) score(ctx context.Context, e *dataset.Example, f *message.FinalAnswer) (correct, atK bool) {
 	dir := filepath.Join(c.run.DS.GoldDir, "exec_result")
 	one := func(ref string) bool {
 		if ref == "" {

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,25 +12,26 @@ import (
 
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
-	"github.com/quorumsql/quorum/pkg/runtime/explorer"
-	"github.com/quorumsql/quorum/pkg/runtime/generator"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/runtime/voter"
+	"github.com/quorumsql/quorum/pkg/runtime/worker"
 	"go.uber.org/zap"
 )
 
-// TestExhaustedTaskFailsItsExampleAndTheRunGoesOn: every generation task of
-// one example fails (its prompt blob is gone); after MaxDeliver deliveries
-// each becomes a failed candidate, the example ends failed with the reason,
-// and the other examples finish normally.
+// TestExhaustedTaskFailsItsExampleAndTheRunGoesOn: one example was started
+// before a crash with tasks whose prompt blob is gone. The resumed
+// coordinator publishes them again; after MaxDeliver deliveries each becomes
+// a failed candidate, the example ends failed with the reason, and the
+// other examples finish normally.
 func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -49,22 +51,30 @@ func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: zap.NewNop(), Name: "test",
-		Linker: &dbinfo.Linker{LLM: client}}
+		Agents: agents.Builtin(), Cache: runstate.NewCache(rdb)}
 	defer env.Close()
 
 	abs := "../../../examples/demo"
 	m := &runstate.Manifest{Run: "r1", Dataset: abs, Seed: 1, Votes: 4, Examples: []string{"local001", "local002", "local003"},
-		RoundTimeout: time.Minute}
-	// local002 was published with a prompt that no longer exists.
-	if err := env.State.SetMeta(ctx, "r1", "local002", runstate.ExampleMeta{Warehouse: "sqlite", InfoRef: blob.Ref([]byte("gone")), Published: time.Now()}); err != nil {
+		RoundTimeout: time.Minute, Agent: "reforce"}
+	// local002 was started with a prompt that no longer exists.
+	if err := env.State.SetMeta(ctx, "r1", "local002", runstate.ExampleMeta{Warehouse: "sqlite", Published: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []agent.Task
+	for i := range 4 {
+		tk, _ := agent.NewTask("generate", fmt.Sprintf("r0.generate.%d", i), 0, []int{i}, map[string]string{"info_ref": blob.Ref([]byte("gone"))})
+		tasks = append(tasks, tk)
+	}
+	if err := env.State.Open(ctx, "r1", "local002", "reforce", 0, 4, runenv.Envelopes(m, "local002", "reforce", tasks)); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wc := queue.WorkConfig{RetryBase: 50 * time.Millisecond, DrainTimeout: time.Second}
 	go voter.Run(wctx, voter.Config{Env: env, Concurrency: 2, WorkConfig: wc})
-	go generator.Run(wctx, generator.Config{Env: env, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
-	go explorer.Run(wctx, explorer.Config{Env: env, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
 	rep, err := coordinator.Run(rctx, coordinator.Config{Env: env, Manifest: m, Out: t.TempDir()})

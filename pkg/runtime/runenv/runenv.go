@@ -1,25 +1,28 @@
 // Package runenv is what every role process shares: the queue, the blob
-// store, the run state, the LLM client, and per run the dataset, its
-// warehouses and the agent configured from the run's manifest. Workers serve
-// many runs; each run's dataset is loaded once.
+// store, the run state, the LLM client, the registered agents, and per run
+// the dataset, its warehouses and the run's agent built from its manifest.
+// Workers serve many runs; each run's dataset is loaded once. It also holds
+// the runtime's side of the agent seam: the context a task or decision
+// sees, and publishing a round, its tasks, results and final answers.
 package runenv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/blob"
+	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
@@ -28,11 +31,15 @@ import (
 
 // Env is one process's shared environment.
 type Env struct {
-	Queue   *queue.Queue
-	Blobs   *blob.Store
-	State   *runstate.Store
-	LLM     llm.Client
-	Linker  *dbinfo.Linker
+	Queue *queue.Queue
+	Blobs *blob.Store
+	State *runstate.Store
+	// LLM is nil in roles that make no calls (coordinator, voter).
+	LLM llm.Client
+	// Agents are the agents this process can run.
+	Agents *agent.Registry
+	// Cache is shared by every run (e.g. schema linking answers).
+	Cache   agent.Cache
 	Log     *zap.Logger
 	Metrics *metrics.Metrics
 	// Name identifies the process in results and logs.
@@ -56,8 +63,9 @@ type Run struct {
 	Manifest *runstate.Manifest
 	DS       *dataset.Dataset
 	whs      *dataset.Warehouses
-	// Agent is nil in processes without an LLM client.
-	Agent *reforce.Agent
+	// Def and Agent are the run's agent, built from the manifest's options.
+	Def   *agent.Definition
+	Agent agent.Agent
 	reg   *registry.Registry
 }
 
@@ -80,7 +88,17 @@ func (r *Run) Route(e *dataset.Example) (string, error) {
 // Warehouses is the run's warehouse opener (for live schema reads).
 func (r *Run) Warehouses() *dataset.Warehouses { return r.whs }
 
-// Run returns a run's environment, loading its dataset on first use.
+// AgentFor returns the run's agent called name: a task or result naming
+// another agent is permanently bad.
+func (r *Run) AgentFor(name string) (*agent.Definition, agent.Agent, error) {
+	if name != r.Def.Name {
+		return nil, nil, queue.Permanent(fmt.Errorf("run %s runs agent %s, not %s", r.Manifest.Run, r.Def.Name, name))
+	}
+	return r.Def, r.Agent, nil
+}
+
+// Run returns a run's environment, loading its dataset and building its
+// agent on first use.
 func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	e.mu.Lock()
 	if r, ok := e.runs[id]; ok {
@@ -91,6 +109,21 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	m, err := e.State.Manifest(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if e.Agents == nil {
+		return nil, errors.New("this process has no agents registered")
+	}
+	def, err := e.Agents.Lookup(m.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	opts, err := def.CheckOptions(m.AgentOptions)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	ag, err := def.New(agent.Config{Options: opts, Votes: m.Votes, LLM: e.LLM, Cache: e.Cache, Log: e.Log})
+	if err != nil {
+		return nil, fmt.Errorf("run %s: agent %s: %w", id, m.Agent, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -110,25 +143,12 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 		}
 		e.datasets[key] = l
 	}
-	// Roles without an LLM (coordinator, voter) get no agent.
-	var agent *reforce.Agent
-	if e.LLM != nil {
-		if agent, err = reforce.New(AgentConfig(m), e.LLM); err != nil {
-			return nil, err
-		}
-	}
-	r := &Run{Manifest: m, DS: l.ds, whs: &dataset.Warehouses{DS: l.ds, SQLite: l.set}, Agent: agent, reg: e.Warehouses}
+	r := &Run{Manifest: m, DS: l.ds, whs: &dataset.Warehouses{DS: l.ds, SQLite: l.set}, Def: def, Agent: ag, reg: e.Warehouses}
 	if e.runs == nil {
 		e.runs = map[string]*Run{}
 	}
 	e.runs[id] = r
 	return r, nil
-}
-
-// AgentConfig is the agent configuration a manifest asks for.
-func AgentConfig(m *runstate.Manifest) reforce.Config {
-	return reforce.Config{Votes: m.Votes, NoExploration: m.NoExploration, FormatRestriction: m.FormatRestriction,
-		SelfConsistency: m.SelfConsistency, CTERefine: m.CTERefine}
 }
 
 // Close closes the warehouses opened by the process.
@@ -141,36 +161,6 @@ func (e *Env) Close() {
 	if e.Warehouses != nil {
 		_ = e.Warehouses.Close()
 	}
-}
-
-// Prompt is an example's table information as stored for the workers.
-type Prompt struct {
-	TableInfo   string `json:"table_info"`
-	TableStruct string `json:"table_struct"`
-}
-
-// PutPrompt stores a prompt and returns its reference.
-func (e *Env) PutPrompt(ctx context.Context, info *dbinfo.Info, externalKnowledge string) (string, error) {
-	b, _ := json.Marshal(Prompt{TableInfo: info.Prompt(externalKnowledge), TableStruct: info.TableStruct()})
-	return e.Blobs.Put(ctx, b)
-}
-
-// Prompt loads a stored prompt.
-func (e *Env) Prompt(ctx context.Context, ref string) (*Prompt, error) {
-	b, err := e.Blobs.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	var p Prompt
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("prompt %s: %w", ref, err)
-	}
-	return &p, nil
-}
-
-// Example converts a dataset example for the agent.
-func Example(e *dataset.Example) reforce.Example {
-	return reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect, ExternalKnowledge: e.ExternalKnowledge}
 }
 
 // Example finds a task's run and example. A run or example that does not
@@ -190,28 +180,116 @@ func (e *Env) Example(ctx context.Context, runID, exampleID string) (*Run, *data
 	return run, ex, nil
 }
 
-// Serve works one consumer per warehouse, stage-<warehouse>, over the given
-// subjects' stage, until ctx ends. Outcomes are counted in the metrics.
-func (e *Env) Serve(ctx context.Context, stage string, stages []string, warehouses []string, base queue.WorkConfig) error {
+// Context is what the agent sees of one example of a run, in this process.
+func (e *Env) Context(run *Run, ex *dataset.Example, agentName string) *agent.Context {
+	return &agent.Context{Run: run.Manifest.Run, Seed: run.Manifest.Seed, Votes: run.Manifest.Votes, Dataset: run.DS, Example: ex,
+		Schema: run.whs, Warehouse: func(ctx context.Context) (warehouse.Warehouse, error) { return run.Warehouse(ctx, ex) },
+		Store:  &store{env: e, run: run.Manifest.Run, ex: ex.ID, agent: agentName},
+		Ledger: cost.Ledger{}, Worker: e.Name,
+		Log: e.Log.With(zap.String("run", run.Manifest.Run), zap.String("example", ex.ID), zap.String("agent", agentName))}
+}
+
+// store is agent.Store over the run state and the blob store.
+type store struct {
+	env            *Env
+	run, ex, agent string
+}
+
+func (s *store) Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error) {
+	return s.env.State.Once(ctx, s.run, s.ex, s.agent, name, fn)
+}
+
+func (s *store) Get(ctx context.Context, name string) (string, bool, error) {
+	return s.env.State.Get(ctx, s.run, s.ex, s.agent, name)
+}
+
+func (s *store) Set(ctx context.Context, name, value string) error {
+	return s.env.State.Set(ctx, s.run, s.ex, s.agent, name, value)
+}
+
+func (s *store) PutBlob(ctx context.Context, b []byte) (string, error) {
+	return s.env.Blobs.Put(ctx, b)
+}
+func (s *store) GetBlob(ctx context.Context, ref string) ([]byte, error) {
+	return s.env.Blobs.Get(ctx, ref)
+}
+
+// Envelopes wraps an agent's tasks for the queue.
+func Envelopes(m *runstate.Manifest, ex, agentName string, tasks []agent.Task) []*message.Task {
+	out := make([]*message.Task, len(tasks))
+	for i, t := range tasks {
+		out[i] = &message.Task{V: message.Version, Run: m.Run, Example: ex, Agent: agentName, Task: t, Seed: m.Seed}
+	}
+	return out
+}
+
+// Open records a round (its expected results, its tasks, its deadline)
+// and publishes its tasks. Recording first lets a resume publish whatever
+// a crash left unpublished.
+func (e *Env) Open(ctx context.Context, run *Run, ex, agentName, wh string, d *agent.Dispatch) error {
+	m := run.Manifest
+	tasks := Envelopes(m, ex, agentName, d.Tasks)
+	if err := e.State.Open(ctx, m.Run, ex, agentName, d.Round, d.Expect, tasks); err != nil {
+		return err
+	}
+	if err := e.State.OpenDeadline(ctx, runstate.Round{Run: m.Run, Example: ex, Agent: agentName, Round: d.Round}, e.Deadline(m, d.Round)); err != nil {
+		return err
+	}
+	return e.PublishTasks(ctx, run, wh, tasks)
+}
+
+// Deadline is when a round is decided with the results that are in: later
+// rounds run longer chains, so each gets one more RoundTimeout.
+func (e *Env) Deadline(m *runstate.Manifest, round int) time.Time {
+	return time.Now().Add(m.RoundTimeout * time.Duration(round+1))
+}
+
+// PublishTasks publishes task envelopes to their kind's pool on the
+// example's warehouse.
+func (e *Env) PublishTasks(ctx context.Context, run *Run, wh string, tasks []*message.Task) error {
+	for _, t := range tasks {
+		k, ok := run.Def.Kind(t.Task.Kind)
+		if !ok {
+			return fmt.Errorf("agent %s dispatched a task of undeclared kind %q", run.Def.Name, t.Task.Kind)
+		}
+		if err := e.Queue.Publish(ctx, queue.Subject(t.Run, string(k.Pool), wh), t.ID(), t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PublishResult sends a candidate result to the voter; its message id makes
+// a redelivered task's result a duplicate.
+func (e *Env) PublishResult(ctx context.Context, r *message.CandidateResult) error {
+	id := fmt.Sprintf("%s.%s.%s.%d.%d.result", r.Run, r.Example, r.Agent, r.Round, r.Index)
+	return e.Queue.Publish(ctx, queue.Subject(r.Run, queue.StageResult, ""), id, r)
+}
+
+// PublishFinal sends an example's final answer to its coordinator.
+func (e *Env) PublishFinal(ctx context.Context, f *message.FinalAnswer) error {
+	return e.Queue.Publish(ctx, queue.Subject(f.Run, queue.StageFinal, ""), f.Run+"."+f.Example+".final", f)
+}
+
+// Serve works one consumer per warehouse, <pool>-<warehouse>, over the
+// pool's subjects, until ctx ends. Outcomes are counted in the metrics.
+func (e *Env) Serve(ctx context.Context, pool string, warehouses []string, base queue.WorkConfig) error {
 	if len(warehouses) == 0 {
-		return fmt.Errorf("%s worker: no warehouses to serve", stage)
+		return fmt.Errorf("%s worker: no warehouses to serve", pool)
 	}
 	errc := make(chan error, len(warehouses))
 	for _, wh := range warehouses {
 		wc := base
-		wc.Consumer = stage + "-" + wh
-		wc.Filters = nil
-		for _, s := range stages {
-			wc.Filters = append(wc.Filters, queue.Subject("*", s, wh))
-		}
+		wc.Consumer = pool + "-" + wh
+		wc.Filters = []string{queue.Subject("*", pool, wh)}
 		wc.Logger = e.Log
 		wc.Observe = func(outcome string, redelivered bool) {
 			if e.Metrics == nil {
 				return
 			}
-			e.Metrics.Tasks.WithLabelValues(stage, wh, outcome).Inc()
+			e.Metrics.Tasks.WithLabelValues(pool, wh, outcome).Inc()
 			if redelivered {
-				e.Metrics.Redeliveries.WithLabelValues(stage, wh).Inc()
+				e.Metrics.Redeliveries.WithLabelValues(pool, wh).Inc()
 			}
 		}
 		go func() { errc <- e.Queue.Work(ctx, wc) }()

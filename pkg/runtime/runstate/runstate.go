@@ -1,7 +1,9 @@
-// Package runstate keeps a run's durable state in Redis: its manifest, what
-// each example's tasks need, the candidate results the voter records (once
-// per run, example, round and candidate), round deadlines, and the final
-// answers. A restarted voter or coordinator carries on from it.
+// Package runstate keeps a run's durable state in Redis: its manifest, where
+// each example runs, per example and agent the tasks dispatched and those
+// finished, the candidate results the voter records (once per round and
+// candidate), round expectations, outcomes and deadlines, the agent's own
+// values, and the final answers. A restarted voter, worker or coordinator
+// carries on from it.
 package runstate
 
 import (
@@ -9,16 +11,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
 )
 
-// Manifest describes a run; resuming a run reuses it.
+// Manifest describes a run; resuming a run, and every worker joining it,
+// reuse it.
 type Manifest struct {
 	Run       string    `json:"run"`
 	Dataset   string    `json:"dataset"`
@@ -28,24 +32,19 @@ type Manifest struct {
 	Votes     int       `json:"votes"`
 	Examples  []string  `json:"examples"`
 	Created   time.Time `json:"created"`
-	// Agent options.
-	NoExploration     bool `json:"no_exploration,omitempty"`
-	FormatRestriction bool `json:"format_restriction,omitempty"`
-	SelfConsistency   bool `json:"self_consistency,omitempty"`
-	CTERefine         bool `json:"cte_refine,omitempty"`
+	// Agent runs every example, with AgentOptions (every option the agent
+	// declares, defaults filled in).
+	Agent        string            `json:"agent"`
+	AgentOptions map[string]string `json:"agent_options,omitempty"`
 	// RoundTimeout bounds how long the voter waits for a round's results.
 	RoundTimeout time.Duration `json:"round_timeout"`
 	LLM          string        `json:"llm"`
 }
 
-// ExampleMeta is what the voter and workers need about a published example.
+// ExampleMeta is what the runtime needs about a published example.
 type ExampleMeta struct {
 	Warehouse string    `json:"warehouse"`
-	InfoRef   string    `json:"info_ref"`
 	Published time.Time `json:"published"`
-	// Linking is set while the example's schema linking is pending; the
-	// link task's worker clears it with the linked prompt.
-	Linking bool `json:"linking,omitempty"`
 }
 
 // Store is the run state in Redis.
@@ -113,6 +112,10 @@ func (s *Store) Meta(ctx context.Context, run, ex string) (*ExampleMeta, error) 
 	return &m, json.Unmarshal(b, &m)
 }
 
+func exKey(run, ex, agentName string, parts ...string) string {
+	return runKey(run, append([]string{"ex", ex, agentName}, parts...)...)
+}
+
 var addResult = redis.NewScript(`
 local added = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
 return {added, redis.call('HLEN', KEYS[1])}
@@ -121,9 +124,9 @@ return {added, redis.call('HLEN', KEYS[1])}
 // AddResult records a candidate result once: a redelivered or duplicated
 // result does not count twice. It returns whether it was new and how many
 // results the round has.
-func (s *Store) AddResult(ctx context.Context, r *queue.CandidateResult) (bool, int, error) {
+func (s *Store) AddResult(ctx context.Context, r *message.CandidateResult) (bool, int, error) {
 	b, _ := json.Marshal(r)
-	res, err := addResult.Run(ctx, s.rdb, []string{runKey(r.Run, "ex", r.Example, "round", strconv.Itoa(r.Round))}, r.Index, b).Slice()
+	res, err := addResult.Run(ctx, s.rdb, []string{exKey(r.Run, r.Example, r.Agent, "round", strconv.Itoa(r.Round))}, r.Index, b).Slice()
 	if err != nil {
 		return false, 0, fmt.Errorf("record candidate %d of %s: %w", r.Index, r.Example, err)
 	}
@@ -131,49 +134,129 @@ func (s *Store) AddResult(ctx context.Context, r *queue.CandidateResult) (bool, 
 }
 
 // Results returns a round's recorded results, by candidate index.
-func (s *Store) Results(ctx context.Context, run, ex string, round int) ([]*queue.CandidateResult, error) {
-	m, err := s.rdb.HGetAll(ctx, runKey(run, "ex", ex, "round", strconv.Itoa(round))).Result()
+func (s *Store) Results(ctx context.Context, run, ex, agentName string, round int) ([]*message.CandidateResult, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "round", strconv.Itoa(round))).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*queue.CandidateResult, 0, len(m))
+	out := make([]*message.CandidateResult, 0, len(m))
 	for _, v := range m {
-		var r queue.CandidateResult
+		var r message.CandidateResult
 		if err := json.Unmarshal([]byte(v), &r); err != nil {
 			return nil, err
 		}
 		out = append(out, &r)
 	}
 	// By index, so votes and tie-breaks do not depend on arrival order.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Index < out[j-1].Index; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out, nil
 }
 
-// RoundCount is how many results a round has.
-func (s *Store) RoundCount(ctx context.Context, run, ex string, round int) (int, error) {
-	n, err := s.rdb.HLen(ctx, runKey(run, "ex", ex, "round", strconv.Itoa(round))).Result()
-	return int(n), err
+// Open records a round before its tasks are published: how many results
+// it awaits, every task (so a resume can publish what is unfinished), and
+// that it is now the example's current round.
+func (s *Store) Open(ctx context.Context, run, ex, agentName string, round, expect int, tasks []*message.Task) error {
+	pipe := s.rdb.TxPipeline()
+	pipe.Set(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), expect, 0)
+	if err := s.logTasks(ctx, pipe, run, ex, agentName, tasks); err != nil {
+		return err
+	}
+	pipe.Set(ctx, exKey(run, ex, agentName, "current"), round, 0)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("open round %d of %s: %w", round, ex, err)
+	}
+	return nil
+}
+
+// LogTasks records tasks a task continues into, before they are published.
+func (s *Store) LogTasks(ctx context.Context, run, ex, agentName string, tasks []*message.Task) error {
+	pipe := s.rdb.TxPipeline()
+	if err := s.logTasks(ctx, pipe, run, ex, agentName, tasks); err != nil {
+		return err
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+func (s *Store) logTasks(ctx context.Context, pipe redis.Pipeliner, run, ex, agentName string, tasks []*message.Task) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	vals := make([]any, 0, 2*len(tasks))
+	for _, t := range tasks {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		vals = append(vals, t.Task.ID, b)
+	}
+	pipe.HSet(ctx, exKey(run, ex, agentName, "tasks"), vals...)
+	return nil
+}
+
+// Expected returns how many results a round awaits (0 when it was never
+// opened).
+func (s *Store) Expected(ctx context.Context, run, ex, agentName string, round int) (int, error) {
+	n, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round))).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Current returns the example's latest opened round, or -1 when none was.
+func (s *Store) Current(ctx context.Context, run, ex, agentName string) (int, error) {
+	n, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "current")).Int()
+	if errors.Is(err, redis.Nil) {
+		return -1, nil
+	}
+	return n, err
+}
+
+// Tasks returns every task logged for the example.
+func (s *Store) Tasks(ctx context.Context, run, ex, agentName string) ([]*message.Task, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "tasks")).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*message.Task, 0, len(m))
+	for _, v := range m {
+		var t message.Task
+		if err := json.Unmarshal([]byte(v), &t); err != nil {
+			return nil, err
+		}
+		out = append(out, &t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task.ID < out[j].Task.ID })
+	return out, nil
+}
+
+// MarkDone records that a task finished: what it produced is published.
+// A redelivery of it is then acknowledged without running it again.
+func (s *Store) MarkDone(ctx context.Context, run, ex, agentName, taskID string) error {
+	return s.rdb.SAdd(ctx, exKey(run, ex, agentName, "done"), taskID).Err()
+}
+
+// Done reports whether a task finished.
+func (s *Store) Done(ctx context.Context, run, ex, agentName, taskID string) (bool, error) {
+	return s.rdb.SIsMember(ctx, exKey(run, ex, agentName, "done"), taskID).Result()
 }
 
 // Round outcomes recorded by the voter.
 const (
-	OutcomeFinal   = "final"   // the final answer was published
-	OutcomeExplore = "explore" // exploration tasks were published
+	OutcomeFinal = "final" // the final answer was published
+	OutcomeNext  = "next"  // the next round's tasks were published
 )
 
 // MarkDecided records how a round was decided, after the messages it
 // implies were published.
-func (s *Store) MarkDecided(ctx context.Context, run, ex string, round int, outcome string) error {
-	return s.rdb.Set(ctx, runKey(run, "ex", ex, "decided", strconv.Itoa(round)), outcome, 0).Err()
+func (s *Store) MarkDecided(ctx context.Context, r Round, outcome string) error {
+	return s.rdb.Set(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), outcome, 0).Err()
 }
 
 // Decided returns a round's outcome, "" while it is undecided.
-func (s *Store) Decided(ctx context.Context, run, ex string, round int) (string, error) {
-	v, err := s.rdb.Get(ctx, runKey(run, "ex", ex, "decided", strconv.Itoa(round))).Result()
+func (s *Store) Decided(ctx context.Context, r Round) (string, error) {
+	v, err := s.rdb.Get(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round))).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
@@ -182,15 +265,19 @@ func (s *Store) Decided(ctx context.Context, run, ex string, round int) (string,
 
 const roundsKey = "quorum:rounds"
 
-// OpenRound sets a round's deadline (the first deadline set wins).
-func (s *Store) OpenRound(ctx context.Context, run, ex string, round int, deadline time.Time) error {
-	return s.rdb.ZAddNX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: run + "|" + ex + "|" + strconv.Itoa(round)}).Err()
+// Round names a round of an example's agent.
+type Round struct {
+	Run, Example, Agent string
+	Round               int
 }
 
-// Round names a round of an example.
-type Round struct {
-	Run, Example string
-	Round        int
+func (r Round) member() string {
+	return r.Run + "|" + r.Example + "|" + r.Agent + "|" + strconv.Itoa(r.Round)
+}
+
+// OpenDeadline sets a round's deadline (the first deadline set wins).
+func (s *Store) OpenDeadline(ctx context.Context, r Round, deadline time.Time) error {
+	return s.rdb.ZAddNX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()}).Err()
 }
 
 // DueRounds lists rounds whose deadline has passed.
@@ -202,35 +289,49 @@ func (s *Store) DueRounds(ctx context.Context, now time.Time) ([]Round, error) {
 	var out []Round
 	for _, m := range ms {
 		p := strings.Split(m, "|")
-		if len(p) != 3 {
+		if len(p) != 4 {
 			continue
 		}
-		r, _ := strconv.Atoi(p[2])
-		out = append(out, Round{Run: p[0], Example: p[1], Round: r})
+		r, _ := strconv.Atoi(p[3])
+		out = append(out, Round{Run: p[0], Example: p[1], Agent: p[2], Round: r})
 	}
 	return out, nil
 }
 
 // CloseRound removes a round's deadline.
 func (s *Store) CloseRound(ctx context.Context, r Round) error {
-	return s.rdb.ZRem(ctx, roundsKey, r.Run+"|"+r.Example+"|"+strconv.Itoa(r.Round)).Err()
+	return s.rdb.ZRem(ctx, roundsKey, r.member()).Err()
+}
+
+// Get and Set keep an agent's own values for an example.
+func (s *Store) Get(ctx context.Context, run, ex, agentName, name string) (string, bool, error) {
+	v, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "state", name)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// Set stores an agent's value for an example.
+func (s *Store) Set(ctx context.Context, run, ex, agentName, name, value string) error {
+	return s.rdb.Set(ctx, exKey(run, ex, agentName, "state", name), value, 0).Err()
 }
 
 // SetFinal records an example's final answer.
-func (s *Store) SetFinal(ctx context.Context, f *queue.FinalAnswer) error {
+func (s *Store) SetFinal(ctx context.Context, f *message.FinalAnswer) error {
 	b, _ := json.Marshal(f)
 	return s.rdb.HSet(ctx, runKey(f.Run, "final"), f.Example, b).Err()
 }
 
 // Finals returns every final answer of a run.
-func (s *Store) Finals(ctx context.Context, run string) (map[string]*queue.FinalAnswer, error) {
+func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.FinalAnswer, error) {
 	m, err := s.rdb.HGetAll(ctx, runKey(run, "final")).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*queue.FinalAnswer{}
+	out := map[string]*message.FinalAnswer{}
 	for k, v := range m {
-		var f queue.FinalAnswer
+		var f message.FinalAnswer
 		if err := json.Unmarshal([]byte(v), &f); err != nil {
 			return nil, err
 		}
@@ -242,8 +343,8 @@ func (s *Store) Finals(ctx context.Context, run string) (map[string]*queue.Final
 // Once returns the value stored under name for the example, computing it
 // with fn at most once across the cluster: the first caller takes a lock
 // and computes; the others wait for its value.
-func (s *Store) Once(ctx context.Context, run, ex, name string, fn func(ctx context.Context) (string, error)) (string, error) {
-	key := runKey(run, "ex", ex, "once", name)
+func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn func(ctx context.Context) (string, error)) (string, error) {
+	key := exKey(run, ex, agentName, "once", name)
 	lock := key + ":lock"
 	for {
 		v, err := s.rdb.Get(ctx, key).Result()
@@ -274,4 +375,27 @@ func (s *Store) Once(ctx context.Context, run, ex, name string, fn func(ctx cont
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Cache is a cluster-wide key-value cache under quorum:cache:, shared by
+// every run (agent.Cache).
+type Cache struct {
+	rdb redis.UniversalClient
+}
+
+// NewCache returns the cache.
+func NewCache(rdb redis.UniversalClient) *Cache { return &Cache{rdb: rdb} }
+
+// Get returns a cached value.
+func (c *Cache) Get(ctx context.Context, key string) (string, bool, error) {
+	v, err := c.rdb.Get(ctx, "quorum:cache:"+key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// Set stores a value with no expiry.
+func (c *Cache) Set(ctx context.Context, key, value string) error {
+	return c.rdb.Set(ctx, "quorum:cache:"+key, value, 0).Err()
 }

@@ -1,9 +1,9 @@
-// Package voter aggregates candidate results in Redis and decides: it
-// records each result once (run, example, round, candidate), decides when a
-// round is complete (all expected results in, or the round's deadline
-// passed), publishes the final answer (high confidence) or the exploration
-// tasks (low confidence), and after the last round falls back as ReFoRCE
-// does. Its state lives in Redis, so a restarted voter carries on.
+// Package voter records candidate results in Redis and decides: it records
+// each result once (run, example, agent, round, candidate), and when a
+// round's expected results are in, or its deadline passed, it hands every
+// candidate so far to the agent's decision step and carries out the
+// answer — the next round's tasks, or the final answer for the
+// coordinator. Its state lives in Redis, so a restarted voter carries on.
 package voter
 
 import (
@@ -15,11 +15,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/runtime/explorer"
-	"github.com/quorumsql/quorum/pkg/runtime/generator"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
@@ -56,7 +55,7 @@ type Voter struct {
 }
 
 func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
-	var r queue.CandidateResult
+	var r message.CandidateResult
 	if err := queue.Decode(d.Msg.Data(), &r); err != nil {
 		return queue.Permanent(err)
 	}
@@ -73,12 +72,17 @@ func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
 	}
 	if !added {
 		v.env.Log.Debug("duplicate candidate result ignored", zap.String("run", r.Run), zap.String("example", r.Example),
-			zap.Int("round", r.Round), zap.Int("candidate", r.Index))
+			zap.String("agent", r.Agent), zap.Int("round", r.Round), zap.Int("candidate", r.Index))
 	}
-	if n < run.Manifest.Votes {
-		return v.env.State.OpenRound(ctx, r.Run, r.Example, r.Round, time.Now().Add(run.Manifest.RoundTimeout))
+	expect, err := v.env.State.Expected(ctx, r.Run, r.Example, r.Agent, r.Round)
+	if err != nil {
+		return err
 	}
-	return v.Decide(ctx, r.Run, r.Example, r.Round)
+	round := runstate.Round{Run: r.Run, Example: r.Example, Agent: r.Agent, Round: r.Round}
+	if expect == 0 || n < expect {
+		return v.env.State.OpenDeadline(ctx, round, v.env.Deadline(run.Manifest, r.Round))
+	}
+	return v.Decide(ctx, round)
 }
 
 // sweep decides rounds whose deadline passed with results missing (a
@@ -97,7 +101,7 @@ func (v *Voter) sweep(ctx context.Context, every time.Duration) {
 			continue
 		}
 		for _, r := range due {
-			if err := v.Decide(ctx, r.Run, r.Example, r.Round); err != nil {
+			if err := v.Decide(ctx, r); err != nil {
 				v.env.Log.Warn("deciding a round past its deadline failed", zap.String("run", r.Run), zap.String("example", r.Example), zap.Error(err))
 			}
 		}
@@ -106,103 +110,70 @@ func (v *Voter) sweep(ctx context.Context, every time.Duration) {
 
 // Decide decides a round once; deciding again (a restarted voter, two
 // voters) publishes the same deduplicated messages.
-func (v *Voter) Decide(ctx context.Context, runID, ex string, round int) error {
-	done, err := v.env.State.Decided(ctx, runID, ex, round)
+func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
+	done, err := v.env.State.Decided(ctx, r)
 	if err != nil || done != "" {
 		return err
 	}
-	run, err := v.env.Run(ctx, runID)
+	run, e, err := v.env.Example(ctx, r.Run, r.Example)
 	if err != nil {
 		return err
 	}
-	m := run.Manifest
-	results, err := v.env.State.Results(ctx, runID, ex, round)
+	_, ag, err := run.AgentFor(r.Agent)
 	if err != nil {
 		return err
+	}
+	var results []*message.CandidateResult
+	for round := 0; round <= r.Round; round++ {
+		rs, err := v.env.State.Results(ctx, r.Run, r.Example, r.Agent, round)
+		if err != nil {
+			return err
+		}
+		results = append(results, rs...)
 	}
 	cands, err := v.candidates(ctx, results)
 	if err != nil {
 		return err
 	}
-	all := cands
-	var allResults []*queue.CandidateResult
-	if round == 1 {
-		first, err := v.env.State.Results(ctx, runID, ex, 0)
-		if err != nil {
-			return err
-		}
-		firstCands, err := v.candidates(ctx, first)
-		if err != nil {
-			return err
-		}
-		all = append(firstCands, cands...)
-		allResults = append(first, results...)
-	} else {
-		allResults = results
+	ac := v.env.Context(run, e, r.Agent)
+	d, err := ag.Decide(ctx, ac, r.Round, cands)
+	if err != nil {
+		return fmt.Errorf("agent %s deciding round %d of %s: %w", r.Agent, r.Round, r.Example, err)
 	}
-	log := v.env.Log.With(zap.String("run", runID), zap.String("example", ex), zap.Int("round", round))
+	if v.env.Metrics != nil {
+		v.env.Metrics.Decisions.WithLabelValues(strconv.Itoa(r.Round), d.Confidence, d.Method).Inc()
+	}
 	outcome := runstate.OutcomeFinal
-	if round == 0 {
-		d := reforce.Vote(cands)
-		v.observe(round, d)
-		switch {
-		case allFailed(results):
-			// Every task exhausted its deliveries: exploring would fail the
-			// same way, so the example ends failed with the reason.
-			if err := v.final(ctx, m, ex, 1, d, all, allResults); err != nil {
-				return err
-			}
-		case d.Confidence == reforce.High:
-			if err := v.final(ctx, m, ex, 1, d, all, allResults); err != nil {
-				return err
-			}
-		case m.NoExploration:
-			if err := v.final(ctx, m, ex, 1, reforce.Decide(all, reforce.Seed(m.Seed, ex, 2, 0, "tie")), all, allResults); err != nil {
-				return err
-			}
-		default:
-			meta, err := v.env.State.Meta(ctx, runID, ex)
-			if err != nil {
-				return err
-			}
-			if err := v.env.State.OpenRound(ctx, runID, ex, 1, time.Now().Add(2*m.RoundTimeout)); err != nil {
-				return err
-			}
-			for i := 0; i < m.Votes; i++ {
-				t := &queue.ExploreTask{V: queue.Version, Run: runID, Example: ex, Index: i, Votes: m.Votes, Seed: m.Seed, InfoRef: meta.InfoRef}
-				if err := explorer.PublishExplore(ctx, v.env.Queue, meta.Warehouse, t); err != nil {
-					return err
-				}
-			}
-			outcome = runstate.OutcomeExplore
-			log.Info("low confidence: exploring", zap.Int("clusters", len(d.Clusters)), zap.Int("valid", d.Valid))
-		}
-	} else {
-		d := reforce.Decide(all, reforce.Seed(m.Seed, ex, 2, 0, "tie"))
-		d.Confidence = reforce.Low
-		v.observe(round, d)
-		if err := v.final(ctx, m, ex, 2, d, all, allResults); err != nil {
+	if d.Next != nil {
+		meta, err := v.env.State.Meta(ctx, r.Run, r.Example)
+		if err != nil {
 			return err
 		}
-	}
-	if err := v.env.State.MarkDecided(ctx, runID, ex, round, outcome); err != nil {
+		if d.Next.Round <= r.Round {
+			return fmt.Errorf("agent %s: round %d of %s dispatched round %d; a decision must open a later round", r.Agent, r.Round, r.Example, d.Next.Round)
+		}
+		if err := v.env.Open(ctx, run, r.Example, r.Agent, meta.Warehouse, d.Next); err != nil {
+			return err
+		}
+		outcome = runstate.OutcomeNext
+		ac.Log.Info("round decided: next round", zap.Int("round", r.Round), zap.String("confidence", d.Confidence),
+			zap.Int("valid", d.Valid), zap.Int("tasks", len(d.Next.Tasks)))
+	} else if err := v.env.PublishFinal(ctx, final(run.Manifest, r, d, cands, results)); err != nil {
 		return err
 	}
-	return v.env.State.CloseRound(ctx, runstate.Round{Run: runID, Example: ex, Round: round})
-}
-
-func (v *Voter) observe(round int, d reforce.Decision) {
-	if v.env.Metrics != nil {
-		v.env.Metrics.Decisions.WithLabelValues(strconv.Itoa(round), string(d.Confidence), string(d.Method)).Inc()
+	if err := v.env.State.MarkDecided(ctx, r, outcome); err != nil {
+		return err
 	}
+	return v.env.State.CloseRound(ctx, r)
 }
 
-// candidates rebuilds the agent's candidates from recorded results, with
-// their result tables from the blob store.
-func (v *Voter) candidates(ctx context.Context, results []*queue.CandidateResult) ([]*reforce.Candidate, error) {
-	out := make([]*reforce.Candidate, len(results))
+// candidates rebuilds the candidates from recorded results, with their
+// result tables from the blob store.
+func (v *Voter) candidates(ctx context.Context, results []*message.CandidateResult) ([]*agent.Candidate, error) {
+	out := make([]*agent.Candidate, len(results))
 	for i, r := range results {
-		c := &reforce.Candidate{Round: r.Round, Index: r.Index, SQL: r.SQL, Status: reforce.Status(r.Status), Error: r.Error, Rows: r.Rows}
+		c := &agent.Candidate{Round: r.Round, Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows,
+			Payload: r.Payload, Worker: r.Worker}
 		if r.CSVRef != "" {
 			csv, err := v.env.Blobs.GetString(ctx, r.CSVRef)
 			if err != nil {
@@ -215,28 +186,33 @@ func (v *Voter) candidates(ctx context.Context, results []*queue.CandidateResult
 	return out, nil
 }
 
-func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, rounds int, d reforce.Decision,
-	cands []*reforce.Candidate, results []*queue.CandidateResult) error {
-	f := &queue.FinalAnswer{V: queue.Version, Run: m.Run, Example: ex, Confidence: string(d.Confidence), Method: string(d.Method),
-		Rounds: rounds, Candidates: len(results), Valid: d.Valid, Cost: cost.Ledger{}}
+// final builds the final answer of a decision: what it cost, how long its
+// chains took, and its status — answered, failed when every candidate's
+// task failed (or none arrived), no_answer otherwise.
+func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*agent.Candidate, results []*message.CandidateResult) *message.FinalAnswer {
+	f := &message.FinalAnswer{V: message.Version, Run: m.Run, Example: r.Example, Agent: r.Agent, Confidence: d.Confidence,
+		Method: d.Method, Rounds: r.Round + 1, Candidates: len(results), Valid: d.Valid, Agreed: d.Agreed, Cost: cost.Ledger{}}
 	failed := 0
 	var reasons []string
 	slowest := map[int]float64{}
 	var first time.Time
-	for i, r := range results {
-		if !r.Started.IsZero() && (first.IsZero() || r.Started.Before(first)) {
-			first = r.Started
+	for i, res := range results {
+		if !res.Started.IsZero() && (first.IsZero() || res.Started.Before(first)) {
+			first = res.Started
 		}
-		f.Cost.Merge(r.Cost)
-		f.TaskSeconds += r.ElapsedSeconds
+		f.Cost.Merge(res.Cost)
+		f.TaskSeconds += res.ElapsedSeconds
 		f.Tasks++
-		slowest[r.Round] = max(slowest[r.Round], r.ChainSeconds)
-		if r.Status == "failed" {
+		slowest[res.Round] = max(slowest[res.Round], res.ChainSeconds)
+		if res.Status == agent.StatusFailed {
 			failed++
-			reasons = append(reasons, r.Error)
+			reasons = append(reasons, res.Error)
 		}
-		if r.CSVRef != "" && cands[i].Status == reforce.StatusOK {
-			f.CandidateRefs = append(f.CandidateRefs, r.CSVRef)
+		if res.CSVRef != "" && res.Status == agent.StatusOK {
+			f.CandidateRefs = append(f.CandidateRefs, res.CSVRef)
+		}
+		if d.Winner == cands[i] {
+			f.CSVRef = res.CSVRef
 		}
 	}
 	for _, s := range slowest {
@@ -249,11 +225,6 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 	switch {
 	case d.Winner != nil:
 		f.Status, f.SQL = "answered", d.Winner.SQL
-		for i, c := range cands {
-			if c == d.Winner {
-				f.CSVRef = results[i].CSVRef
-			}
-		}
 	case failed > 0 && failed == len(results) || len(results) == 0:
 		f.Status = "failed"
 		f.Error = fmt.Sprintf("%d of %d candidates failed", failed, len(results))
@@ -266,14 +237,5 @@ func (v *Voter) final(ctx context.Context, m *runstate.Manifest, ex string, roun
 		f.Status = "no_answer"
 		f.Error = "no candidate produced rows"
 	}
-	return generator.PublishFinal(ctx, v.env.Queue, f)
-}
-
-func allFailed(results []*queue.CandidateResult) bool {
-	for _, r := range results {
-		if r.Status != "failed" {
-			return false
-		}
-	}
-	return len(results) > 0
+	return f
 }

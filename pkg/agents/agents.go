@@ -1,0 +1,21 @@
+// Package agents lists the agents quorum ships: each lives in its own
+// package below this one and plugs into the runtime through the seam in
+// pkg/runtime/agent.
+package agents
+
+import (
+	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+)
+
+// Default is the agent a run uses when none is named.
+const Default = "reforce"
+
+// Builtin returns a registry of the shipped agents.
+func Builtin() *agent.Registry {
+	r, err := agent.NewRegistry(reforce.Definition())
+	if err != nil {
+		panic(err) // the shipped definitions are fixed: a test keeps them valid
+	}
+	return r
+}

@@ -1,0 +1,404 @@
+package reforce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// ReFoRCE's task kinds on the runtime.
+const (
+	KindLink     = "link"     // table-level schema linking, then the first round's generation tasks
+	KindGenerate = "generate" // one candidate (round 0) or one regeneration from an exploration (round 1)
+	KindExplore  = "explore"  // one column exploration, then its regeneration task
+)
+
+// Options of the agent, as recorded in a run's manifest.
+const (
+	OptNoExploration     = "no-exploration"
+	OptFormatRestriction = "format-restriction"
+	OptSelfConsistency   = "self-consistency"
+	OptCTERefine         = "cte-refine"
+	OptLinkBudget        = "link-budget"
+)
+
+// Definition registers ReFoRCE with the runtime: round 0 is Votes
+// candidates (after schema linking when the prompt is over budget); a
+// low-confidence vote opens round 1, one exploration and regeneration per
+// vote; the final vote pools both rounds.
+func Definition() *agent.Definition {
+	return &agent.Definition{
+		Name: "reforce",
+		Doc:  "ReFoRCE (Deng et al.): compression and schema linking, self-refined candidates, majority vote, column exploration for low confidence",
+		Kinds: []agent.Kind{
+			{Name: KindLink, Pool: agent.Generator, Doc: "link the tables of a prompt over budget, then publish the candidates"},
+			{Name: KindGenerate, Pool: agent.Generator, Doc: "one self-refined candidate"},
+			{Name: KindExplore, Pool: agent.Explorer, Doc: "one column exploration, then its regeneration"},
+		},
+		Options: []agent.Option{
+			{Name: OptNoExploration, Default: "false", Usage: "skip column exploration for low-confidence examples"},
+			{Name: OptFormatRestriction, Default: "false", Usage: "ask for the expected answer format first (v1 option)"},
+			{Name: OptSelfConsistency, Default: "false", Usage: "a candidate is the first answer seen twice (v1 option)"},
+			{Name: OptCTERefine, Default: "false", Usage: "CTE-based refinement (v1 option)"},
+			{Name: OptLinkBudget, Default: fmt.Sprint(dbinfo.DefaultLinkBudget), Usage: "prompts longer than this (characters) get table-level schema linking"},
+		},
+		New: newDistributed,
+	}
+}
+
+// ConfigFromOptions reads the agent's options.
+func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
+	cfg := Config{Votes: votes}
+	var err error
+	get := func(name string) bool {
+		b, e := agent.OptionBool(opts, name)
+		err = errors.Join(err, e)
+		return b
+	}
+	cfg.NoExploration = get(OptNoExploration)
+	cfg.FormatRestriction = get(OptFormatRestriction)
+	cfg.SelfConsistency = get(OptSelfConsistency)
+	cfg.CTERefine = get(OptCTERefine)
+	budget, e := agent.OptionInt(opts, OptLinkBudget)
+	return cfg, budget, errors.Join(err, e)
+}
+
+type distributed struct {
+	cfg Config
+	// steps is nil in roles without an LLM (coordinator, voter).
+	steps  *Agent
+	linker *dbinfo.Linker
+
+	mu    sync.Mutex
+	infos map[string]*dbinfo.Info // compressed once per database
+}
+
+func newDistributed(c agent.Config) (agent.Agent, error) {
+	cfg, budget, err := ConfigFromOptions(c.Options, c.Votes)
+	if err != nil {
+		return nil, err
+	}
+	d := &distributed{cfg: cfg, infos: map[string]*dbinfo.Info{},
+		linker: &dbinfo.Linker{LLM: c.LLM, Budget: budget, Cache: &dbinfo.MemoryLinkCache{}}}
+	if c.Cache != nil {
+		d.linker.Cache = linkCache{c.Cache}
+	}
+	if c.LLM != nil {
+		if d.steps, err = New(cfg, c.LLM); err != nil {
+			return nil, err
+		}
+		d.cfg = d.steps.Config()
+	} else {
+		d.cfg.defaults()
+	}
+	return d, nil
+}
+
+// linkCache keeps linking answers in the runtime's shared cache.
+type linkCache struct{ c agent.Cache }
+
+func (l linkCache) Get(ctx context.Context, key string) (dbinfo.LinkAnswer, bool, error) {
+	v, ok, err := l.c.Get(ctx, "link:"+key)
+	if err != nil || !ok {
+		return dbinfo.LinkAnswer{}, false, err
+	}
+	var a dbinfo.LinkAnswer
+	if err := json.Unmarshal([]byte(v), &a); err != nil {
+		return dbinfo.LinkAnswer{}, false, err
+	}
+	return a, true, nil
+}
+
+func (l linkCache) Put(ctx context.Context, key string, a dbinfo.LinkAnswer) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return l.c.Set(ctx, "link:"+key, string(b))
+}
+
+// taskPayload is what ReFoRCE's tasks carry: blob references to the
+// example's table information and, for regeneration, its exploration.
+type taskPayload struct {
+	InfoRef        string `json:"info_ref"`
+	ExplorationRef string `json:"exploration_ref,omitempty"`
+	// Exploration is the index of an explore task's exploration.
+	Exploration int `json:"exploration,omitempty"`
+}
+
+// prompt is an example's table information as stored for the workers.
+type prompt struct {
+	TableInfo   string `json:"table_info"`
+	TableStruct string `json:"table_struct"`
+}
+
+// infoKey is the agent's value holding the example's (linked) prompt ref.
+const infoKey = "info"
+
+func (d *distributed) info(ctx context.Context, c *agent.Context) (*dbinfo.Info, error) {
+	db, _ := c.Dataset.Database(c.Example)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i, ok := d.infos[db.Key()]; ok {
+		return i, nil
+	}
+	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, dbinfo.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	d.infos[db.Key()] = i
+	return i, nil
+}
+
+func putPrompt(ctx context.Context, c *agent.Context, info *dbinfo.Info) (string, error) {
+	b, _ := json.Marshal(prompt{TableInfo: info.Prompt(c.Example.ExternalKnowledge), TableStruct: info.TableStruct()})
+	return c.Store.PutBlob(ctx, b)
+}
+
+func loadPrompt(ctx context.Context, c *agent.Context, ref string) (*prompt, error) {
+	b, err := c.Store.GetBlob(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var p prompt
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("prompt %s: %w", ref, err)
+	}
+	return &p, nil
+}
+
+func exampleOf(e *dataset.Example) Example {
+	return Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect, ExternalKnowledge: e.ExternalKnowledge}
+}
+
+// Start compresses the database information (once per database), stores
+// the example's prompt, and opens round 0: Votes generation tasks, or one
+// linking task owing all of them when the prompt is over budget.
+func (d *distributed) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, error) {
+	info, err := d.info(ctx, c)
+	if err != nil {
+		return nil, agent.Unrunnable(fmt.Errorf("database information: %w", err))
+	}
+	ref, err := putPrompt(ctx, c, info)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Store.Set(ctx, infoKey, ref); err != nil {
+		return nil, err
+	}
+	v := d.cfg.Votes
+	if d.linker.NeedsLinking(info, c.Example.ExternalKnowledge) {
+		t, err := agent.NewTask(KindLink, "link", 0, agent.Range(0, v), taskPayload{InfoRef: ref})
+		return &agent.Dispatch{Round: 0, Expect: v, Tasks: []agent.Task{t}}, err
+	}
+	tasks, err := generateTasks(0, 0, v, taskPayload{InfoRef: ref})
+	return &agent.Dispatch{Round: 0, Expect: v, Tasks: tasks}, err
+}
+
+func generateTasks(round, from, n int, p taskPayload) ([]agent.Task, error) {
+	var out []agent.Task
+	for i := from; i < from+n; i++ {
+		t, err := agent.NewTask(KindGenerate, fmt.Sprintf("r%d.generate.%d", round, i), round, []int{i}, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Execute runs one of ReFoRCE's tasks.
+func (d *distributed) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+	if d.steps == nil {
+		return nil, errors.New("reforce: this process has no LLM client")
+	}
+	var p taskPayload
+	if err := t.Decode(&p); err != nil {
+		return nil, agent.Permanent(err)
+	}
+	switch t.Kind {
+	case KindLink:
+		return d.link(ctx, c, t)
+	case KindGenerate:
+		return d.generate(ctx, c, t, p)
+	case KindExplore:
+		return d.explore(ctx, c, t, p)
+	}
+	return nil, agent.Permanent(fmt.Errorf("reforce has no task kind %q", t.Kind))
+}
+
+// link runs table-level schema linking, stores the linked prompt for every
+// later task, and continues into the round's generation tasks.
+func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+	info, err := d.info(ctx, c)
+	if err != nil {
+		return nil, agent.Permanent(err)
+	}
+	e := c.Example
+	linked, _, lc, err := d.linker.Link(ctx, info, dbinfo.LinkQuestion{ID: e.ID, Question: e.Question, ExternalKnowledge: e.ExternalKnowledge,
+		Seed: Seed(c.Seed, e.ID, 0, 0, "link")})
+	c.Ledger.Stage("link").Add(lc)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := putPrompt(ctx, c, linked)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Store.Set(ctx, infoKey, ref); err != nil {
+		return nil, err
+	}
+	tasks, err := generateTasks(0, 0, len(t.Slots), taskPayload{InfoRef: ref})
+	return &agent.Outcome{Next: tasks}, err
+}
+
+func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	pr, err := loadPrompt(ctx, c, p.InfoRef)
+	if err != nil {
+		return nil, err
+	}
+	exploration := ""
+	if p.ExplorationRef != "" {
+		b, err := c.Store.GetBlob(ctx, p.ExplorationRef)
+		if err != nil {
+			return nil, err
+		}
+		exploration = string(b)
+	}
+	wh, err := c.Warehouse(ctx)
+	if err != nil {
+		return nil, agent.Permanent(err)
+	}
+	ex := exampleOf(c.Example)
+	format := ""
+	if d.cfg.FormatRestriction {
+		// Once per example across the cluster; the worker that computes it
+		// accounts for the call.
+		format, err = c.Store.Once(ctx, "format", func(ctx context.Context) (string, error) {
+			f, fc, err := d.steps.Format(ctx, ex, Seed(c.Seed, ex.ID, 0, 0, "format"))
+			c.Ledger.Stage("format").Add(fc)
+			return f, err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	index := t.Slots[0]
+	in := CandidateInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct, Format: format,
+		Exploration: exploration, Round: t.Round, Index: index, Seed: int64(c.Seed)}
+	qctx := warehouse.WithLabels(ctx, map[string]string{"run": c.Run, "example": ex.ID,
+		"round": fmt.Sprint(t.Round), "candidate": fmt.Sprint(index)})
+	cand, err := d.steps.Candidate(qctx, wh, in)
+	if err != nil {
+		return nil, err // infrastructure: redeliver
+	}
+	stage := "generate"
+	if t.Round > 0 {
+		stage = "regenerate"
+	}
+	c.Ledger.Stage(stage).Add(cand.Cost)
+	return &agent.Outcome{Results: []agent.Result{{Index: index, SQL: cand.SQL, Status: string(cand.Status), Error: cand.Error,
+		Rows: cand.Rows, CSV: cand.CSV}}}, nil
+}
+
+// explore runs one column exploration and continues into the regeneration
+// of its vote from the transcript.
+func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	pr, err := loadPrompt(ctx, c, p.InfoRef)
+	if err != nil {
+		return nil, err
+	}
+	wh, err := c.Warehouse(ctx)
+	if err != nil {
+		return nil, agent.Permanent(err)
+	}
+	ex := exampleOf(c.Example)
+	qctx := warehouse.WithLabels(ctx, map[string]string{"run": c.Run, "example": ex.ID, "exploration": fmt.Sprint(p.Exploration)})
+	e, err := d.steps.Explore(qctx, wh, ExploreInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct,
+		Index: p.Exploration, Seed: int64(c.Seed)})
+	if err != nil {
+		return nil, err
+	}
+	c.Ledger.Stage("explore").Add(e.Cost)
+	ref, err := c.Store.PutBlob(ctx, []byte(e.Transcript))
+	if err != nil {
+		return nil, err
+	}
+	next, err := agent.NewTask(KindGenerate, fmt.Sprintf("r1.generate.%d", t.Slots[0]), 1, t.Slots,
+		taskPayload{InfoRef: p.InfoRef, ExplorationRef: ref})
+	return &agent.Outcome{Next: []agent.Task{next}}, err
+}
+
+// Decide is ReFoRCE's vote: after round 0 a unique largest cluster of two
+// or more wins with high confidence; every candidate failing ends the
+// example; otherwise round 1 explores (or, without exploration, the final
+// fallbacks decide). After round 1 the final vote pools both rounds.
+func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
+	rc := make([]*Candidate, len(cands))
+	failed := 0
+	for i, a := range cands {
+		rc[i] = &Candidate{Round: a.Round, Index: a.Index, SQL: a.SQL, Status: Status(a.Status), Error: a.Error, Rows: a.Rows, CSV: a.CSV}
+		if a.Status == agent.StatusFailed {
+			failed++
+		}
+	}
+	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
+	var v Decision
+	switch {
+	case round > 0:
+		v = Decide(rc, tie)
+		v.Confidence = Low
+	default:
+		v = Vote(rc)
+		// Every task exhausted its deliveries: exploring would fail the same
+		// way, so the example ends with the reason.
+		if v.Confidence == High || (failed > 0 && failed == len(cands)) {
+			break
+		}
+		if d.cfg.NoExploration {
+			v = Decide(rc, tie)
+			break
+		}
+		ref, _, err := c.Store.Get(ctx, infoKey)
+		if err != nil {
+			return nil, err
+		}
+		n := d.cfg.Votes
+		next := &agent.Dispatch{Round: 1, Expect: n}
+		for i := 0; i < n; i++ {
+			t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
+			if err != nil {
+				return nil, err
+			}
+			next.Tasks = append(next.Tasks, t)
+		}
+		return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
+	}
+	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}
+	for i, r := range rc {
+		if r == v.Winner {
+			out.Winner = cands[i]
+		}
+	}
+	if out.Winner == nil {
+		return out, nil
+	}
+	out.Agreed = []int{out.Winner.Index} // a fallback winner agrees with itself only
+	for _, g := range v.Clusters {
+		if slices.ContainsFunc(g, func(pos int) bool { return rc[pos] == v.Winner }) {
+			out.Agreed = out.Agreed[:0]
+			for _, pos := range g {
+				out.Agreed = append(out.Agreed, cands[pos].Index)
+			}
+		}
+	}
+	return out, nil
+}

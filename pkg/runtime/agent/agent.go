@@ -1,0 +1,365 @@
+// Package agent is the seam between quorum's runtime and the Text-to-SQL
+// agents it runs. An agent names its task kinds and the worker pool each
+// runs on, executes one task at a time, and decides an example from what its
+// tasks recorded. The runtime owns everything around that: delivery over
+// JetStream, idempotency, redelivery and give-up, resume, round deadlines,
+// the shared quotas and the cost ledger. No agent code does any of those.
+//
+// The shape follows River's typed job kinds and asynq's handler mux: a task
+// kind is declared once, with its pool, and tasks are dispatched to the
+// agent by name.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Pool is a worker pool. Pools scale separately: generator workers by the
+// LLM quota, explorer workers by the warehouse quota.
+type Pool string
+
+// The pools; their names are the NATS subject tokens and consumer prefixes.
+const (
+	Generator Pool = "generate" // LLM-bound tasks
+	Explorer  Pool = "explore"  // warehouse-heavy tasks
+)
+
+// Kind declares one kind of task.
+type Kind struct {
+	Name string
+	Pool Pool
+	Doc  string
+}
+
+// Option declares one agent option, set with --agent-option NAME=VALUE and
+// recorded in the run's manifest.
+type Option struct {
+	Name, Default, Usage string
+}
+
+// Task is one unit of an agent's work. The runtime wraps it in an envelope
+// with the run, the example, the agent, the seed and the cost carried so
+// far.
+type Task struct {
+	Kind string `json:"kind"`
+	// ID names the task within its example and agent; it makes the message
+	// id, so publishing the same task twice creates one task.
+	ID    string `json:"id"`
+	Round int    `json:"round"`
+	// Slots are the candidate indices of the round whose results this task
+	// (or the tasks it continues into) owes. A task that exhausts its
+	// deliveries is recorded as a failed result in each, so the round still
+	// completes.
+	Slots   []int           `json:"slots"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// NewTask builds a task with a JSON payload.
+func NewTask(kind, id string, round int, slots []int, payload any) (Task, error) {
+	t := Task{Kind: kind, ID: id, Round: round, Slots: slots}
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return t, fmt.Errorf("task %s payload: %w", id, err)
+		}
+		t.Payload = b
+	}
+	return t, nil
+}
+
+// Decode reads the task's payload into v.
+func (t Task) Decode(v any) error {
+	if err := json.Unmarshal(t.Payload, v); err != nil {
+		return fmt.Errorf("task %s (%s): malformed payload: %w", t.ID, t.Kind, err)
+	}
+	return nil
+}
+
+// Result statuses. Only StatusOK results take part in a vote; StatusFailed
+// is written by the runtime for a task that exhausted its deliveries.
+const (
+	StatusOK     = "ok"
+	StatusEmpty  = "empty"
+	StatusError  = "error"
+	StatusGaveUp = "gave_up"
+	StatusFailed = "failed"
+)
+
+// Result is one candidate a task records for its round.
+type Result struct {
+	Index  int
+	SQL    string
+	Status string
+	Error  string
+	Rows   int
+	// CSV is the full result, stored by the runtime as a blob.
+	CSV string
+	// Payload is the agent's own record of the candidate.
+	Payload json.RawMessage
+}
+
+// Outcome is what one task produced: candidate results, tasks that continue
+// its work in the same round, or both. The task's cost (and what it
+// inherited) travels with its first result, else its first continuation.
+type Outcome struct {
+	Results []Result
+	Next    []Task
+}
+
+// Dispatch opens a round: Expect results are awaited, Tasks are published.
+type Dispatch struct {
+	Round  int
+	Expect int
+	Tasks  []Task
+}
+
+// Candidate is a recorded result as the decision step sees it.
+type Candidate struct {
+	Round, Index int
+	SQL          string
+	Status       string
+	Error        string
+	Rows         int
+	CSV          string
+	Payload      json.RawMessage
+	// Worker is the process that produced it.
+	Worker string
+}
+
+// Decision is the decision step's answer: more work (Next), or the final
+// answer — Winner (nil when no candidate is usable), how sure, by which
+// method, and which candidates agreed with it.
+type Decision struct {
+	Next       *Dispatch
+	Winner     *Candidate
+	Confidence string
+	Method     string
+	// Valid counts the candidates that took part in the vote.
+	Valid int
+	// Agreed lists the indices of the candidates whose answers agree with
+	// the winner's, itself included.
+	Agreed []int
+}
+
+// Store is the durable, cluster-wide storage the runtime lends an agent,
+// scoped to one example and agent.
+type Store interface {
+	// Once returns the value stored under name, computing it with fn at most
+	// once across the cluster.
+	Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error)
+	Get(ctx context.Context, name string) (string, bool, error)
+	Set(ctx context.Context, name, value string) error
+	// PutBlob stores content-addressed bytes and returns their reference.
+	PutBlob(ctx context.Context, b []byte) (string, error)
+	GetBlob(ctx context.Context, ref string) ([]byte, error)
+}
+
+// Cache is a cluster-wide key-value cache shared by every run (e.g. schema
+// linking answers keyed by database, table and question).
+type Cache interface {
+	Get(ctx context.Context, key string) (string, bool, error)
+	Set(ctx context.Context, key, value string) error
+}
+
+// Context is what a task or a decision sees of its run and example.
+type Context struct {
+	Run  string
+	Seed uint64
+	// Votes is the run's candidate count, for agents that have one.
+	Votes   int
+	Dataset *dataset.Dataset
+	Example *dataset.Example
+	// Schema opens the run's warehouses for live schema reads.
+	Schema *dataset.Warehouses
+	// Warehouse opens the example's warehouse within its quota; nil where
+	// no warehouse is served (the voter).
+	Warehouse func(ctx context.Context) (warehouse.Warehouse, error)
+	Store     Store
+	// Ledger receives the task's costs by stage.
+	Ledger cost.Ledger
+	Worker string
+	Log    *zap.Logger
+}
+
+// Agent is what the runtime runs.
+type Agent interface {
+	// Start returns an example's first round (in the coordinator).
+	Start(ctx context.Context, c *Context) (*Dispatch, error)
+	// Execute runs one task (in a worker of its kind's pool). An error asks
+	// for a redelivery unless it is Permanent.
+	Execute(ctx context.Context, c *Context, t Task) (*Outcome, error)
+	// Decide is called once a round's expected results are in (or its
+	// deadline passed) with every candidate of this and earlier rounds, by
+	// round then index.
+	Decide(ctx context.Context, c *Context, round int, cands []*Candidate) (*Decision, error)
+}
+
+// Config is what an agent is built from: its options from the manifest and
+// the process's clients. LLM is nil in roles that make no calls.
+type Config struct {
+	Options map[string]string
+	Votes   int
+	LLM     llm.Client
+	Cache   Cache
+	Log     *zap.Logger
+}
+
+// Definition registers an agent.
+type Definition struct {
+	Name    string
+	Doc     string
+	Kinds   []Kind
+	Options []Option
+	New     func(cfg Config) (Agent, error)
+}
+
+// Kind returns the declared kind called name.
+func (d *Definition) Kind(name string) (Kind, bool) {
+	for _, k := range d.Kinds {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// CheckOptions refuses options the agent does not declare and fills in the
+// defaults, so the manifest records every option in effect.
+func (d *Definition) CheckOptions(opts map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, o := range d.Options {
+		out[o.Name] = o.Default
+	}
+	for k, v := range opts {
+		if _, ok := out[k]; !ok {
+			var names []string
+			for _, o := range d.Options {
+				names = append(names, o.Name)
+			}
+			return nil, fmt.Errorf("agent %s has no option %q (its options: %s)", d.Name, k, strings.Join(names, ", "))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// Registry holds the agents a process can run.
+type Registry struct {
+	defs map[string]*Definition
+}
+
+// NewRegistry registers defs; a duplicate name or a kind without a pool is
+// a programming error reported at once.
+func NewRegistry(defs ...*Definition) (*Registry, error) {
+	r := &Registry{defs: map[string]*Definition{}}
+	for _, d := range defs {
+		if _, dup := r.defs[d.Name]; dup {
+			return nil, fmt.Errorf("agent %s registered twice", d.Name)
+		}
+		for _, k := range d.Kinds {
+			if k.Pool != Generator && k.Pool != Explorer {
+				return nil, fmt.Errorf("agent %s: task kind %s has no pool (generate or explore)", d.Name, k.Name)
+			}
+		}
+		r.defs[d.Name] = d
+	}
+	return r, nil
+}
+
+// Lookup returns the agent called name, or an error naming the agents there
+// are.
+func (r *Registry) Lookup(name string) (*Definition, error) {
+	if d, ok := r.defs[name]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("unknown agent %q: the agents are %s", name, strings.Join(r.Names(), ", "))
+}
+
+// Names lists the registered agents in order.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.defs))
+	for n := range r.defs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks an Execute error that redelivery cannot fix (a malformed
+// payload, an example whose warehouse cannot open): the task gives up at
+// once and its slots are recorded failed.
+func Permanent(err error) error { return permanent{err} }
+
+// IsPermanent reports whether err came from Permanent.
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
+}
+
+type unrunnable struct{ err error }
+
+func (u unrunnable) Error() string { return u.err.Error() }
+func (u unrunnable) Unwrap() error { return u.err }
+
+// Unrunnable marks a Start error that ends the example as failed (its
+// database information cannot be built, say) rather than stopping the run.
+func Unrunnable(err error) error { return unrunnable{err} }
+
+// IsUnrunnable reports whether err came from Unrunnable.
+func IsUnrunnable(err error) bool {
+	var u unrunnable
+	return errors.As(err, &u)
+}
+
+// Range returns the slots from..from+n-1.
+func Range(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+// OptionBool and OptionInt read a checked option.
+func OptionBool(opts map[string]string, name string) (bool, error) {
+	v := opts[name]
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("option %s=%q: want true or false", name, v)
+	}
+	return b, nil
+}
+
+// OptionInt reads an integer option.
+func OptionInt(opts map[string]string, name string) (int, error) {
+	v := opts[name]
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("option %s=%q: want an integer", name, v)
+	}
+	return n, nil
+}

@@ -1,0 +1,96 @@
+// Package message holds the runtime's messages on the queue: the task
+// envelope around an agent's task, the candidate result a task records for
+// the voter, and the final answer the voter sends the coordinator. The
+// envelope is the runtime's (run, example, agent, seed, the cost carried so
+// far); the task inside it is the agent's.
+package message
+
+import (
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+)
+
+// Version is the schema version every message carries.
+const Version = queue.Version
+
+// Task is the envelope of one agent task.
+type Task struct {
+	V       int        `json:"v"`
+	Run     string     `json:"run"`
+	Example string     `json:"example"`
+	Agent   string     `json:"agent"`
+	Task    agent.Task `json:"task"`
+	Seed    uint64     `json:"seed"`
+	// Upstream is the cost of the tasks this one continues, accounted with
+	// its first result; UpstreamSeconds their wall time.
+	Upstream        cost.Ledger `json:"upstream,omitempty"`
+	UpstreamSeconds float64     `json:"upstream_seconds,omitempty"`
+}
+
+// ID is the task's message id: the same task published twice is one task.
+func (t *Task) ID() string { return t.Run + "." + t.Example + "." + t.Agent + "." + t.Task.ID }
+
+// CandidateResult is one candidate of a round: success, empty, error, gave
+// up, or failed (its task exhausted its deliveries).
+type CandidateResult struct {
+	V       int    `json:"v"`
+	Run     string `json:"run"`
+	Example string `json:"example"`
+	Agent   string `json:"agent"`
+	Round   int    `json:"round"`
+	Index   int    `json:"index"`
+	SQL     string `json:"sql"`
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+	Rows    int    `json:"rows"`
+	// CSVRef is the blob of the full result.
+	CSVRef  string      `json:"csv_ref,omitempty"`
+	Payload []byte      `json:"payload,omitempty"`
+	Cost    cost.Ledger `json:"cost"`
+	Worker  string      `json:"worker"`
+	// ElapsedSeconds is the wall time of the task (and of the tasks it
+	// continues); ChainSeconds the part spent in LLM calls and warehouse
+	// queries.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	ChainSeconds   float64 `json:"chain_seconds"`
+	// Started is when the task began on its worker.
+	Started time.Time `json:"started,omitzero"`
+}
+
+// FinalAnswer is the voter's decision for one example.
+type FinalAnswer struct {
+	V          int    `json:"v"`
+	Run        string `json:"run"`
+	Example    string `json:"example"`
+	Agent      string `json:"agent,omitempty"`
+	Status     string `json:"status"` // answered, no_answer, failed
+	Confidence string `json:"confidence"`
+	Method     string `json:"method"`
+	Rounds     int    `json:"rounds"`
+	SQL        string `json:"sql,omitempty"`
+	CSVRef     string `json:"csv_ref,omitempty"`
+	Candidates int    `json:"candidates"`
+	Valid      int    `json:"valid"`
+	// Agreed lists the candidates (by index) whose answers agree with the
+	// final one.
+	Agreed []int `json:"agreed,omitempty"`
+	// CandidateRefs are every valid candidate's result blob, for EX@k.
+	CandidateRefs []string    `json:"candidate_refs,omitempty"`
+	Cost          cost.Ledger `json:"cost"`
+	Error         string      `json:"error,omitempty"`
+	// CriticalPathSeconds is the slowest candidate chain of each round,
+	// added up: what the example would take with unlimited workers.
+	CriticalPathSeconds float64 `json:"critical_path_seconds"`
+	// TaskSeconds is the summed wall time of the example's tasks, Tasks
+	// their number.
+	TaskSeconds float64 `json:"task_seconds"`
+	Tasks       int     `json:"tasks"`
+	// ServiceSeconds runs from the example's first task starting to this
+	// decision: its latency without the time it queued before any worker
+	// took it (later waits for the quota still count). It is what
+	// "candidates run in parallel" is judged by.
+	ServiceSeconds float64 `json:"service_seconds,omitempty"`
+}

@@ -1,0 +1,164 @@
+// Package worker is a pool's worker: generator workers take the LLM-bound
+// task kinds, explorer workers the warehouse-heavy ones, each for the
+// warehouses it serves. A worker hands each task to its agent by kind and
+// owns everything around it: skipping a task already done, carrying the
+// cost ledger, storing result tables, publishing results and the tasks
+// that continue the work, and recording a failed result for every slot of
+// a task that will not be delivered again.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
+	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+)
+
+// Config configures a worker.
+type Config struct {
+	Env  *runenv.Env
+	Pool agent.Pool
+	// Warehouses this worker serves (subject tokens, e.g. sqlite).
+	Warehouses  []string
+	Concurrency int
+	queue.WorkConfig
+}
+
+// Run works until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Pool != agent.Generator && cfg.Pool != agent.Explorer {
+		return fmt.Errorf("worker pool %q: want %s or %s", cfg.Pool, agent.Generator, agent.Explorer)
+	}
+	w := &worker{env: cfg.Env, pool: cfg.Pool}
+	wc := cfg.WorkConfig
+	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
+	return cfg.Env.Serve(ctx, string(cfg.Pool), cfg.Warehouses, wc)
+}
+
+type worker struct {
+	env  *runenv.Env
+	pool agent.Pool
+}
+
+func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	start := time.Now()
+	var t message.Task
+	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
+		return queue.Permanent(err)
+	}
+	run, e, err := w.env.Example(ctx, t.Run, t.Example)
+	if err != nil {
+		return err
+	}
+	def, ag, err := run.AgentFor(t.Agent)
+	if err != nil {
+		return err
+	}
+	kind, ok := def.Kind(t.Task.Kind)
+	if !ok || kind.Pool != w.pool {
+		return queue.Permanent(fmt.Errorf("agent %s has no %s task kind %q", def.Name, w.pool, t.Task.Kind))
+	}
+	defer w.env.Metrics.Begin(def.Name+"."+kind.Name, lastToken(d.Msg.Subject()))()
+	if done, err := w.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
+		return err // a redelivery of finished work: acknowledge it
+	}
+	ac := w.env.Context(run, e, t.Agent)
+	out, err := ag.Execute(ctx, ac, t.Task)
+	if agent.IsPermanent(err) {
+		return queue.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range ac.Ledger.Stages() {
+		w.env.Metrics.ObserveCost(s, *ac.Ledger[s])
+	}
+	meta, err := w.env.State.Meta(ctx, t.Run, t.Example)
+	if err != nil {
+		return err
+	}
+	if err := w.publish(ctx, run, meta.Warehouse, &t, ac.Ledger, out, start); err != nil {
+		return err
+	}
+	ac.Log.Debug("task done", zap.String("kind", kind.Name), zap.String("task", t.Task.ID),
+		zap.Int("results", len(out.Results)), zap.Int("next", len(out.Next)))
+	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+// publish stores and sends a task's results, then logs and sends the tasks
+// that continue it. What the task cost, with what it inherited, travels
+// with its first result, else its first continuation.
+func (w *worker) publish(ctx context.Context, run *runenv.Run, wh string, t *message.Task, own cost.Ledger, out *agent.Outcome, start time.Time) error {
+	ledger := cost.Ledger{}
+	ledger.Merge(t.Upstream)
+	ledger.Merge(own)
+	total := ledger.Total()
+	chain := (total.LLM.Latency + total.QueryTime).Seconds()
+	elapsed := time.Since(start).Seconds() + t.UpstreamSeconds
+	carried := false
+	for _, r := range out.Results {
+		res := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
+			Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows, Payload: r.Payload, Cost: cost.Ledger{},
+			Worker: w.env.Name, ChainSeconds: chain, Started: start}
+		if !carried {
+			res.Cost, res.ElapsedSeconds, carried = ledger, elapsed, true
+		}
+		if r.Status == agent.StatusOK {
+			ref, err := w.env.Blobs.PutString(ctx, r.CSV)
+			if err != nil {
+				return err
+			}
+			res.CSVRef = ref
+		}
+		if err := w.env.PublishResult(ctx, res); err != nil {
+			return err
+		}
+	}
+	if len(out.Next) == 0 {
+		return nil
+	}
+	next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, out.Next)
+	if !carried {
+		next[0].Upstream, next[0].UpstreamSeconds = ledger, elapsed
+	}
+	if err := w.env.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next); err != nil {
+		return err
+	}
+	return w.env.PublishTasks(ctx, run, wh, next)
+}
+
+// giveUp records a task that will not run again as a failed result in each
+// of its slots, so its round completes.
+func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
+	var t message.Task
+	if queue.Decode(d.Msg.Data(), &t) != nil {
+		return
+	}
+	for _, slot := range t.Task.Slots {
+		r := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
+			Index: slot, Status: agent.StatusFailed, Worker: w.env.Name, Cost: t.Upstream,
+			Error: fmt.Sprintf("the %s task failed after %d deliveries: %v", t.Task.Kind, d.Attempt, cause)}
+		t.Upstream = nil // accounted once
+		if err := w.env.PublishResult(ctx, r); err != nil {
+			w.env.Log.Error("recording a failed task", zap.String("run", t.Run), zap.String("example", t.Example),
+				zap.String("task", t.Task.ID), zap.Error(err))
+		}
+	}
+	_ = w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+func lastToken(subject string) string {
+	for i := len(subject) - 1; i >= 0; i-- {
+		if subject[i] == '.' {
+			return subject[i+1:]
+		}
+	}
+	return subject
+}
