@@ -248,3 +248,57 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("examples %v failed %v", rep["examples"], rep["failed_examples"])
 	}
 }
+
+// TestUnknownAgentFailsAtOnce: a misspelt --agent or option is refused
+// before anything starts, naming what there is.
+func TestUnknownAgentFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch": the agents are reforce`},
+		{[]string{"solve", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},
+		{[]string{"bench", "--agent", "nosuch", "--examples", "1"}, `unknown agent "nosuch"`},
+		{[]string{"coordinator", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},
+		{[]string{"run", "--dataset", demo, "--agent-option", "frobnicate=1"}, `agent reforce has no option "frobnicate" (its options: no-exploration`},
+		{[]string{"run", "--dataset", demo, "--agent-option", "no-exploration=maybe"}, `option no-exploration="maybe": want true or false`},
+		{[]string{"run", "--dataset", demo, "--agent-option", "noequals"}, `--agent-option "noequals": use NAME=VALUE`},
+	} {
+		out, err := run(t, tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("quorum %s: error %v, want it to contain %q\n%s", strings.Join(tt.args, " "), err, tt.want, out)
+		}
+	}
+}
+
+func TestAgentsListsKindsPoolsAndOptions(t *testing.T) {
+	t.Parallel()
+	out, err := run(t, "agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"reforce (default)", "link", "generate", "explore", "format-restriction", "link-budget"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("quorum agents does not mention %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "agents", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct {
+		Name  string `json:"name"`
+		Kinds []struct{ Name, Pool string }
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) == 0 || len(list[0].Kinds) != 3 {
+		t.Fatalf("quorum agents --json: %v\n%s", err, out)
+	}
+	pools := map[string]string{}
+	for _, k := range list[0].Kinds {
+		pools[k.Name] = k.Pool
+	}
+	if pools["generate"] != "generate" || pools["explore"] != "explore" || pools["link"] != "generate" {
+		t.Errorf("reforce kinds and pools %v", pools)
+	}
+}

@@ -64,6 +64,15 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts longer than this (characters) get table-level schema linking")
 }
 
+// sameAgent refuses to resume a run with another agent than it started
+// with: its manifest decides, so that every worker runs the same one.
+func (f *runFlags) sameAgent(cmd *cobra.Command, m *runstate.Manifest) error {
+	if cmd.Flags().Changed("agent") && f.agent != m.Agent {
+		return fmt.Errorf("run %s runs agent %s: resume it without --agent (or with --agent %s), or choose another --run-id", m.Run, m.Agent, m.Agent)
+	}
+	return nil
+}
+
 // agentOptions resolves --agent and its options against the registry: an
 // unknown agent or option fails at once, naming what there is.
 func (f *runFlags) agentOptions(cmd *cobra.Command) (string, map[string]string, error) {
@@ -166,6 +175,9 @@ finished examples are skipped and only missing tasks are published again.`,
 			if err := queue.CheckToken("--run-id", rf.runID); err != nil {
 				return err
 			}
+			if _, _, err := rf.agentOptions(cmd); err != nil {
+				return err
+			}
 			env, cleanup, err := cf.env(cmd.Context(), "coordinator", nil)
 			if err != nil {
 				return err
@@ -174,6 +186,8 @@ finished examples are skipped and only missing tasks are published again.`,
 			m, err := env.State.Manifest(cmd.Context(), rf.runID)
 			if errors.Is(err, runstate.ErrNoRun) {
 				m, _, err = rf.manifest(cmd, "configured on the workers")
+			} else if err == nil {
+				err = rf.sameAgent(cmd, m)
 			}
 			if err != nil {
 				return err

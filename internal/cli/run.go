@@ -73,6 +73,9 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			defer cl.Close()
 			if stored, err := cl.Env.State.Manifest(ctx, rf.runID); err == nil {
+				if err := rf.sameAgent(cmd, stored); err != nil {
+					return err
+				}
 				m = stored
 				fmt.Fprintf(w, "Resuming run %s (%d examples).\n", m.Run, len(m.Examples))
 			} else {
