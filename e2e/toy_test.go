@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -26,101 +26,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/runtime/voter"
 	"github.com/quorumsql/quorum/pkg/runtime/worker"
-	"github.com/quorumsql/quorum/pkg/warehouse"
 )
-
-// toy is a test-only agent that proves the seam carries any agent: a
-// "count" task on the explore pool counts a table's rows, then continues
-// into one "answer" task per slot on the generate pool, which writes the
-// SQL and runs it; one decision step picks the answer most candidates agree
-// on.
-type toy struct {
-	votes int
-	// hold is how long an answer task runs, so that a worker can be killed
-	// in the middle of one.
-	hold time.Duration
-}
-
-func toyDefinition(hold time.Duration) *agent.Definition {
-	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
-		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator}},
-		New:   func(c agent.Config) (agent.Agent, error) { return &toy{votes: c.Votes, hold: hold}, nil }}
-}
-
-type toyPayload struct {
-	Table string `json:"table"`
-	Rows  string `json:"rows,omitempty"`
-}
-
-func (a *toy) Start(_ context.Context, c *agent.Context) (*agent.Dispatch, error) {
-	t, err := agent.NewTask("count", "count", 0, agent.Range(0, a.votes), toyPayload{Table: "customers"})
-	return &agent.Dispatch{Round: 0, Expect: a.votes, Tasks: []agent.Task{t}}, err
-}
-
-func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
-	var p toyPayload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	wh, err := c.Warehouse(ctx)
-	if err != nil {
-		return nil, agent.Permanent(err)
-	}
-	sql := "SELECT COUNT(*) AS n FROM " + p.Table
-	start := time.Now()
-	res, err := wh.Query(ctx, sql, warehouse.Limits{MaxRows: 10})
-	c.Ledger.Stage(t.Kind).Query(time.Since(start), err != nil)
-	if err != nil {
-		return nil, err
-	}
-	if t.Kind == "count" {
-		out := &agent.Outcome{}
-		for _, slot := range t.Slots {
-			n, err := agent.NewTask("answer", fmt.Sprintf("answer.%d", slot), 0, []int{slot}, toyPayload{Table: p.Table, Rows: res.CSV()})
-			if err != nil {
-				return nil, err
-			}
-			out.Next = append(out.Next, n)
-		}
-		return out, nil
-	}
-	// Tell the test this worker is inside an answer task, then hold it.
-	if err := c.Store.Set(ctx, "running:"+c.Worker, t.ID); err != nil {
-		return nil, err
-	}
-	select {
-	case <-time.After(a.hold):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return &agent.Outcome{Results: []agent.Result{{Index: t.Slots[0], SQL: sql, Status: agent.StatusOK, Rows: res.RowCount(),
-		CSV: res.CSV(), Payload: json.RawMessage(`{"worker":"` + c.Worker + `"}`)}}}, nil
-}
-
-func (a *toy) Decide(_ context.Context, _ *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	votes := map[string][]int{}
-	best := ""
-	for _, c := range cands {
-		if c.Status != agent.StatusOK {
-			continue
-		}
-		votes[c.CSV] = append(votes[c.CSV], c.Index)
-		if len(votes[c.CSV]) > len(votes[best]) {
-			best = c.CSV
-		}
-	}
-	d := &agent.Decision{Confidence: "low", Method: "toy_majority", Agreed: votes[best]}
-	for _, c := range cands {
-		d.Valid += map[bool]int{true: 1}[c.Status == agent.StatusOK]
-		if d.Winner == nil && c.Status == agent.StatusOK && c.CSV == best {
-			d.Winner = c
-		}
-	}
-	if len(votes[best]) >= 2 {
-		d.Confidence = "high"
-	}
-	return d, nil
-}
 
 // toyEnv connects one process's environment with the toy agent.
 func toyEnv(t testing.TB, natsURL, redisURL, name string, hold time.Duration) (*runenv.Env, func()) {
@@ -133,7 +39,7 @@ func toyEnv(t testing.TB, natsURL, redisURL, name string, hold time.Duration) (*
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
-	reg, err := agent.NewRegistry(toyDefinition(hold))
+	reg, err := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: hold}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +67,8 @@ type exitTB struct{ testing.TB }
 
 func (exitTB) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(2) }
 
-// TestToyAgentThroughTheRuntime runs a second agent, with two task kinds on
-// both pools and one decision step, through the real runtime (embedded
+// TestToyAgentThroughTheRuntime runs a second agent (internal/testutil/
+// toyagent: two task kinds on both pools, one decision step) through the real runtime (embedded
 // NATS JetStream, real redis-server): a generator worker process is
 // SIGKILLed inside an answer task, its task is redelivered to the surviving
 // worker, and every example ends with exactly one answer from exactly its

@@ -1,0 +1,125 @@
+// Package toyagent is a test-only agent that proves the runtime carries
+// any agent, not only ReFoRCE: a "count" task on the explore pool counts a
+// table's rows and continues into one "answer" task per slot on the
+// generate pool, which runs the SQL; one decision step picks the answer
+// most candidates agree on.
+package toyagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Config shapes the toy's behaviour for a test.
+type Config struct {
+	// Hold is how long an answer task runs, so that a worker can be killed
+	// inside one.
+	Hold time.Duration
+	// FailExample's answer tasks fail permanently.
+	FailExample string
+	// Executions, when set, counts the tasks executed.
+	Executions *atomic.Int64
+}
+
+// Definition returns the toy agent's definition.
+func Definition(cfg Config) *agent.Definition {
+	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
+		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator}},
+		New:   func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
+}
+
+type toy struct {
+	cfg   Config
+	votes int
+}
+
+type payload struct {
+	Table string `json:"table"`
+}
+
+func (a *toy) Start(_ context.Context, c *agent.Context) (*agent.Dispatch, error) {
+	t, err := agent.NewTask("count", "count", 0, agent.Range(0, a.votes), payload{Table: "customers"})
+	return &agent.Dispatch{Round: 0, Expect: a.votes, Tasks: []agent.Task{t}}, err
+}
+
+func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+	if a.cfg.Executions != nil {
+		a.cfg.Executions.Add(1)
+	}
+	var p payload
+	if err := t.Decode(&p); err != nil {
+		return nil, agent.Permanent(err)
+	}
+	if t.Kind == "answer" && c.Example.ID == a.cfg.FailExample {
+		return nil, agent.Permanent(fmt.Errorf("toy: %s always fails", c.Example.ID))
+	}
+	wh, err := c.Warehouse(ctx)
+	if err != nil {
+		return nil, agent.Permanent(err)
+	}
+	sql := "SELECT COUNT(*) AS n FROM " + p.Table
+	start := time.Now()
+	res, err := wh.Query(ctx, sql, warehouse.Limits{MaxRows: 10})
+	c.Ledger.Stage(t.Kind).Query(time.Since(start), err != nil)
+	if err != nil {
+		return nil, err
+	}
+	if t.Kind == "count" {
+		out := &agent.Outcome{}
+		for _, slot := range t.Slots {
+			n, err := agent.NewTask("answer", fmt.Sprintf("answer.%d", slot), 0, []int{slot}, p)
+			if err != nil {
+				return nil, err
+			}
+			out.Next = append(out.Next, n)
+		}
+		return out, nil
+	}
+	// Tell a test this worker is inside an answer task, then hold it.
+	if err := c.Store.Set(ctx, "running:"+c.Worker, t.ID); err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(a.cfg.Hold):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &agent.Outcome{Results: []agent.Result{{Index: t.Slots[0], SQL: sql, Status: agent.StatusOK, Rows: res.RowCount(),
+		CSV: res.CSV(), Payload: json.RawMessage(`{"worker":"` + c.Worker + `"}`)}}}, nil
+}
+
+// Decide picks the answer most candidates agree on; high confidence when
+// two or more do.
+func (a *toy) Decide(_ context.Context, _ *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
+	votes := map[string][]int{}
+	best := ""
+	for _, c := range cands {
+		if c.Status != agent.StatusOK {
+			continue
+		}
+		votes[c.CSV] = append(votes[c.CSV], c.Index)
+		if len(votes[c.CSV]) > len(votes[best]) {
+			best = c.CSV
+		}
+	}
+	d := &agent.Decision{Confidence: "low", Method: "toy_majority", Agreed: votes[best]}
+	for _, c := range cands {
+		if c.Status != agent.StatusOK {
+			continue
+		}
+		d.Valid++
+		if d.Winner == nil && c.CSV == best {
+			d.Winner = c
+		}
+	}
+	if len(votes[best]) >= 2 {
+		d.Confidence = "high"
+	}
+	return d, nil
+}

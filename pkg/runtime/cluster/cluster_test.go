@@ -1,0 +1,108 @@
+package cluster_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/internal/testutil/toyagent"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
+	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+)
+
+const demo = "../../../examples/demo"
+
+// TestRuntimeRunsAnyAgent runs the toy agent through the in-process
+// cluster (embedded NATS JetStream, a spawned redis-server): continuations
+// cross pools, every task runs exactly once, a task that fails for good is
+// recorded failed in each slot it owed so its example ends failed with the
+// reason, and a second coordinator over the finished run redoes nothing.
+func TestRuntimeRunsAnyAgent(t *testing.T) {
+	var execs atomic.Int64
+	reg, err := agent.NewRegistry(toyagent.Definition(toyagent.Config{FailExample: "local003", Executions: &execs}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 2, GeneratorConcurrency: 3,
+		Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{AckWait: 5 * time.Second},
+		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	abs, _ := filepath.Abs(demo)
+	examples := []string{"local001", "local002", "local003", "local004"}
+	m := &runstate.Manifest{Run: "toy", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Minute, Created: time.Now()}
+	out := filepath.Join(t.TempDir(), "out")
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		switch {
+		case e.InstanceID == "local003":
+			if e.Status != "failed" || e.Candidates != 3 || !strings.Contains(e.Error, "3 of 3 candidates failed: the answer task failed after 1 deliveries: toy: local003 always fails") {
+				t.Errorf("local003: %s, %d candidates, error %q", e.Status, e.Candidates, e.Error)
+			}
+		case e.Status != "answered" || e.Confidence != "high" || e.Method != "toy_majority" || e.Candidates != 3 || len(e.AgreedCandidates) != 3:
+			t.Errorf("%s: %+v", e.InstanceID, e)
+		case e.Agent != "toy" || e.Cost.Queries != 4:
+			t.Errorf("%s: agent %q, %d queries (want toy, 1 count + 3 answers)", e.InstanceID, e.Agent, e.Cost.Queries)
+		}
+	}
+	// 4 count tasks + 12 answer tasks, each executed once.
+	if n := execs.Load(); n != 16 {
+		t.Errorf("%d task executions, want 16 (each task once)", n)
+	}
+	if rep.Agent != "toy" {
+		t.Errorf("run.json agent %q", rep.Agent)
+	}
+	// A finished task delivered again (as after a crash between recording
+	// it done and acknowledging it) is acknowledged without running.
+	tasks, err := cl.Env.State.Tasks(ctx, "toy", "local001", "toy")
+	if err != nil || len(tasks) != 4 {
+		t.Fatalf("local001 logged %d tasks (%v), want 4", len(tasks), err)
+	}
+	for _, tk := range tasks {
+		pool := agent.Explorer
+		if tk.Task.Kind == "answer" {
+			pool = agent.Generator
+		}
+		if err := cl.Env.Queue.Publish(ctx, queue.Subject("toy", string(pool), "sqlite"), "again."+tk.ID(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, consumer := range []string{"generate-sqlite", "explore-sqlite"} {
+		for {
+			n, err := cl.Env.Queue.Pending(ctx, consumer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if n := execs.Load(); n != 16 {
+		t.Errorf("%d task executions after finished tasks were delivered again, want 16", n)
+	}
+	// Resuming the finished run publishes nothing and redoes nothing.
+	again, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: &runstate.Manifest{Run: "toy"}, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := execs.Load(); n != 16 || len(again.Examples) != 4 {
+		t.Errorf("after a resume of the finished run: %d executions, %d examples", n, len(again.Examples))
+	}
+}
