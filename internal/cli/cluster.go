@@ -158,8 +158,10 @@ func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) 
 
 // limiter wraps an LLM client config with the shared quota, if any.
 func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
-	if f.llmRPM <= 0 && f.llmTPM <= 0 {
-		return nil, nil
+	// Always a limiter: endpoints of --llm-config carry their own quotas,
+	// and with no quota anywhere Acquire returns without touching Redis.
+	if f.redisURL == "" {
+		return nil, nil // env() says what is missing
 	}
 	ropt, err := redis.ParseURL(f.redisURL)
 	if err != nil {

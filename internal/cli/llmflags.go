@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -19,14 +25,18 @@ import (
 )
 
 // llmFlags configure the LLM of a command: any OpenAI-compatible endpoint,
-// or, when none is configured, quorum's simulator in process.
+// or, when none is configured, quorum's simulator in process; roles may go
+// to endpoints of their own (--role-endpoint, --llm-config).
 type llmFlags struct {
 	baseURL, apiKey, org, azureVersion, model string
-	roleModels                                []string
+	roleModels, roleEndpoints, roleKeys       []string
+	configFile                                string
 	temperature                               float64
 	maxAttempts                               int
 	simSeed                                   uint64
 	simGold                                   float64
+	// getenv reads the environment; nil means os.Getenv (tests set it).
+	getenv func(string) string
 }
 
 func (f *llmFlags) register(cmd *cobra.Command) {
@@ -36,16 +46,26 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.org, "llm-org", "", "OpenAI organization (env OPENAI_ORG_ID)")
 	fl.StringVar(&f.azureVersion, "azure-api-version", "", "use Azure OpenAI with this api-version; model names are deployments")
 	fl.StringVar(&f.model, "model", "gpt-4o", "default model for every role")
-	fl.StringArrayVar(&f.roleModels, "role-model", nil, "model for one role, ROLE=MODEL (roles: generate, explore, link, format, vote); repeatable")
+	fl.StringArrayVar(&f.roleModels, "role-model", nil, "model for one role, ROLE=MODEL (roles: generate, explore, link, format, vote, or any an agent uses); repeatable")
+	fl.StringArrayVar(&f.roleEndpoints, "role-endpoint", nil, "send one role's calls elsewhere: ROLE=URL (an OpenAI-compatible base URL; it gets no API key unless --role-api-key names one) or ROLE=NAME (an endpoint of --llm-config); repeatable")
+	fl.StringArrayVar(&f.roleKeys, "role-api-key", nil, "ROLE=ENV_VAR: the environment variable holding the API key for ROLE's --role-endpoint URL (name the variable, never the key); repeatable")
+	fl.StringVar(&f.configFile, "llm-config", "", "YAML or JSON file of named endpoints (name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm) and roles (ROLE: endpoint, model, temperature, max_tokens); an endpoint named default is the default endpoint; flags override the file; rpm/tpm are enforced cluster-wide where a Redis limiter runs")
 	fl.Float64Var(&f.temperature, "temperature", 1, "sampling temperature (ignored by reasoning models)")
 	fl.IntVar(&f.maxAttempts, "llm-attempts", 8, "attempts per LLM call before it is recorded as failed")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated LLM (used only when no LLM is configured)")
 	fl.Float64Var(&f.simGold, "sim-p-gold", llmsim.DefaultNoise().Gold, "simulated LLM: probability that a first answer is right")
 }
 
+func (f *llmFlags) env(key string) string {
+	if f.getenv != nil {
+		return f.getenv(key)
+	}
+	return os.Getenv(key)
+}
+
 func (f *llmFlags) configured() bool {
-	return f.baseURL != "" || f.apiKey != "" || os.Getenv("OPENAI_BASE_URL") != "" || os.Getenv("OPENAI_API_KEY") != "" ||
-		(f.azureVersion != "" && os.Getenv("AZURE_OPENAI_API_KEY") != "")
+	return f.baseURL != "" || f.apiKey != "" || f.env("OPENAI_BASE_URL") != "" || f.env("OPENAI_API_KEY") != "" ||
+		(f.azureVersion != "" && f.env("AZURE_OPENAI_API_KEY") != "")
 }
 
 // client returns the LLM client, a label for reports, and a stop function.
@@ -65,32 +85,57 @@ func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limite
 }
 
 // config returns the LLM client configuration, a label for reports and a
-// stop function. With no LLM configured it starts llmsim on a loopback port
-// over ds and says so; without ds (a cluster worker) that is an error.
+// stop function. With no default endpoint configured it starts llmsim on a
+// loopback port over ds and says so; without ds (a cluster worker) that is
+// an error.
 func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, string, func(), error) {
 	temp := f.temperature
 	cfg := llm.Config{Default: llm.ModelConfig{Name: f.model, Temperature: &temp}, MaxAttempts: f.maxAttempts,
 		Models: map[llm.Role]llm.ModelConfig{}}
-	for _, rm := range f.roleModels {
-		role, model, ok := strings.Cut(rm, "=")
-		if !ok || model == "" {
-			return cfg, "", nil, fmt.Errorf("--role-model %q: use ROLE=MODEL, e.g. explore=o3", rm)
+	fileDefault := false
+	if f.configFile != "" {
+		file, err := loadLLMConfig(f.configFile, f.env)
+		if err != nil {
+			return cfg, "", nil, err
 		}
-		cfg.Models[llm.Role(role)] = llm.ModelConfig{Name: model, Temperature: &temp}
+		for _, e := range file.Endpoints {
+			if e.Name == llm.DefaultEndpoint {
+				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota =
+					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota
+				fileDefault = true
+				continue
+			}
+			cfg.Endpoints = append(cfg.Endpoints, e)
+		}
+		for role, m := range file.Roles {
+			if m.Name != "" && m.Temperature == nil {
+				m.Temperature = &temp
+			}
+			cfg.Models[role] = m
+		}
+	}
+	if err := f.applyRoleFlags(&cfg, &temp); err != nil {
+		return cfg, "", nil, err
 	}
 	stop := func() {}
 	label := ""
-	if f.configured() {
-		cfg.BaseURL = firstSet(f.baseURL, os.Getenv("OPENAI_BASE_URL"))
-		cfg.APIKey = firstSet(f.apiKey, os.Getenv("OPENAI_API_KEY"))
-		cfg.Organization = firstSet(f.org, os.Getenv("OPENAI_ORG_ID"))
-		if f.azureVersion != "" {
-			cfg.AzureAPIVersion = f.azureVersion
-			cfg.APIKey = firstSet(f.apiKey, os.Getenv("AZURE_OPENAI_API_KEY"))
+	if f.configured() || fileDefault {
+		// Flags, then the file's default endpoint, then the environment.
+		if !fileDefault {
+			cfg.BaseURL = f.env("OPENAI_BASE_URL")
+			cfg.APIKey = f.env("OPENAI_API_KEY")
+			cfg.Organization = f.env("OPENAI_ORG_ID")
+			if f.azureVersion != "" {
+				cfg.APIKey = f.env("AZURE_OPENAI_API_KEY")
+			}
 		}
-		label = fmt.Sprintf("%s at %s", f.model, firstSet(cfg.BaseURL, "api.openai.com"))
+		cfg.BaseURL = firstSet(f.baseURL, cfg.BaseURL)
+		cfg.APIKey = firstSet(f.apiKey, cfg.APIKey)
+		cfg.Organization = firstSet(f.org, cfg.Organization)
+		cfg.AzureAPIVersion = firstSet(f.azureVersion, cfg.AzureAPIVersion)
+		label = fmt.Sprintf("%s at %s", f.model, firstSet(redactURL(cfg.BaseURL), "api.openai.com"))
 	} else if ds == nil {
-		return cfg, "", nil, errors.New("no LLM is configured: pass --llm-base-url (a real OpenAI-compatible endpoint, or a `quorum llmsim` server) and --llm-api-key or OPENAI_API_KEY")
+		return cfg, "", nil, errors.New("no LLM is configured: pass --llm-base-url (a real OpenAI-compatible endpoint, or a `quorum llmsim` server) and --llm-api-key or OPENAI_API_KEY, or an endpoint named default in --llm-config")
 	} else {
 		noise := llmsim.DefaultNoise()
 		noise.Gold = f.simGold
@@ -118,8 +163,280 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		fmt.Fprintln(out, "No LLM is configured (--llm-base-url / OPENAI_API_KEY): using quorum's SIMULATED LLM, llmsim.")
 		fmt.Fprintln(out, "It answers from the dataset's gold SQL with noise; its accuracy says nothing about a real model.")
 	}
-	return cfg, label, stop, nil
+	return cfg, label + roleLabel(cfg), stop, nil
 }
+
+// applyRoleFlags applies --role-model, --role-endpoint and --role-api-key
+// over the file's roles.
+func (f *llmFlags) applyRoleFlags(cfg *llm.Config, temp *float64) error {
+	role := func(flag, v string) (llm.Role, string, error) {
+		r, val, ok := strings.Cut(v, "=")
+		if ok && strings.TrimSpace(r) != "" && val != "" {
+			return llm.Role(strings.TrimSpace(r)), val, nil
+		}
+		// The value is shown only where it cannot hold a secret.
+		shown := fmt.Sprintf(" %q", v)
+		switch {
+		case flag == "role-api-key":
+			shown = ""
+		case strings.Contains(val, "://"):
+			shown = fmt.Sprintf(" %q", r+"="+redactURL(val))
+		}
+		example := map[string]string{"role-model": "explore=o3", "role-endpoint": "explore=http://127.0.0.1:8000/v1", "role-api-key": "explore=EXPLORE_API_KEY"}[flag]
+		return "", "", fmt.Errorf("--%s%s: use ROLE=VALUE with a non-empty role and value, e.g. --%s %s", flag, shown, flag, example)
+	}
+	for _, v := range f.roleModels {
+		r, model, err := role("role-model", v)
+		if err != nil {
+			return err
+		}
+		m := cfg.Models[r]
+		m.Name = model
+		if m.Temperature == nil {
+			m.Temperature = temp
+		}
+		cfg.Models[r] = m
+	}
+	keys := map[llm.Role]string{}
+	for _, v := range f.roleKeys {
+		r, env, err := role("role-api-key", v)
+		if err != nil {
+			return err
+		}
+		if !envName.MatchString(env) {
+			return fmt.Errorf("--role-api-key for role %s: the value is not an environment variable name; put the key in a variable and pass ROLE=VARIABLE", r)
+		}
+		if f.env(env) == "" {
+			return fmt.Errorf("--role-api-key %s=%s: %s is not set in the environment; export it with the key of that role's endpoint", r, env, env)
+		}
+		keys[r] = env
+	}
+	byURL := map[string]string{} // URL and key variable -> endpoint name
+	for _, v := range f.roleEndpoints {
+		r, target, err := role("role-endpoint", v)
+		if err != nil {
+			return err
+		}
+		name := target
+		if strings.Contains(target, "://") {
+			if err := checkBaseURL(target); err != nil {
+				return fmt.Errorf("--role-endpoint %s=%s: %w", r, redactURL(target), err)
+			}
+			// Roles sharing a URL and key share the endpoint, so its quota
+			// is one account's.
+			id := target + "\x00" + keys[r]
+			if name = byURL[id]; name == "" {
+				name = uniqueName(cfg, urlName(target))
+				byURL[id] = name
+				cfg.Endpoints = append(cfg.Endpoints, llm.Endpoint{Name: name, BaseURL: target, APIKey: f.env(keys[r])})
+			}
+		} else if !hasEndpoint(cfg, name) {
+			return fmt.Errorf("--role-endpoint %s=%s: no endpoint %q is defined; pass a URL (http://host:port/v1) or a name from --llm-config (%s)", r, target, target, endpointNames(cfg))
+		} else if keys[r] != "" {
+			return fmt.Errorf("--role-api-key %s: role %s goes to the --llm-config endpoint %s; set api_key_env there instead", r, r, name)
+		}
+		if name == llm.DefaultEndpoint {
+			name = ""
+		}
+		m := cfg.Models[r]
+		m.Endpoint = name
+		cfg.Models[r] = m
+	}
+	for r := range keys {
+		if !slices.ContainsFunc(f.roleEndpoints, func(v string) bool { return strings.HasPrefix(v, string(r)+"=") }) {
+			return fmt.Errorf("--role-api-key %s: role %s has no --role-endpoint URL to send the key to", r, r)
+		}
+	}
+	return nil
+}
+
+func hasEndpoint(cfg *llm.Config, name string) bool {
+	return name == llm.DefaultEndpoint || slices.ContainsFunc(cfg.Endpoints, func(e llm.Endpoint) bool { return e.Name == name })
+}
+
+func endpointNames(cfg *llm.Config) string {
+	names := []string{llm.DefaultEndpoint}
+	for _, e := range cfg.Endpoints {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+var nonName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// urlName names an endpoint after its host and port ("127.0.0.1-8001").
+func urlName(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "endpoint"
+	}
+	return strings.Trim(nonName.ReplaceAllString(strings.ReplaceAll(u.Host, ":", "-"), "-"), "-._")
+}
+
+func uniqueName(cfg *llm.Config, base string) string {
+	if base == "" || base == llm.DefaultEndpoint {
+		base = "endpoint"
+	}
+	name := base
+	for i := 2; hasEndpoint(cfg, name); i++ {
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	return name
+}
+
+// roleLabel describes the roles that differ from the default, without keys.
+func roleLabel(cfg llm.Config) string {
+	roles := make([]string, 0, len(cfg.Models))
+	for r := range cfg.Models {
+		roles = append(roles, string(r))
+	}
+	sort.Strings(roles)
+	urls := map[string]string{}
+	for _, e := range cfg.Endpoints {
+		urls[e.Name] = redactURL(e.BaseURL)
+	}
+	var parts []string
+	for _, r := range roles {
+		m := cfg.Models[llm.Role(r)]
+		model := firstSet(m.Name, cfg.Default.Name)
+		if m.Endpoint == "" {
+			parts = append(parts, fmt.Sprintf("%s=%s", r, model))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s at %s (%s)", r, model, m.Endpoint, urls[m.Endpoint]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; roles: " + strings.Join(parts, ", ")
+}
+
+// redactURL shows where a URL points without credentials: no user info,
+// query or fragment (keys sometimes travel there).
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(an unparsable URL)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("not an http(s) URL with a host, e.g. https://api.example.com/v1")
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// llmConfigFile is the --llm-config file.
+type llmConfigFile struct {
+	Endpoints []llmConfigEndpoint      `json:"endpoints"`
+	Roles     map[string]llmConfigRole `json:"roles"`
+}
+
+type llmConfigEndpoint struct {
+	Name    string `json:"name"`
+	BaseURL string `json:"base_url"`
+	// APIKeyEnv names the environment variable holding the key, so the
+	// key itself is never in the file, a log or a label.
+	APIKeyEnv       string            `json:"api_key_env,omitempty"`
+	Organization    string            `json:"organization,omitempty"`
+	AzureAPIVersion string            `json:"azure_api_version,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	RPM             float64           `json:"rpm,omitempty"`
+	TPM             float64           `json:"tpm,omitempty"`
+}
+
+type llmConfigRole struct {
+	Endpoint    string   `json:"endpoint,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+}
+
+// llmConfig is a checked --llm-config file with the keys read.
+type llmConfig struct {
+	Endpoints []llm.Endpoint
+	Roles     map[llm.Role]llm.ModelConfig
+}
+
+// loadLLMConfig reads and checks an --llm-config file; unknown keys are
+// errors, so a misspelt rpm does not silently mean "unlimited".
+func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--llm-config: %w", err)
+	}
+	var file llmConfigFile
+	if err := yaml.UnmarshalStrict(b, &file); err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, "unknown field"); i >= 0 {
+			msg = msg[i:] // without the decoder's layers of prefixes
+		}
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm], roles: {ROLE: endpoint, model, temperature, max_tokens})", path, msg)
+	}
+	fail := func(format string, args ...any) (*llmConfig, error) {
+		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
+	}
+	out := &llmConfig{Roles: map[llm.Role]llm.ModelConfig{}}
+	names := map[string]bool{}
+	for i, e := range file.Endpoints {
+		switch {
+		case e.Name == "":
+			return fail("endpoint %d has no name", i+1)
+		case !nameOK.MatchString(e.Name):
+			return fail("endpoint name %q: use letters, digits, '.', '_' and '-'", e.Name)
+		case names[e.Name]:
+			return fail("endpoint %q is defined twice", e.Name)
+		case e.BaseURL == "":
+			return fail("endpoint %q has no base_url; give its OpenAI-compatible URL, e.g. https://api.openai.com/v1", e.Name)
+		case e.RPM < 0 || e.TPM < 0:
+			return fail("endpoint %q: rpm and tpm must not be negative (0 or absent = no quota of its own)", e.Name)
+		}
+		if err := checkBaseURL(e.BaseURL); err != nil {
+			return fail("endpoint %q: base_url %s: %v", e.Name, redactURL(e.BaseURL), err)
+		}
+		names[e.Name] = true
+		ep := llm.Endpoint{Name: e.Name, BaseURL: e.BaseURL, Organization: e.Organization, AzureAPIVersion: e.AzureAPIVersion,
+			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}}
+		if e.APIKeyEnv != "" {
+			if !envName.MatchString(e.APIKeyEnv) {
+				// Not echoed: it may be the key itself.
+				return fail("endpoint %q: api_key_env is not an environment variable name; put the key in a variable and name the variable", e.Name)
+			}
+			if ep.APIKey = getenv(e.APIKeyEnv); ep.APIKey == "" {
+				return fail("endpoint %q: api_key_env %s is not set in the environment; export %s, or drop api_key_env if the endpoint needs no key", e.Name, e.APIKeyEnv, e.APIKeyEnv)
+			}
+		}
+		out.Endpoints = append(out.Endpoints, ep)
+	}
+	for r, rc := range file.Roles {
+		switch {
+		case strings.TrimSpace(r) == "":
+			return fail("roles: a role name is empty")
+		case rc.Endpoint != "" && rc.Endpoint != llm.DefaultEndpoint && !names[rc.Endpoint]:
+			return fail("role %q uses endpoint %q, which the file does not define (defined: %s)", r, rc.Endpoint, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
+		case rc.Temperature != nil && (*rc.Temperature < 0 || *rc.Temperature > 2):
+			return fail("role %q: temperature %v is outside [0, 2]", r, *rc.Temperature)
+		case rc.MaxTokens < 0:
+			return fail("role %q: max_tokens %d must not be negative", r, rc.MaxTokens)
+		}
+		ep := rc.Endpoint
+		if ep == llm.DefaultEndpoint {
+			ep = ""
+		}
+		out.Roles[llm.Role(r)] = llm.ModelConfig{Name: rc.Model, Endpoint: ep, Temperature: rc.Temperature, MaxCompletionTokens: rc.MaxTokens}
+	}
+	return out, nil
+}
+
+var nameOK = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func firstSet(vals ...string) string {
 	for _, v := range vals {

@@ -38,6 +38,10 @@ func newLLMSimCmd() *cobra.Command {
 Endpoints: POST /v1/chat/completions (streaming or not), the Azure form
 /openai/deployments/{name}/chat/completions, GET /v1/models, GET /stats.
 Point any OpenAI-compatible client at http://ADDR/v1 with any API key.
+Requests with tools get simulated tool calls (a tool taking SQL gets the
+SQL the text answer would hold) until a tool result comes back; stop and
+max_tokens cut answers as a real model's would (finish_reason "stop" or
+"length"). /stats counts tool calls by kind.
 Answers depend only on --seed, the messages and the request's seed field.
 Numeric limits and rates of 0 mean unlimited or off.`,
 		Args: cobra.NoArgs,

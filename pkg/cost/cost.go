@@ -20,6 +20,61 @@ type Cost struct {
 	QueryTime    time.Duration `json:"warehouse_time_ns"`
 	CacheHits    int           `json:"cache_hits,omitempty"`
 	LimiterWaits time.Duration `json:"-"`
+	// ByModel splits the LLM calls by "endpoint/model" (ModelKey).
+	ByModel map[string]*ModelCost `json:"by_model,omitempty"`
+}
+
+// ModelCost is the spending on one model at one endpoint.
+type ModelCost struct {
+	Calls            int           `json:"calls"`
+	Errors           int           `json:"errors"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	ReasoningTokens  int           `json:"reasoning_tokens"`
+	CachedTokens     int           `json:"cached_tokens"`
+	Attempts         int           `json:"attempts"`
+	RateLimited      int           `json:"rate_limited"`
+	Latency          time.Duration `json:"latency_ns"`
+	LimiterWait      time.Duration `json:"limiter_wait_ns"`
+}
+
+func (m *ModelCost) add(o ModelCost) {
+	m.Calls += o.Calls
+	m.Errors += o.Errors
+	m.PromptTokens += o.PromptTokens
+	m.CompletionTokens += o.CompletionTokens
+	m.ReasoningTokens += o.ReasoningTokens
+	m.CachedTokens += o.CachedTokens
+	m.Attempts += o.Attempts
+	m.RateLimited += o.RateLimited
+	m.Latency += o.Latency
+	m.LimiterWait += o.LimiterWait
+}
+
+// ModelKey is the ByModel key of a call's usage: "endpoint/model", with
+// "unknown" for a part the usage does not name (a call that never reached
+// the client). Endpoint names hold no '/', so the first one splits the key.
+func ModelKey(u llm.Usage) string {
+	ep, model := u.Endpoint, u.Model
+	if ep == "" {
+		ep = "unknown"
+	}
+	if model == "" {
+		model = "unknown"
+	}
+	return ep + "/" + model
+}
+
+func (c *Cost) model(key string) *ModelCost {
+	if c.ByModel == nil {
+		c.ByModel = map[string]*ModelCost{}
+	}
+	m, ok := c.ByModel[key]
+	if !ok {
+		m = &ModelCost{}
+		c.ByModel[key] = m
+	}
+	return m
 }
 
 // Add accumulates o.
@@ -31,15 +86,24 @@ func (c *Cost) Add(o Cost) {
 	c.QueryErrors += o.QueryErrors
 	c.QueryTime += o.QueryTime
 	c.CacheHits += o.CacheHits
+	// Copies, never o's pointers: the sum must not change when o does.
+	for k, m := range o.ByModel {
+		c.model(k).add(*m)
+	}
 }
 
 // Call records one LLM call (successful or not).
 func (c *Cost) Call(u llm.Usage, failed bool) {
 	c.LLMCalls++
 	c.LLM.Add(u)
+	m := ModelCost{Calls: 1, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		ReasoningTokens: u.ReasoningTokens, CachedTokens: u.CachedTokens, Attempts: u.Attempts,
+		RateLimited: u.RateLimited, Latency: u.Latency, LimiterWait: u.LimiterWait}
 	if failed {
 		c.LLMErrors++
+		m.Errors = 1
 	}
+	c.model(ModelKey(u)).add(m)
 }
 
 // Query records one warehouse query.

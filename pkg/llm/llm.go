@@ -11,6 +11,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,8 +33,15 @@ const (
 
 // Message is one chat message.
 type Message struct {
-	Role    string `json:"role"` // system, user or assistant
+	Role    string `json:"role"` // system, user, assistant or tool
 	Content string `json:"content"`
+	// Name optionally tells participants of the same role apart.
+	Name string `json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is, on a role "tool" message, the call whose result
+	// Content carries.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 // User and Assistant build messages.
@@ -41,13 +49,50 @@ func User(s string) Message      { return Message{Role: "user", Content: s} }
 func Assistant(s string) Message { return Message{Role: "assistant", Content: s} }
 func System(s string) Message    { return Message{Role: "system", Content: s} }
 
+// ToolResult is the message that answers the tool call callID.
+func ToolResult(callID, content string) Message {
+	return Message{Role: "tool", Content: content, ToolCallID: callID}
+}
+
+// ToolCall is one function call the model asked for.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is JSON text, as the model wrote it (it may be invalid).
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON schema of the arguments (an object schema);
+	// empty means no arguments.
+	Parameters json.RawMessage
+}
+
+// Tool choices besides a tool's name, which forces that function.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceRequired = "required"
+	ToolChoiceNone     = "none"
+)
+
 // Request is one chat call.
 type Request struct {
 	Role     Role
 	Messages []Message
-	// Temperature overrides the role's model setting (ignored by reasoning
-	// models).
+	// Tools the model may call, and whether it must: "" or "auto" (the
+	// model decides), "required", "none", or a tool's name (call that
+	// one).
+	Tools      []Tool
+	ToolChoice string
+	// Stop sequences end the completion (excluded from the text).
+	Stop []string
+	// Temperature and TopP override the role's model setting (ignored by
+	// reasoning models, which reject them).
 	Temperature *float64
+	TopP        *float64
 	// MaxTokens bounds the completion (max_completion_tokens); 0 uses the
 	// model's setting.
 	MaxTokens int
@@ -58,6 +103,10 @@ type Request struct {
 
 // Usage is what one call cost.
 type Usage struct {
+	// Endpoint and Model name the endpoint and model of one call; Add
+	// leaves them alone, since a sum spans calls.
+	Endpoint         string        `json:"endpoint,omitempty"`
+	Model            string        `json:"model,omitempty"`
 	PromptTokens     int           `json:"prompt_tokens"`
 	CompletionTokens int           `json:"completion_tokens"`
 	ReasoningTokens  int           `json:"reasoning_tokens"`
@@ -69,7 +118,7 @@ type Usage struct {
 	LimiterWait time.Duration `json:"limiter_wait_ns"`
 }
 
-// Add accumulates u into the receiver.
+// Add accumulates the counts of o into the receiver.
 func (u *Usage) Add(o Usage) {
 	u.PromptTokens += o.PromptTokens
 	u.CompletionTokens += o.CompletionTokens
@@ -83,11 +132,21 @@ func (u *Usage) Add(o Usage) {
 
 // Response is a call's answer.
 type Response struct {
-	Text         string
+	Text string
+	// ToolCalls are the functions the model asked to call (FinishReason
+	// "tool_calls"); answer each with a ToolResult message.
+	ToolCalls    []ToolCall
 	FinishReason string
 	// Model is the model the endpoint says answered.
 	Model string
-	Usage Usage
+	// Endpoint is the name of the endpoint that answered.
+	Endpoint string
+	Usage    Usage
+}
+
+// Message is the assistant message to append to the conversation.
+func (r *Response) Message() Message {
+	return Message{Role: "assistant", Content: r.Text, ToolCalls: r.ToolCalls}
 }
 
 // Client is what agents call.
@@ -102,7 +161,9 @@ var ErrContextTooLong = errors.New("prompt exceeds the model's context window")
 // CallError is a call that failed after its attempts. Usage holds what the
 // failed attempts cost, so the caller can account for them.
 type CallError struct {
-	Model    string
+	Model string
+	// Endpoint is the name of the endpoint the call went to.
+	Endpoint string
 	Attempts int
 	// Status is the last HTTP status (0 for transport errors).
 	Status int
@@ -111,10 +172,14 @@ type CallError struct {
 }
 
 func (e *CallError) Error() string {
-	if e.Status > 0 {
-		return fmt.Sprintf("llm call to %s failed after %d attempts (last status %d): %v", e.Model, e.Attempts, e.Status, e.Err)
+	to := e.Model
+	if e.Endpoint != "" && e.Endpoint != DefaultEndpoint {
+		to += " at endpoint " + e.Endpoint
 	}
-	return fmt.Sprintf("llm call to %s failed after %d attempts: %v", e.Model, e.Attempts, e.Err)
+	if e.Status > 0 {
+		return fmt.Sprintf("llm call to %s failed after %d attempts (last status %d): %v", to, e.Attempts, e.Status, e.Err)
+	}
+	return fmt.Sprintf("llm call to %s failed after %d attempts: %v", to, e.Attempts, e.Err)
 }
 
 func (e *CallError) Unwrap() error { return e.Err }

@@ -2,11 +2,13 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,10 +18,18 @@ import (
 	"go.uber.org/zap"
 )
 
+// DefaultEndpoint names the endpoint Config's top-level fields describe:
+// roles whose model names no endpoint go there.
+const DefaultEndpoint = "default"
+
 // ModelConfig is how one role calls its model.
 type ModelConfig struct {
-	// Name is the model id (for Azure, the deployment name).
-	Name        string
+	// Name is the model id (for Azure, the deployment name). A role whose
+	// Name is empty uses the default model with this config's other
+	// settings (endpoint, temperature, completion bound) where set.
+	Name string
+	// Endpoint names the endpoint serving the role; "" is the default one.
+	Endpoint    string
 	Temperature *float64
 	// MaxCompletionTokens is sent as max_completion_tokens when set.
 	MaxCompletionTokens int
@@ -38,26 +48,60 @@ func (m ModelConfig) reasoning() bool {
 	return IsReasoningModel(m.Name)
 }
 
+// Quota is a provider's limits on one endpoint. Zero fields are unlimited.
+type Quota struct {
+	RequestsPerMinute float64
+	TokensPerMinute   float64
+}
+
+// Endpoint is one OpenAI-compatible server and the account used on it.
+type Endpoint struct {
+	// Name identifies the endpoint in role mappings, quotas and the cost
+	// ledger: letters, digits, '.', '_' and '-'.
+	Name         string
+	BaseURL      string
+	APIKey       string
+	Organization string
+	// AzureAPIVersion switches to Azure OpenAI: the base URL is the
+	// resource endpoint and each model name is a deployment.
+	AzureAPIVersion string
+	// Headers are added to every request (gateways, tenant ids).
+	Headers map[string]string
+	// Quota is the account's limits, enforced by the Limiter; zero leaves
+	// them to the Limiter's default.
+	Quota Quota
+}
+
+// Bucket is the shared quota a call draws on: its endpoint, that
+// endpoint's limits, and the model.
+type Bucket struct {
+	Endpoint string
+	Model    string
+	Quota    Quota
+}
+
 // Limiter is the shared quota the client waits on before each attempt
 // (ratelimit.LLMBudget implements it).
 type Limiter interface {
-	// Acquire waits until model admits a call estimated at tokens; settle
-	// reconciles the estimate with the real usage.
-	Acquire(ctx context.Context, model string, tokens int) (settle func(ctx context.Context, actual int), err error)
-	// Cooldown pauses every call to model for d, cluster-wide.
-	Cooldown(ctx context.Context, model string, d time.Duration) error
+	// Acquire waits until the bucket admits a call estimated at tokens;
+	// settle reconciles the estimate with the real usage.
+	Acquire(ctx context.Context, b Bucket, tokens int) (settle func(ctx context.Context, actual int), err error)
+	// Cooldown pauses every call to the bucket for d, cluster-wide.
+	Cooldown(ctx context.Context, b Bucket, d time.Duration) error
 }
 
 // Config configures an OpenAI-compatible client.
 type Config struct {
-	BaseURL      string
-	APIKey       string
-	Organization string
-	// AzureAPIVersion switches to Azure OpenAI: the base URL is the resource
-	// endpoint and each model name is a deployment.
+	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers and Quota
+	// describe the default endpoint (see Endpoint).
+	BaseURL         string
+	APIKey          string
+	Organization    string
 	AzureAPIVersion string
-	// Headers are added to every request (gateways, tenant ids).
-	Headers map[string]string
+	Headers         map[string]string
+	Quota           Quota
+	// Endpoints are further endpoints that ModelConfig.Endpoint names.
+	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
 	Models  map[Role]ModelConfig
 	Default ModelConfig
@@ -79,12 +123,37 @@ type Config struct {
 	Logger                   *zap.Logger
 }
 
+// defaultEndpoint is the default endpoint as an Endpoint.
+func (c Config) defaultEndpoint() Endpoint {
+	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota}
+}
+
+// HasQuota reports whether any endpoint has a quota of its own, i.e.
+// whether the client needs a Limiter even without a default quota.
+func (c Config) HasQuota() bool {
+	for _, e := range append([]Endpoint{c.defaultEndpoint()}, c.Endpoints...) {
+		if e.Quota != (Quota{}) {
+			return true
+		}
+	}
+	return false
+}
+
 // OpenAI is a Client on go-openai.
 type OpenAI struct {
-	cfg    Config
-	client *openai.Client
-	log    *zap.Logger
+	cfg       Config
+	endpoints map[string]*endpoint
+	log       *zap.Logger
 }
+
+// endpoint is an Endpoint with its go-openai client.
+type endpoint struct {
+	Endpoint
+	client *openai.Client
+}
+
+var endpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // New builds a client. It sends nothing until the first call.
 func New(cfg Config) (*OpenAI, error) {
@@ -116,39 +185,104 @@ func New(cfg Config) (*OpenAI, error) {
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		base = cfg.HTTPClient.Transport
 	}
-	httpc := &http.Client{Transport: &captureTransport{base: base, headers: cfg.Headers}}
-	var oc openai.ClientConfig
-	if cfg.AzureAPIVersion != "" {
-		if cfg.BaseURL == "" {
-			return nil, errors.New("llm: Azure needs the resource endpoint as the base URL")
+	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger}
+	for i, e := range append([]Endpoint{cfg.defaultEndpoint()}, cfg.Endpoints...) {
+		if i > 0 {
+			if !endpointName.MatchString(e.Name) || e.Name == DefaultEndpoint {
+				return nil, fmt.Errorf("llm: endpoint name %q: use letters, digits, '.', '_' and '-' (%q is the top-level endpoint)", e.Name, DefaultEndpoint)
+			}
+			if e.BaseURL == "" {
+				return nil, fmt.Errorf("llm: endpoint %s has no base URL", e.Name)
+			}
 		}
-		oc = openai.DefaultAzureConfig(cfg.APIKey, cfg.BaseURL)
-		oc.APIVersion = cfg.AzureAPIVersion
-		oc.AzureModelMapperFunc = func(model string) string { return model }
-	} else {
-		oc = openai.DefaultConfig(cfg.APIKey)
-		if cfg.BaseURL != "" {
-			oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+		if _, dup := c.endpoints[e.Name]; dup {
+			return nil, fmt.Errorf("llm: endpoint %s is configured twice", e.Name)
+		}
+		ep, err := newEndpoint(e, base)
+		if err != nil {
+			return nil, err
+		}
+		c.endpoints[e.Name] = ep
+	}
+	for role, m := range cfg.Models {
+		if _, ok := c.endpoint(m.Endpoint); !ok {
+			return nil, fmt.Errorf("llm: role %s uses endpoint %q, which is not configured", role, m.Endpoint)
 		}
 	}
-	oc.OrgID = cfg.Organization
+	if _, ok := c.endpoint(cfg.Default.Endpoint); !ok {
+		return nil, fmt.Errorf("llm: the default model uses endpoint %q, which is not configured", cfg.Default.Endpoint)
+	}
+	return c, nil
+}
+
+func newEndpoint(e Endpoint, base http.RoundTripper) (*endpoint, error) {
+	httpc := &http.Client{Transport: &captureTransport{base: base, headers: e.Headers}}
+	var oc openai.ClientConfig
+	if e.AzureAPIVersion != "" {
+		if e.BaseURL == "" {
+			return nil, fmt.Errorf("llm: endpoint %s: Azure needs the resource endpoint as the base URL", e.Name)
+		}
+		oc = openai.DefaultAzureConfig(e.APIKey, e.BaseURL)
+		oc.APIVersion = e.AzureAPIVersion
+		oc.AzureModelMapperFunc = func(model string) string { return model }
+	} else {
+		oc = openai.DefaultConfig(e.APIKey)
+		if e.BaseURL != "" {
+			oc.BaseURL = strings.TrimRight(e.BaseURL, "/")
+		}
+	}
+	oc.OrgID = e.Organization
 	oc.HTTPClient = httpc
-	return &OpenAI{cfg: cfg, client: openai.NewClientWithConfig(oc), log: cfg.Logger}, nil
+	return &endpoint{Endpoint: e, client: openai.NewClientWithConfig(oc)}, nil
+}
+
+func (c *OpenAI) endpoint(name string) (*endpoint, bool) {
+	if name == "" {
+		name = DefaultEndpoint
+	}
+	e, ok := c.endpoints[name]
+	return e, ok
 }
 
 // Model returns the model configuration of a role.
 func (c *OpenAI) Model(role Role) ModelConfig {
-	if m, ok := c.cfg.Models[role]; ok && m.Name != "" {
+	m, ok := c.cfg.Models[role]
+	if !ok {
+		return c.cfg.Default
+	}
+	if m.Name != "" {
 		return m
 	}
-	return c.cfg.Default
+	// Settings without a model name refine the default model.
+	d := c.cfg.Default
+	if m.Endpoint != "" {
+		d.Endpoint = m.Endpoint
+	}
+	if m.Temperature != nil {
+		d.Temperature = m.Temperature
+	}
+	if m.MaxCompletionTokens > 0 {
+		d.MaxCompletionTokens = m.MaxCompletionTokens
+	}
+	if m.ReasoningEffort != "" {
+		d.ReasoningEffort = m.ReasoningEffort
+	}
+	return d
 }
 
 // Chat implements Client.
 func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	mc := c.Model(req.Role)
-	oreq := c.buildRequest(mc, req)
-	prompt := c.cfg.Tokenizer.CountMessages(mc.Name, req.Messages)
+	ep, _ := c.endpoint(mc.Endpoint) // New checked every role's endpoint
+	usage := Usage{Endpoint: ep.Name, Model: mc.Name}
+	fail := func(attempts, status int, err error) error {
+		return &CallError{Model: mc.Name, Endpoint: ep.Name, Attempts: attempts, Status: status, Err: err, Usage: usage}
+	}
+	oreq, err := c.buildRequest(mc, req)
+	if err != nil {
+		return nil, fail(0, 0, err)
+	}
+	prompt := c.cfg.Tokenizer.CountMessages(mc.Name, req.Messages) + c.cfg.Tokenizer.CountTools(mc.Name, req.Tools)
 	completion := oreq.MaxCompletionTokens
 	if completion == 0 {
 		completion = c.cfg.ExpectedCompletionTokens
@@ -158,9 +292,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		window = ContextWindow(mc.Name)
 	}
 	if oreq.MaxCompletionTokens > 0 && prompt+oreq.MaxCompletionTokens > window || prompt >= window {
-		return nil, &CallError{Model: mc.Name, Err: fmt.Errorf("%w: %d prompt tokens + %d completion tokens > %d", ErrContextTooLong, prompt, oreq.MaxCompletionTokens, window)}
+		return nil, fail(0, 0, fmt.Errorf("%w: %d prompt tokens + %d completion tokens > %d", ErrContextTooLong, prompt, oreq.MaxCompletionTokens, window))
 	}
-	var usage Usage
+	bucket := Bucket{Endpoint: ep.Name, Model: mc.Name, Quota: ep.Quota}
 	var lastErr error
 	lastStatus := 0
 	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
@@ -168,17 +302,17 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		settle := func(context.Context, int) {}
 		if c.cfg.Limiter != nil {
 			start := time.Now()
-			s, err := c.cfg.Limiter.Acquire(ctx, mc.Name, prompt+completion)
+			s, err := c.cfg.Limiter.Acquire(ctx, bucket, prompt+completion)
 			usage.LimiterWait += time.Since(start)
 			if err != nil {
-				return nil, &CallError{Model: mc.Name, Attempts: attempt - 1, Err: fmt.Errorf("waiting for the %s quota: %w", mc.Name, err), Usage: usage}
+				return nil, fail(attempt-1, lastStatus, fmt.Errorf("waiting for the quota of %s at endpoint %s: %w", mc.Name, ep.Name, err))
 			}
 			settle = s
 		}
 		capt := &capture{}
 		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), c.cfg.AttemptTimeout)
 		start := time.Now()
-		resp, err := c.client.CreateChatCompletion(actx, oreq)
+		resp, err := ep.client.CreateChatCompletion(actx, oreq)
 		elapsed := time.Since(start)
 		cancel()
 		usage.Latency += elapsed
@@ -186,8 +320,10 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			err = errors.New("the response has no choices")
 		}
 		if err == nil {
-			r := c.response(mc, req, resp, prompt)
+			r := c.response(mc, resp, prompt)
 			settle(ctx, r.Usage.PromptTokens+r.Usage.CompletionTokens)
+			r.Endpoint = ep.Name
+			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait =
 				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait
 			return r, nil
@@ -195,38 +331,42 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		// Failed attempts use no tokens of the provider's quota.
 		settle(ctx, 0)
 		if ctx.Err() != nil {
-			return nil, &CallError{Model: mc.Name, Attempts: attempt, Status: lastStatus, Err: ctx.Err(), Usage: usage}
+			return nil, fail(attempt, lastStatus, ctx.Err())
 		}
 		status := statusOf(err)
 		lastErr, lastStatus = err, status
 		retry, delay := c.classify(status, capt.header(), attempt)
 		if !retry {
-			return nil, &CallError{Model: mc.Name, Attempts: attempt, Status: status, Err: err, Usage: usage}
+			return nil, fail(attempt, status, err)
 		}
 		if status == http.StatusTooManyRequests {
 			usage.RateLimited++
 			if c.cfg.Limiter != nil {
-				_ = c.cfg.Limiter.Cooldown(ctx, mc.Name, delay)
+				_ = c.cfg.Limiter.Cooldown(ctx, bucket, delay)
 			}
 		}
 		if attempt == c.cfg.MaxAttempts {
 			break
 		}
-		c.log.Debug("llm attempt failed; retrying", zap.String("model", mc.Name), zap.Int("attempt", attempt),
+		c.log.Debug("llm attempt failed; retrying", zap.String("endpoint", ep.Name), zap.String("model", mc.Name), zap.Int("attempt", attempt),
 			zap.Int("status", status), zap.Duration("delay", delay), zap.Error(err))
 		if err := sleepCtx(ctx, delay); err != nil {
-			return nil, &CallError{Model: mc.Name, Attempts: attempt, Status: status, Err: err, Usage: usage}
+			return nil, fail(attempt, status, err)
 		}
 	}
-	return nil, &CallError{Model: mc.Name, Attempts: c.cfg.MaxAttempts, Status: lastStatus, Err: lastErr, Usage: usage}
+	return nil, fail(c.cfg.MaxAttempts, lastStatus, lastErr)
 }
 
-func (c *OpenAI) buildRequest(mc ModelConfig, req Request) openai.ChatCompletionRequest {
+func (c *OpenAI) buildRequest(mc ModelConfig, req Request) (openai.ChatCompletionRequest, error) {
 	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+		msgs[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, openai.ToolCall{ID: tc.ID, Type: openai.ToolTypeFunction,
+				Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+		}
 	}
-	o := openai.ChatCompletionRequest{Model: mc.Name, Messages: msgs, MaxCompletionTokens: mc.MaxCompletionTokens}
+	o := openai.ChatCompletionRequest{Model: mc.Name, Messages: msgs, MaxCompletionTokens: mc.MaxCompletionTokens, Stop: req.Stop}
 	if req.MaxTokens > 0 {
 		o.MaxCompletionTokens = req.MaxTokens
 	}
@@ -234,28 +374,83 @@ func (c *OpenAI) buildRequest(mc ModelConfig, req Request) openai.ChatCompletion
 		s := int(*req.Seed)
 		o.Seed = &s
 	}
+	tools, choice, err := toolsOf(req)
+	if err != nil {
+		return o, err
+	}
+	o.Tools, o.ToolChoice = tools, choice
 	if mc.reasoning() {
 		o.ReasoningEffort = mc.ReasoningEffort
-		return o
+		return o, nil
 	}
 	temp := mc.Temperature
 	if req.Temperature != nil {
 		temp = req.Temperature
 	}
 	if temp != nil {
-		o.Temperature = float32(*temp)
-		if o.Temperature == 0 {
-			// go-openai omits a zero temperature (omitempty), which the
-			// API would read as 1.0; the smallest float32 means "greedy".
-			o.Temperature = math.SmallestNonzeroFloat32
-		}
+		o.Temperature = nonZero(*temp)
 	}
-	return o
+	if req.TopP != nil {
+		o.TopP = nonZero(*req.TopP)
+	}
+	return o, nil
 }
 
-func (c *OpenAI) response(mc ModelConfig, req Request, resp openai.ChatCompletionResponse, prompt int) *Response {
+// nonZero converts a sampling parameter for go-openai, which omits zeros
+// (omitempty) that the API would read as its default (1.0); the smallest
+// float32 means "greedy".
+func nonZero(v float64) float32 {
+	if f := float32(v); f != 0 {
+		return f
+	}
+	return math.SmallestNonzeroFloat32
+}
+
+// toolsOf maps the request's tools and tool choice, checking what the API
+// would refuse only after a round trip.
+func toolsOf(req Request) ([]openai.Tool, any, error) {
+	var tools []openai.Tool
+	names := map[string]bool{}
+	for i, t := range req.Tools {
+		if t.Name == "" {
+			return nil, nil, fmt.Errorf("tool %d has no name", i+1)
+		}
+		params := t.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if !json.Valid(params) {
+			return nil, nil, fmt.Errorf("tool %s: its parameters are not valid JSON", t.Name)
+		}
+		names[t.Name] = true
+		tools = append(tools, openai.Tool{Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	switch req.ToolChoice {
+	case "":
+		return tools, nil, nil
+	case ToolChoiceAuto, ToolChoiceNone:
+		if len(tools) == 0 {
+			return nil, nil, nil // the API refuses a tool choice without tools
+		}
+		return tools, req.ToolChoice, nil
+	case ToolChoiceRequired:
+		if len(tools) == 0 {
+			return nil, nil, errors.New(`tool choice "required" without tools`)
+		}
+		return tools, req.ToolChoice, nil
+	}
+	if !names[req.ToolChoice] {
+		return nil, nil, fmt.Errorf("tool choice %q names no tool of the request", req.ToolChoice)
+	}
+	return tools, openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.ToolChoice}}, nil
+}
+
+func (c *OpenAI) response(mc ModelConfig, resp openai.ChatCompletionResponse, prompt int) *Response {
 	ch := resp.Choices[0]
 	r := &Response{Text: ch.Message.Content, FinishReason: string(ch.FinishReason), Model: resp.Model}
+	for _, tc := range ch.Message.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
 	u := resp.Usage
 	r.Usage.PromptTokens, r.Usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
 	if u.CompletionTokensDetails != nil {
@@ -269,8 +464,8 @@ func (c *OpenAI) response(mc ModelConfig, req Request, resp openai.ChatCompletio
 	if r.Usage.PromptTokens == 0 {
 		r.Usage.PromptTokens = prompt
 	}
-	if r.Usage.CompletionTokens == 0 && r.Text != "" {
-		r.Usage.CompletionTokens = c.cfg.Tokenizer.Count(mc.Name, r.Text)
+	if r.Usage.CompletionTokens == 0 {
+		r.Usage.CompletionTokens = c.cfg.Tokenizer.CountCompletion(mc.Name, r.Text, r.ToolCalls)
 	}
 	return r
 }

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -96,12 +97,71 @@ func (t *Tokenizer) Count(model, text string) int {
 
 // CountMessages estimates a chat prompt's tokens as OpenAI counts them: the
 // contents plus about 3 tokens of framing per message and 3 for the reply.
+// Tool calls count their name, id and argument text.
 func (t *Tokenizer) CountMessages(model string, msgs []Message) int {
 	n := 3
 	for _, m := range msgs {
 		n += 3 + t.Count(model, m.Content) + 1
+		if m.Name != "" {
+			n += t.Count(model, m.Name) + 1
+		}
+		if m.ToolCallID != "" {
+			n += t.Count(model, m.ToolCallID)
+		}
+		for _, tc := range m.ToolCalls {
+			n += t.Count(model, tc.ID) + t.countCall(model, tc)
+		}
 	}
 	return n
+}
+
+// CountTools estimates what tool definitions add to a prompt: their JSON
+// text plus some framing (providers render them into the system prompt).
+func (t *Tokenizer) CountTools(model string, tools []Tool) int {
+	n := 0
+	for _, tl := range tools {
+		n += 8 + t.Count(model, tl.Name) + t.Count(model, tl.Description) + t.Count(model, string(tl.Parameters))
+	}
+	return n
+}
+
+// CountCompletion estimates a completion's tokens: its text and the
+// functions it calls.
+func (t *Tokenizer) CountCompletion(model, text string, calls []ToolCall) int {
+	n := 0
+	if text != "" {
+		n = t.Count(model, text)
+	}
+	for _, tc := range calls {
+		n += t.countCall(model, tc)
+	}
+	return n
+}
+
+func (t *Tokenizer) countCall(model string, tc ToolCall) int {
+	return 3 + t.Count(model, tc.Name) + t.Count(model, tc.Arguments)
+}
+
+// Truncate returns the longest prefix of text that is at most n tokens
+// (never splitting a UTF-8 sequence), and whether it cut anything.
+func (t *Tokenizer) Truncate(model, text string, n int) (string, bool) {
+	if n < 0 {
+		n = 0
+	}
+	enc := t.encoding(model)
+	ids := enc.Encode(text, nil, nil)
+	if len(ids) <= n {
+		return text, false
+	}
+	out := enc.Decode(ids[:n])
+	// A token may end inside a multi-byte character; drop the partial one.
+	for i := 0; i < utf8.UTFMax && len(out) > 0; i++ {
+		if r, size := utf8.DecodeLastRuneInString(out); r != utf8.RuneError || size != 1 {
+			break
+		}
+		out = out[:len(out)-1]
+	}
+	return out, true
 }
 
 // ContextWindow is the known context size of a model family, or 128k.

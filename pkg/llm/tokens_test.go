@@ -1,6 +1,10 @@
 package llm
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestTokenizerOffline(t *testing.T) {
 	t.Parallel()
@@ -37,5 +41,37 @@ func TestModelFamilies(t *testing.T) {
 	}
 	if ContextWindow("o3") != 200_000 || ContextWindow("unknown") != 128_000 {
 		t.Error("context windows")
+	}
+}
+
+func TestToolTokensAndTruncate(t *testing.T) {
+	t.Parallel()
+	tk := NewTokenizer()
+	plain := []Message{User("hello world"), {Role: "assistant"}}
+	withCall := []Message{User("hello world"), {Role: "assistant", ToolCalls: []ToolCall{{ID: "call_1", Name: "run_sql", Arguments: `{"sql":"SELECT count(*) FROM orders"}`}}}}
+	if a, b := tk.CountMessages("gpt-4o", plain), tk.CountMessages("gpt-4o", withCall); b < a+10 {
+		t.Errorf("a tool call adds %d tokens, want its arguments counted", b-a)
+	}
+	schema := Tool{Name: "run_sql", Parameters: []byte(`{"type":"object","properties":{"sql":{"type":"string","description":"one query"}}}`)}
+	if n := tk.CountTools("gpt-4o", []Tool{schema}); n < tk.Count("gpt-4o", string(schema.Parameters)) {
+		t.Errorf("CountTools = %d, less than the schema's text", n)
+	}
+	tests := []struct {
+		text string
+		n    int
+		want string
+		cut  bool
+	}{
+		{"hello world", 5, "hello world", false},
+		{"hello world", 1, "hello", true},
+		{"hello world", 0, "", true},
+		{"héllo wörld ünïcode", 3, "", true}, // checked below: valid UTF-8, at most 3 tokens
+	}
+	for _, tt := range tests {
+		got, cut := tk.Truncate("gpt-4o", tt.text, tt.n)
+		if cut != tt.cut || (tt.want != "" || tt.n == 0) && got != tt.want || !utf8.ValidString(got) || tk.Count("gpt-4o", got) > tt.n ||
+			!strings.HasPrefix(tt.text, got) {
+			t.Errorf("Truncate(%q, %d) = %q, %v", tt.text, tt.n, got, cut)
+		}
 	}
 }

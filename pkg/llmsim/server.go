@@ -99,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed), tok: llm.NewTokenizer(), log: cfg.Logger,
 		limits: newProviderLimits(cfg.Limits)}
-	s.stats.byKind = map[Kind]int64{}
+	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	s.mux.HandleFunc("POST /chat/completions", s.chat)
@@ -116,14 +116,57 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 type chatRequest struct {
 	Model    string        `json:"model"`
-	Messages []llm.Message `json:"messages"`
+	Messages []wireMessage `json:"messages"`
 	Seed     *int64        `json:"seed"`
 	Stream   bool          `json:"stream"`
 	Options  *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	MaxTokens           int `json:"max_tokens"`
-	MaxCompletionTokens int `json:"max_completion_tokens"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                stopList        `json:"stop"`
+	Tools               []wireTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+}
+
+// check refuses what OpenAI refuses with a 400, and parses the tool choice.
+func (req chatRequest) check() (toolChoice, error) {
+	if len(req.Messages) == 0 {
+		return toolChoice{}, errors.New("messages must not be empty")
+	}
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
+		return toolChoice{}, fmt.Errorf("temperature %v is outside [0, 2]", *t)
+	}
+	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
+		return toolChoice{}, fmt.Errorf("top_p %v is outside [0, 1]", *p)
+	}
+	if req.MaxTokens < 0 || req.MaxCompletionTokens < 0 {
+		return toolChoice{}, errors.New("max_tokens and max_completion_tokens must not be negative")
+	}
+	if err := checkTools(req.Tools); err != nil {
+		return toolChoice{}, err
+	}
+	return parseToolChoice(req.ToolChoice, req.Tools)
+}
+
+// maxTokens is the completion bound (0 = none); max_completion_tokens
+// supersedes the older max_tokens.
+func (req chatRequest) maxTokens() int {
+	if req.MaxCompletionTokens > 0 {
+		return req.MaxCompletionTokens
+	}
+	return req.MaxTokens
+}
+
+// reply is what the simulator answers.
+type reply struct {
+	text   string
+	calls  []wireToolCall
+	finish string
+	kind   Kind
+	info   *exampleInfo
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -133,8 +176,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a chat completion request: "+err.Error())
 		return
 	}
-	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages must not be empty")
+	choice, err := req.check()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
 	attempt := rand.New(rand.NewPCG(s.cfg.Seed^0x5bd1e995, s.faultSeq.Add(1)))
@@ -148,9 +192,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	text, kind, info := s.respond(req)
-	prompt := s.tok.CountMessages(req.Model, req.Messages)
-	completion := s.tok.Count(req.Model, text)
+	rep := s.respond(req, choice)
+	prompt := s.tok.CountMessages(req.Model, req.messages()) + s.tok.CountTools(req.Model, req.tools())
+	completion := s.complete(req, &rep)
 	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
 	for k, v := range thdr {
 		hdr[k] = v
@@ -163,21 +207,66 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(k, v)
 	}
 
-	s.stats.count(kind, info == nil, prompt, completion)
+	s.stats.count(rep.kind, rep.info == nil, len(rep.calls) > 0, prompt, completion)
 	delay := s.latency(attempt, completion)
 	if req.Stream {
-		s.stream(w, r, req, text, delay, prompt, completion)
+		s.stream(w, r, req, rep, delay, prompt, completion)
 		return
 	}
 	if !sleepCtx(r.Context(), delay) {
 		return
 	}
+	msg := map[string]any{"role": "assistant", "content": rep.text}
+	if len(rep.calls) > 0 {
+		msg["tool_calls"] = rep.calls
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": "chatcmpl-llmsim-" + fmt.Sprint(s.stats.requests.Load()), "object": "chat.completion",
 		"created": time.Now().Unix(), "model": ModelName,
-		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": rep.finish}},
 		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
 	})
+}
+
+// complete applies the stop sequences and the completion bound to a reply
+// and returns its completion tokens.
+func (s *Server) complete(req chatRequest, rep *reply) int {
+	if len(rep.calls) == 0 {
+		cut := -1
+		for _, stop := range req.Stop {
+			if i := strings.Index(rep.text, stop); stop != "" && i >= 0 && (cut < 0 || i < cut) {
+				cut = i
+			}
+		}
+		if cut >= 0 {
+			rep.text = rep.text[:cut]
+		}
+	}
+	n := s.tok.CountCompletion(req.Model, rep.text, rep.messageCalls())
+	limit := req.maxTokens()
+	if limit <= 0 || n <= limit {
+		return n
+	}
+	rep.finish = "length"
+	if len(rep.calls) == 0 {
+		rep.text, _ = s.tok.Truncate(req.Model, rep.text, limit)
+	} else {
+		// A call cut short has arguments that are not valid JSON, as a
+		// real model's would be.
+		c := &rep.calls[0]
+		rep.calls = rep.calls[:1]
+		budget := limit - s.tok.CountCompletion(req.Model, "", []llm.ToolCall{{Name: c.Function.Name}})
+		c.Function.Arguments, _ = s.tok.Truncate(req.Model, c.Function.Arguments, budget)
+	}
+	return s.tok.CountCompletion(req.Model, rep.text, rep.messageCalls())
+}
+
+func (rep reply) messageCalls() []llm.ToolCall {
+	var out []llm.ToolCall
+	for _, c := range rep.calls {
+		out = append(out, llm.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+	}
+	return out
 }
 
 // tooMany answers 429 like OpenAI: Retry-After (whole seconds, and
@@ -193,9 +282,9 @@ func (s *Server) tooMany(w http.ResponseWriter, retryAfter time.Duration, hdr ma
 	writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "Rate limit reached for the simulated model (llmsim); please retry after "+retryAfter.Round(time.Millisecond).String())
 }
 
-// respond decides the reply text deterministically from the simulator seed,
-// the messages and the request seed.
-func (s *Server) respond(req chatRequest) (string, Kind, *exampleInfo) {
+// respond decides the reply deterministically from the simulator seed, the
+// messages, the tools and the request seed.
+func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 	lastUser := ""
 	var all strings.Builder
 	for _, m := range req.Messages {
@@ -203,6 +292,14 @@ func (s *Server) respond(req chatRequest) (string, Kind, *exampleInfo) {
 			lastUser = m.Content
 		}
 		all.WriteString(m.Content)
+		// Tool traffic joins the text only when present, so requests
+		// without it are answered as before.
+		for _, tc := range m.ToolCalls {
+			fmt.Fprintf(&all, "\x01%s\x01%s\x01%s", tc.ID, tc.Function.Name, tc.Function.Arguments)
+		}
+		if m.ToolCallID != "" {
+			all.WriteString("\x01" + m.ToolCallID)
+		}
 		all.WriteByte(0)
 	}
 	kind := Classify(lastUser)
@@ -217,10 +314,18 @@ func (s *Server) respond(req chatRequest) (string, Kind, *exampleInfo) {
 		reqSeed = uint64(*req.Seed)
 	}
 	rng := rand.New(rand.NewPCG(h.Sum64(), reqSeed^0x9e3779b97f4a7c15))
+	rep := reply{finish: "stop", kind: kind, info: info}
 	if kind == KindUnknown || info == nil || info.gold == "" {
-		return "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```", KindUnknown, info
+		rep.kind = KindUnknown
+		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
+	} else {
+		rep.text = s.answer(rng, kind, info, lastUser)
 	}
-	return s.answer(rng, kind, info, lastUser), kind, info
+	if wantsToolCall(req, choice) {
+		rep.calls = []wireToolCall{toolCall(req.Tools, choice, rep.text, s.callID(req, choice, all.String(), 0))}
+		rep.text, rep.finish = "", "tool_calls"
+	}
+	return rep
 }
 
 // fault injects a failure for this attempt; it reports whether it did.
@@ -260,7 +365,7 @@ func (s *Server) latency(rng *rand.Rand, completion int) time.Duration {
 	return time.Duration(d)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, text string, delay time.Duration, prompt, completion int) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, delay time.Duration, prompt, completion int) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -274,16 +379,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 			fl.Flush()
 		}
 	}
+	// A tool call streams like OpenAI's: its id and name first, then the
+	// arguments in pieces, each under the call's index.
+	delta := func(p string) map[string]any { return map[string]any{"content": p} }
+	text := rep.text
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	if len(rep.calls) > 0 {
+		c := rep.calls[0]
+		zero := 0
+		chunk(map[string]any{"tool_calls": []wireToolCall{{Index: &zero, ID: c.ID, Type: c.Type, Function: wireFunction{Name: c.Function.Name}}}}, nil)
+		delta = func(p string) map[string]any {
+			return map[string]any{"tool_calls": []wireToolCall{{Index: &zero, Function: wireFunction{Arguments: p}}}}
+		}
+		text = c.Function.Arguments
+	}
 	pieces := splitPieces(text, 8)
 	step := delay / time.Duration(len(pieces)+1)
-	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 	for _, p := range pieces {
 		if !sleepCtx(r.Context(), step) {
 			return
 		}
-		chunk(map[string]any{"content": p}, nil)
+		chunk(delta(p), nil)
 	}
-	chunk(map[string]any{}, "stop")
+	chunk(map[string]any{}, rep.finish)
 	if req.Options != nil && req.Options.IncludeUsage {
 		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": ModelName,
 			"choices": []any{}, "usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
@@ -329,20 +447,25 @@ type Stats struct {
 	UnknownExample   int64          `json:"unknown_example"`
 	PromptTokens     int64          `json:"prompt_tokens"`
 	CompletionTokens int64          `json:"completion_tokens"`
+	// ToolCalls counts, by kind, the requests answered with a tool call.
+	ToolCalls map[Kind]int64 `json:"tool_calls_by_kind"`
 }
 
 type stats struct {
 	requests, rateLimited, faults atomic.Int64
 	mu                            sync.Mutex
-	byKind                        map[Kind]int64
+	byKind, toolCalls             map[Kind]int64
 	unknownExample                int64
 	prompt, completion            int64
 }
 
-func (st *stats) count(k Kind, noExample bool, prompt, completion int) {
+func (st *stats) count(k Kind, noExample, toolCall bool, prompt, completion int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.byKind[k]++
+	if toolCall {
+		st.toolCalls[k]++
+	}
 	if noExample {
 		st.unknownExample++
 	}
@@ -355,9 +478,12 @@ func (s *Server) Stats() Stats {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	out := Stats{Requests: s.stats.requests.Load(), RateLimited: s.stats.rateLimited.Load(), Faults: s.stats.faults.Load(),
-		ByKind: map[Kind]int64{}, UnknownExample: s.stats.unknownExample, PromptTokens: s.stats.prompt, CompletionTokens: s.stats.completion}
+		ByKind: map[Kind]int64{}, ToolCalls: map[Kind]int64{}, UnknownExample: s.stats.unknownExample, PromptTokens: s.stats.prompt, CompletionTokens: s.stats.completion}
 	for k, v := range s.stats.byKind {
 		out.ByKind[k] = v
+	}
+	for k, v := range s.stats.toolCalls {
+		out.ToolCalls[k] = v
 	}
 	out.Unknown = out.ByKind[KindUnknown]
 	return out

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/pkg/llm"
 )
 
 // LLMQuota is a provider's limits for one model. Zero means unlimited.
@@ -41,30 +43,50 @@ func (q LLMQuota) rates() (req, tok Rate) {
 	return req, tok
 }
 
-// LLMBudget applies per-model quotas shared by every process that uses the
-// same Redis and Scope (one provider account).
+// LLMBudget applies per-endpoint, per-model quotas shared by every process
+// that uses the same Redis and Scope. It implements llm.Limiter.
 type LLMBudget struct {
 	Limiter *Limiter
-	// Scope names the account the quotas belong to (e.g. "openai").
+	// Scope names the account of the default endpoint (e.g. "openai");
+	// other endpoints are scoped under it by name.
 	Scope string
-	// Quotas by model name; Default for models not listed.
+	// Quotas by model name and Default for models not listed apply to
+	// calls whose endpoint has no quota of its own.
 	Quotas  map[string]LLMQuota
 	Default LLMQuota
 }
 
-func (b *LLMBudget) quota(model string) LLMQuota {
-	if q, ok := b.Quotas[model]; ok {
+// quota is the endpoint's own quota when it has one (zero fields then mean
+// unlimited), else the model's, else the default.
+func (b *LLMBudget) quota(bk llm.Bucket) LLMQuota {
+	if bk.Quota != (llm.Quota{}) {
+		return LLMQuota{RequestsPerMinute: bk.Quota.RequestsPerMinute, TokensPerMinute: bk.Quota.TokensPerMinute}
+	}
+	if q, ok := b.Quotas[bk.Model]; ok {
 		return q
 	}
 	return b.Default
 }
 
-// Acquire waits until model's request and token budgets admit one call
-// estimated at tokens (prompt plus maximum completion). The returned settle
-// function reconciles the estimate with the real usage after the call.
-func (b *LLMBudget) Acquire(ctx context.Context, model string, tokens int) (settle func(ctx context.Context, actual int), err error) {
-	req, tok := b.quota(model).rates()
-	group := b.Scope + ":" + model
+// group names the bucket's keys and cooldown. The default endpoint keeps
+// the keys used before endpoints existed (Scope:model), so processes of
+// both versions share one budget; others are Scope@endpoint:model, which
+// no model name can collide with ("@" is not allowed in endpoint names,
+// and model names such as llama3:8b may hold ':').
+func (b *LLMBudget) group(bk llm.Bucket) string {
+	if bk.Endpoint == "" || bk.Endpoint == llm.DefaultEndpoint {
+		return b.Scope + ":" + bk.Model
+	}
+	return b.Scope + "@" + bk.Endpoint + ":" + bk.Model
+}
+
+// Acquire waits until the bucket's request and token budgets admit one
+// call estimated at tokens (prompt plus maximum completion). The returned
+// settle function reconciles the estimate with the real usage after the
+// call.
+func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (settle func(ctx context.Context, actual int), err error) {
+	req, tok := b.quota(bk).rates()
+	group := b.group(bk)
 	var claims []Claim
 	if req.Limit > 0 {
 		claims = append(claims, Claim{Key: "llm:" + group + ":rpm", Rate: req, Units: 1})
@@ -89,9 +111,10 @@ func (b *LLMBudget) Acquire(ctx context.Context, model string, tokens int) (sett
 	}, nil
 }
 
-// Cooldown pauses all calls to model for d, cluster-wide.
-func (b *LLMBudget) Cooldown(ctx context.Context, model string, d time.Duration) error {
-	return b.Limiter.Cooldown(ctx, b.Scope+":"+model, d)
+// Cooldown pauses all calls to the bucket's endpoint and model for d,
+// cluster-wide.
+func (b *LLMBudget) Cooldown(ctx context.Context, bk llm.Bucket, d time.Duration) error {
+	return b.Limiter.Cooldown(ctx, b.group(bk), d)
 }
 
 // WarehouseQuota limits one warehouse. Zero means unlimited.

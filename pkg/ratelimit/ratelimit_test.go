@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/llm"
 )
 
 // The helper processes of the multi-process tests are this test binary run
@@ -60,7 +61,7 @@ func helperRate() {
 		go func() {
 			defer wg.Done()
 			for {
-				if _, err := b.Acquire(ctx, "m", 0); err != nil {
+				if _, err := b.Acquire(ctx, llm.Bucket{Model: "m"}, 0); err != nil {
 					return
 				}
 				mu.Lock()
@@ -300,12 +301,12 @@ func TestCooldownDefersEveryone(t *testing.T) {
 	l, _ := New(Config{Client: srv.Client(t)})
 	b := &LLMBudget{Limiter: l, Scope: "p", Default: LLMQuota{RequestsPerMinute: 6000}}
 	ctx := context.Background()
-	if err := b.Cooldown(ctx, "m", 300*time.Millisecond); err != nil {
+	if err := b.Cooldown(ctx, llm.Bucket{Model: "m"}, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Cooldown(ctx, "m", 10*time.Millisecond) // shorter: ignored
+	_ = b.Cooldown(ctx, llm.Bucket{Model: "m"}, 10*time.Millisecond) // shorter: ignored
 	start := time.Now()
-	if _, err := b.Acquire(ctx, "m", 10); err != nil {
+	if _, err := b.Acquire(ctx, llm.Bucket{Model: "m"}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
@@ -313,7 +314,7 @@ func TestCooldownDefersEveryone(t *testing.T) {
 	}
 	// Another model is not affected.
 	start = time.Now()
-	if _, err := b.Acquire(ctx, "other", 10); err != nil {
+	if _, err := b.Acquire(ctx, llm.Bucket{Model: "other"}, 10); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
@@ -328,13 +329,13 @@ func TestTokenSettleRefundsEstimate(t *testing.T) {
 	// 6000 tokens/min = 100/s, with a burst of 1000 tokens.
 	b := &LLMBudget{Limiter: l, Scope: "p", Default: LLMQuota{TokensPerMinute: 6000, TokenBurst: 1000}}
 	ctx := context.Background()
-	settle, err := b.Acquire(ctx, "m", 1000) // admitted at once, on the burst
+	settle, err := b.Acquire(ctx, llm.Bucket{Model: "m"}, 1000) // admitted at once, on the burst
 	if err != nil {
 		t.Fatal(err)
 	}
 	settle(ctx, 100) // the call really used 100 tokens
 	start := time.Now()
-	if _, err := b.Acquire(ctx, "m", 1000); err != nil {
+	if _, err := b.Acquire(ctx, llm.Bucket{Model: "m"}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	// Without the refund of 900 tokens this call would wait about 10 s;
@@ -388,7 +389,7 @@ func BenchmarkLimiterAcquire(b *testing.B) {
 	budget := &LLMBudget{Limiter: l, Scope: "bench", Default: LLMQuota{RequestsPerMinute: 1e9, TokensPerMinute: 1e12, RequestBurst: 1e9, TokenBurst: 1e12}}
 	ctx := context.Background()
 	for b.Loop() {
-		settle, err := budget.Acquire(ctx, "m", 2000)
+		settle, err := budget.Acquire(ctx, llm.Bucket{Model: "m"}, 2000)
 		if err != nil {
 			b.Fatal(err)
 		}
