@@ -37,6 +37,7 @@ type runFlags struct {
 	roundTimeout time.Duration
 	agent        string
 	agentOpts    []string
+	maxInFlight  int
 	// ReFoRCE's options, also settable as --agent-option NAME=VALUE.
 	noExplore, formatR, selfCons, cteRefine bool
 	linkBudget                              int
@@ -54,7 +55,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.votes, "votes", 8, "candidates per example")
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
-	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results in after this long")
+	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results that are in once none of its tasks has made progress (started, beat, finished) for this long; tasks still queued behind the quota never trigger it")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", 0, "examples started and unfinished at once, the next admitted as one finishes (0 = automatic: twice what the generator slots work on, at least 4; 64 for quorum coordinator; -1 = all at once)")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent that answers the examples (quorum agents lists them and their options)")
 	fl.StringArrayVar(&f.agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
 	fl.BoolVar(&f.noExplore, "no-exploration", false, "reforce: skip column exploration for low-confidence examples")
@@ -62,6 +64,20 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.selfCons, "self-consistency", false, "reforce: a candidate is the first answer seen twice (v1 option)")
 	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
 	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts longer than this (characters) get table-level schema linking")
+}
+
+// window is the admission window for a coordinator whose generators take
+// slots tasks at once in all (0 when unknown).
+func (f *runFlags) window(slots, votes int) int {
+	switch {
+	case f.maxInFlight < 0:
+		return 0
+	case f.maxInFlight > 0:
+		return f.maxInFlight
+	case slots <= 0:
+		return 64
+	}
+	return coordinator.Window(slots, votes)
 }
 
 // sameAgent refuses to resume a run with another agent than it started
@@ -192,7 +208,8 @@ finished examples are skipped and only missing tasks are published again.`,
 			if err != nil {
 				return err
 			}
-			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout()})
+			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
+				MaxInFlight: rf.window(0, m.Votes)})
 			if err != nil {
 				return err
 			}

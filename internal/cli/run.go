@@ -83,7 +83,21 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			fmt.Fprintf(w, "Run %s: agent %s, %d examples x %d candidates; outputs in %s (resume with --run-id %s --out %s)\n",
 				m.Run, m.Agent, len(m.Examples), m.Votes, rf.out, m.Run, rf.out)
-			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout)})
+			finished := make(chan struct{})
+			go func() {
+				select {
+				case <-ctx.Done():
+					fmt.Fprintf(w, "\nInterrupted: stopping. In-flight tasks get up to %s to finish, the rest go back to the queue; resume with: quorum run --run-id %s --out %s --dataset %s\n",
+						cluster.DefaultGrace, m.Run, rf.out, rf.dataset)
+				case <-finished:
+				}
+			}()
+			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
+				MaxInFlight: rf.window(cf.concurrency, m.Votes)})
+			close(finished)
+			if err != nil && ctx.Err() != nil {
+				return &exitError{code: 130, msg: err.Error()}
+			}
 			if err != nil {
 				return err
 			}

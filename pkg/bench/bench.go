@@ -44,6 +44,9 @@ type Scenario struct {
 	Seed     uint64 `json:"seed"`
 	// Agent runs the examples (default reforce).
 	Agent string `json:"agent,omitempty"`
+	// MaxInFlight is the coordinator's admission window (0: derived from
+	// the generator slots, -1: every example at once).
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// The simulated provider: limits, latency, skill.
 	RPM             int     `json:"rpm"`
 	TPM             int     `json:"tpm"`
@@ -294,7 +297,15 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	for _, e := range ds.Examples {
 		m.Examples = append(m.Examples, e.ID)
 	}
-	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress})
+	window := sc.MaxInFlight
+	switch {
+	case window < 0:
+		window = 0
+	case window == 0:
+		window = coordinator.Window(generators*sc.GeneratorConcurrency, sc.Votes)
+	}
+	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress,
+		MaxInFlight: window})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,6 +57,9 @@ func Start(opt Options) (*Server, error) {
 		}
 		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
+		// Its own process group: a terminal's Ctrl-C must reach quorum, which
+		// stops its workers first, not the server they still write to.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return nil, err
@@ -99,11 +103,20 @@ func (s *Server) waitReady(d time.Duration) error {
 	}
 }
 
-// Stop kills the server and waits for it.
+// Stop shuts the server down (SIGTERM: it flushes its append-only file
+// first) and waits for it, killing it if it takes more than 5 seconds.
 func (s *Server) Stop() {
-	if s.cmd.Process != nil {
+	if s.cmd.Process == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
 		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		<-done
 	}
 }
 

@@ -52,16 +52,24 @@ type Config struct {
 	// tasks at once (like separate worker processes).
 	Generators, GeneratorConcurrency int
 	Explorers, ExplorerConcurrency   int
+	// Grace is how long in-flight tasks may finish once the cluster is
+	// closing before they are handed back to the queue (default
+	// DefaultGrace).
+	Grace time.Duration
 	// Agents are the agents the roles can run (pkg/agents.Builtin()).
 	Agents *agent.Registry
 	Log    *zap.Logger
 }
+
+// DefaultGrace is how long in-flight tasks may finish on shutdown.
+const DefaultGrace = 30 * time.Second
 
 // Cluster is a running in-process cluster.
 type Cluster struct {
 	Env     *runenv.Env
 	Metrics *metrics.Metrics
 	cancel  context.CancelFunc
+	grace   time.Duration
 	wg      sync.WaitGroup
 	closers []func()
 }
@@ -123,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if cfg.LLMQuota.RequestsPerMinute > 0 || cfg.LLMQuota.TokensPerMinute > 0 {
+	if cfg.LLMQuota.RequestsPerMinute > 0 || cfg.LLMQuota.TokensPerMinute > 0 || cfg.LLM.HasQuota() {
 		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: cfg.LLMQuota}
 	}
 	client, err := llm.New(cfg.LLM)
@@ -148,6 +156,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if len(whs) == 0 {
 		whs = []string{"sqlite"}
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	c.grace = cfg.Grace
+	wc := queue.WorkConfig{DrainTimeout: cfg.Grace}
+	// The roles outlive ctx: Close stops them, before the servers.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	start := func(name string, f func(context.Context) error) {
@@ -159,22 +173,26 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			}
 		}()
 	}
-	start("voter", func(c context.Context) error { return voter.Run(c, voter.Config{Env: env, Concurrency: 8}) })
+	start("voter", func(c context.Context) error {
+		return voter.Run(c, voter.Config{Env: env, Concurrency: 8, WorkConfig: wc})
+	})
 	for i := 0; i < max(1, cfg.Generators); i++ {
 		start("generator", func(c context.Context) error {
-			return worker.Run(c, worker.Config{Env: env, Pool: agent.Generator, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency)})
+			return worker.Run(c, worker.Config{Env: env, Pool: agent.Generator, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency), WorkConfig: wc})
 		})
 	}
 	for i := 0; i < max(1, cfg.Explorers); i++ {
 		start("explorer", func(c context.Context) error {
-			return worker.Run(c, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency)})
+			return worker.Run(c, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency), WorkConfig: wc})
 		})
 	}
 	return c, nil
 }
 
-// Close stops the roles (letting in-flight work drain briefly) and the
-// servers it started.
+// Close stops in order: the roles stop taking work and let in-flight tasks
+// finish within the grace period (the rest are handed back to the queue),
+// then the connections close, then the servers it started (Redis flushing
+// its append-only file).
 func (c *Cluster) Close() {
 	if c.cancel != nil {
 		c.cancel()
@@ -182,7 +200,7 @@ func (c *Cluster) Close() {
 		go func() { c.wg.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(40 * time.Second):
+		case <-time.After(c.grace + 10*time.Second):
 		}
 	}
 	for i := len(c.closers) - 1; i >= 0; i-- {

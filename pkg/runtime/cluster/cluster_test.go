@@ -106,3 +106,83 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 		t.Errorf("after a resume of the finished run: %d executions, %d examples", n, len(again.Examples))
 	}
 }
+
+// TestQueuedTasksAreNotStalls: with a round timeout far shorter than the
+// queue (one generator slot, every example published at once), no round
+// is decided short: a deadline measures stalls, and tasks waiting in the
+// queue are not stalled.
+func TestQueuedTasksAreNotStalls(t *testing.T) {
+	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 150 * time.Millisecond}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 1, GeneratorConcurrency: 1,
+		Explorers: 1, ExplorerConcurrency: 1,
+		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	abs, _ := filepath.Abs(demo)
+	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006"}
+	// 18 answer tasks of 150 ms through one slot: ~2.7 s of queue against
+	// a 1 s round timeout.
+	m := &runstate.Manifest{Run: "queued", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Second, Created: time.Now()}
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		if e.Status != "answered" || e.Candidates != 3 {
+			t.Errorf("%s: %s from %d candidates (%s), want answered from 3", e.InstanceID, e.Status, e.Candidates, e.Error)
+		}
+	}
+}
+
+// TestAdmissionWindow: with MaxInFlight 2, never more than two examples
+// are started and unfinished at once, and they are admitted in dataset
+// order.
+func TestAdmissionWindow(t *testing.T) {
+	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 30 * time.Millisecond}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 1, GeneratorConcurrency: 8,
+		Explorers: 1, ExplorerConcurrency: 4,
+		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	abs, _ := filepath.Abs(demo)
+	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006", "local007", "local008"}
+	m := &runstate.Manifest{Run: "window", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Minute, Created: time.Now()}
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(t.TempDir(), "out"), MaxInFlight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ from, to time.Time }
+	spans := map[string]span{}
+	for _, e := range rep.Examples {
+		meta, err := cl.Env.State.Meta(ctx, "window", e.InstanceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans[e.InstanceID] = span{meta.Published, meta.Published.Add(time.Duration(e.LatencySeconds * float64(time.Second)))}
+	}
+	for i, id := range examples {
+		s := spans[id]
+		inFlight := 0
+		for _, other := range spans {
+			if !other.from.After(s.from) && other.to.After(s.from) {
+				inFlight++
+			}
+		}
+		if inFlight > 2 {
+			t.Errorf("%d examples in flight when %s started, window 2", inFlight, id)
+		}
+		if i > 0 && s.from.Before(spans[examples[i-1]].from) {
+			t.Errorf("%s admitted before %s", id, examples[i-1])
+		}
+	}
+}

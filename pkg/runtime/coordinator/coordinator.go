@@ -9,7 +9,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +39,18 @@ type Config struct {
 	// Progress receives a progress bar (terminal) or log lines.
 	Progress io.Writer
 	Terminal bool
+	// MaxInFlight is the admission window: at most this many examples are
+	// started and unfinished at once, the next admitted in dataset order as
+	// one finishes (0: all at once). Examples then finish steadily from the
+	// start, and a crash leaves little half-done.
+	MaxInFlight int
+}
+
+// Window is the default admission window for generators taking slots tasks
+// at once: enough examples that their candidates keep every slot busy
+// while the slowest of each finish, and at least 4.
+func Window(slots, votes int) int {
+	return max(4, (2*slots+max(1, votes)-1)/max(1, votes))
 }
 
 // Run drives the run to its end and returns its report.
@@ -69,13 +80,16 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}}
+	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
 	started := time.Now()
 	if err := c.collectKnown(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.publishMissing(ctx); err != nil {
+	if err := c.resumeStarted(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.awaitFinals(ctx); err != nil {
@@ -97,9 +111,17 @@ type coord struct {
 	progress io.Writer
 	terminal bool
 
+	window int
+
 	mu      sync.Mutex
 	finals  map[string]*message.FinalAnswer
 	arrived map[string]time.Time
+	// flying are the examples started and not final.
+	flying map[string]bool
+
+	// admitMu serialises admission; next is the next example to consider.
+	admitMu sync.Mutex
+	next    int
 }
 
 // collectKnown loads finals recorded before a resume and makes sure their
@@ -118,67 +140,95 @@ func (c *coord) collectKnown(ctx context.Context) error {
 	return nil
 }
 
-// publishMissing starts every unfinished example: a new one gets its
-// warehouse and its agent's first round; one started before a crash gets
-// the unfinished tasks of its current round published again (message ids
-// make those already queued a no-op; finished tasks are skipped).
-func (c *coord) publishMissing(ctx context.Context) error {
-	ds := c.run.DS
+// resumeStarted publishes again the unfinished tasks of every example
+// started before a crash and not final (message ids make those still
+// queued a no-op; finished tasks are skipped). They count against the
+// admission window.
+func (c *coord) resumeStarted(ctx context.Context) error {
 	agentName := c.run.Def.Name
 	for _, id := range c.m.Examples {
 		if _, done := c.finals[id]; done {
 			continue
-		}
-		e, ok := ds.Example(id)
-		if !ok || !ds.Runnable(id) {
-			reason := "not in the dataset"
-			if ok {
-				reason = problems(ds, id)
-			}
-			if err := c.fail(ctx, id, "not runnable: "+reason); err != nil {
-				return err
-			}
-			continue
-		}
-		meta, err := c.env.State.Meta(ctx, c.m.Run, id)
-		if err != nil {
-			whName, err := c.run.Route(e)
-			if err != nil {
-				if err := c.fail(ctx, id, err.Error()); err != nil {
-					return err
-				}
-				continue
-			}
-			meta = &runstate.ExampleMeta{Warehouse: whName, Published: time.Now()}
-			if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
-				return err
-			}
 		}
 		current, err := c.env.State.Current(ctx, c.m.Run, id, agentName)
 		if err != nil {
 			return err
 		}
 		if current < 0 {
-			d, err := c.run.Agent.Start(ctx, c.env.Context(c.run, e, agentName))
-			if agent.IsUnrunnable(err) {
-				if err := c.fail(ctx, id, err.Error()); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("agent %s starting %s: %w", agentName, id, err)
-			}
-			if err := c.env.Open(ctx, c.run, id, agentName, meta.Warehouse, d); err != nil {
-				return err
-			}
 			continue
 		}
+		meta, err := c.env.State.Meta(ctx, c.m.Run, id)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.flying[id] = true
+		c.mu.Unlock()
 		if err := c.republish(ctx, id, agentName, current, meta.Warehouse); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// admit starts examples in dataset order while the admission window has
+// room: each gets its warehouse and its agent's first round.
+func (c *coord) admit(ctx context.Context) error {
+	c.admitMu.Lock()
+	defer c.admitMu.Unlock()
+	for c.next < len(c.m.Examples) {
+		c.mu.Lock()
+		id := c.m.Examples[c.next]
+		_, final := c.finals[id]
+		full := c.window > 0 && len(c.flying) >= c.window
+		skip := final || c.flying[id]
+		c.mu.Unlock()
+		if full && !skip {
+			return nil
+		}
+		c.next++
+		if skip {
+			continue
+		}
+		if err := c.start(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start routes an example to its warehouse and publishes the first round
+// its agent asks for; an example that cannot run ends failed.
+func (c *coord) start(ctx context.Context, id string) error {
+	ds := c.run.DS
+	agentName := c.run.Def.Name
+	e, ok := ds.Example(id)
+	if !ok || !ds.Runnable(id) {
+		reason := "not in the dataset"
+		if ok {
+			reason = problems(ds, id)
+		}
+		return c.fail(ctx, id, "not runnable: "+reason)
+	}
+	whName, err := c.run.Route(e)
+	if err != nil {
+		return c.fail(ctx, id, err.Error())
+	}
+	meta := &runstate.ExampleMeta{Warehouse: whName, Published: time.Now()}
+	if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
+		return err
+	}
+	d, err := c.run.Agent.Start(ctx, c.env.Context(c.run, e, agentName))
+	if agent.IsUnrunnable(err) {
+		return c.fail(ctx, id, err.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("agent %s starting %s: %w", agentName, id, err)
+	}
+	c.mu.Lock()
+	c.flying[id] = true
+	c.mu.Unlock()
+	return c.env.Open(ctx, c.run, id, agentName, meta.Warehouse, d)
 }
 
 // republish publishes the current round's tasks that have not finished and
@@ -201,7 +251,7 @@ func (c *coord) republish(ctx context.Context, id, agentName string, round int, 
 	if err != nil {
 		return err
 	}
-	if err := st.OpenDeadline(ctx, r, c.env.Deadline(c.m, round)); err != nil {
+	if err := st.OpenDeadline(ctx, r, c.env.Deadline(c.m)); err != nil {
 		return err
 	}
 	var missing []*message.Task
@@ -262,6 +312,7 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	}
 	c.mu.Lock()
 	c.finals[f.Example] = f
+	delete(c.flying, f.Example)
 	c.arrived[f.Example] = time.Now()
 	n := len(c.finals)
 	c.mu.Unlock()
@@ -322,6 +373,9 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			if err := c.accept(ctx, &f); err != nil {
 				return err
 			}
+			if err := c.admit(ctx); err != nil {
+				return err
+			}
 			if c.done() {
 				cancel()
 			}
@@ -331,8 +385,12 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		return err
 	}
 	if !c.done() {
-		return fmt.Errorf("run %s interrupted with %d of %d examples final: resume it with --run-id %s: %w",
-			c.m.Run, len(c.finals), len(c.m.Examples), c.m.Run, errors.Join(ctx.Err(), context.Canceled))
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.Canceled
+		}
+		return fmt.Errorf("run %s interrupted with %d of %d examples final: resume it with --run-id %s and the same --out and --dataset: %w",
+			c.m.Run, len(c.finals), len(c.m.Examples), c.m.Run, cause)
 	}
 	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
 	return nil

@@ -232,16 +232,17 @@ func (e *Env) Open(ctx context.Context, run *Run, ex, agentName, wh string, d *a
 	if err := e.State.Open(ctx, m.Run, ex, agentName, d.Round, d.Expect, tasks); err != nil {
 		return err
 	}
-	if err := e.State.OpenDeadline(ctx, runstate.Round{Run: m.Run, Example: ex, Agent: agentName, Round: d.Round}, e.Deadline(m, d.Round)); err != nil {
+	if err := e.State.OpenDeadline(ctx, runstate.Round{Run: m.Run, Example: ex, Agent: agentName, Round: d.Round}, e.Deadline(m)); err != nil {
 		return err
 	}
 	return e.PublishTasks(ctx, run, wh, tasks)
 }
 
-// Deadline is when a round is decided with the results that are in: later
-// rounds run longer chains, so each gets one more RoundTimeout.
-func (e *Env) Deadline(m *runstate.Manifest, round int) time.Time {
-	return time.Now().Add(m.RoundTimeout * time.Duration(round+1))
+// Deadline is when a round with no progress from now on is decided with
+// the results that are in. Every task start, heartbeat and result moves it;
+// tasks still queued hold it off (see voter's sweep).
+func (e *Env) Deadline(m *runstate.Manifest) time.Time {
+	return time.Now().Add(m.RoundTimeout)
 }
 
 // PublishTasks publishes task envelopes to their kind's pool on the

@@ -275,6 +275,49 @@ func (r Round) member() string {
 	return r.Run + "|" + r.Example + "|" + r.Agent + "|" + strconv.Itoa(r.Round)
 }
 
+// Progress records that a task of a round was taken, is alive or
+// finished: the task is marked taken and the round's deadline moves to
+// deadline. A round already decided (its deadline removed) stays closed.
+func (s *Store) Progress(ctx context.Context, r Round, taskID string, deadline time.Time) error {
+	pipe := s.rdb.Pipeline()
+	if taskID != "" {
+		pipe.SAdd(ctx, exKey(r.Run, r.Example, r.Agent, "taken"), taskID)
+	}
+	pipe.ZAddXX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()})
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// Waiting lists a round's logged tasks that no worker has taken yet and
+// that are not done: they are queued (behind the quota, or other work).
+func (s *Store) Waiting(ctx context.Context, r Round) ([]string, error) {
+	tasks, err := s.Tasks(ctx, r.Run, r.Example, r.Agent)
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	taken := pipe.SMembersMap(ctx, exKey(r.Run, r.Example, r.Agent, "taken"))
+	done := pipe.SMembersMap(ctx, exKey(r.Run, r.Example, r.Agent, "done"))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range tasks {
+		id := t.Task.ID
+		if t.Task.Round != r.Round {
+			continue
+		}
+		if _, ok := taken.Val()[id]; ok {
+			continue
+		}
+		if _, ok := done.Val()[id]; ok {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
 // OpenDeadline sets a round's deadline (the first deadline set wins).
 func (s *Store) OpenDeadline(ctx context.Context, r Round, deadline time.Time) error {
 	return s.rdb.ZAddNX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()}).Err()

@@ -80,13 +80,14 @@ func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
 	}
 	round := runstate.Round{Run: r.Run, Example: r.Example, Agent: r.Agent, Round: r.Round}
 	if expect == 0 || n < expect {
-		return v.env.State.OpenDeadline(ctx, round, v.env.Deadline(run.Manifest, r.Round))
+		return v.env.State.Progress(ctx, round, "", v.env.Deadline(run.Manifest))
 	}
 	return v.Decide(ctx, round)
 }
 
-// sweep decides rounds whose deadline passed with results missing (a
-// candidate lost beyond its deliveries, a worker that never came back).
+// sweep decides rounds that made no progress for the run's RoundTimeout
+// with results still missing (a task lost beyond its deliveries, a worker
+// that never came back), unless some of their tasks are still queued.
 func (v *Voter) sweep(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -101,11 +102,29 @@ func (v *Voter) sweep(ctx context.Context, every time.Duration) {
 			continue
 		}
 		for _, r := range due {
+			if v.holdOff(ctx, r) {
+				continue
+			}
 			if err := v.Decide(ctx, r); err != nil {
 				v.env.Log.Warn("deciding a round past its deadline failed", zap.String("run", r.Run), zap.String("example", r.Example), zap.Error(err))
 			}
 		}
 	}
+}
+
+// holdOff re-arms the deadline of a round that still has tasks no worker
+// has taken: they wait in the queue (behind the quota or other examples),
+// which is not a stall. It reports whether it did.
+func (v *Voter) holdOff(ctx context.Context, r runstate.Round) bool {
+	waiting, err := v.env.State.Waiting(ctx, r)
+	if err != nil || len(waiting) == 0 {
+		return false
+	}
+	run, err := v.env.Run(ctx, r.Run)
+	if err != nil {
+		return false
+	}
+	return v.env.State.Progress(ctx, r, "", v.env.Deadline(run.Manifest)) == nil
 }
 
 // Decide decides a round once; deciding again (a restarted voter, two

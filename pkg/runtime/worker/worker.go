@@ -19,6 +19,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // Config configures a worker.
@@ -69,8 +70,16 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if done, err := w.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
 		return err // a redelivery of finished work: acknowledge it
 	}
+	// The round's deadline measures stalls: taking the task, and every
+	// beat while it runs, is progress.
+	round := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round}
+	if err := w.env.State.Progress(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest)); err != nil {
+		return err
+	}
+	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
 	out, err := ag.Execute(ctx, ac, t.Task)
+	stopBeat()
 	if agent.IsPermanent(err) {
 		return queue.Permanent(err)
 	}
@@ -90,6 +99,28 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	ac.Log.Debug("task done", zap.String("kind", kind.Name), zap.String("task", t.Task.ID),
 		zap.Int("results", len(out.Results)), zap.Int("next", len(out.Next)))
 	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+// beat moves the round's deadline while a task runs (a task waiting for
+// the LLM quota is alive, not stalled), until the returned stop is called.
+func (w *worker) beat(ctx context.Context, r runstate.Round, m *runstate.Manifest) func() {
+	every := max(time.Second, m.RoundTimeout/4)
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-t.C:
+				_ = w.env.State.Progress(bctx, r, "", w.env.Deadline(m))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // publish stores and sends a task's results, then logs and sends the tasks
