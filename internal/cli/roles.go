@@ -67,8 +67,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 }
 
 // window is the admission window for a coordinator whose generators take
-// slots tasks at once in all (0 when unknown).
-func (f *runFlags) window(slots, votes int) int {
+// slots tasks at once in all (0 when unknown) within an LLM quota.
+func (f *runFlags) window(slots, votes int, rpm, tpm float64) int {
 	switch {
 	case f.maxInFlight < 0:
 		return 0
@@ -77,7 +77,7 @@ func (f *runFlags) window(slots, votes int) int {
 	case slots <= 0:
 		return 64
 	}
-	return coordinator.Window(slots, votes)
+	return coordinator.Window(slots, votes, rpm, tpm)
 }
 
 // sameAgent refuses to resume a run with another agent than it started
@@ -209,7 +209,7 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
-				MaxInFlight: rf.window(0, m.Votes)})
+				MaxInFlight: rf.window(0, m.Votes, 0, 0)})
 			if err != nil {
 				return err
 			}

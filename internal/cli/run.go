@@ -93,7 +93,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				}
 			}()
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.concurrency, m.Votes)})
+				MaxInFlight: rf.window(cf.concurrency, m.Votes, cf.llmRPM, cf.llmTPM)})
 			close(finished)
 			if err != nil && ctx.Err() != nil {
 				return &exitError{code: 130, msg: err.Error()}

@@ -302,7 +302,7 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(generators*sc.GeneratorConcurrency, sc.Votes)
+		window = coordinator.Window(generators*sc.GeneratorConcurrency, sc.Votes, quota.RequestsPerMinute, quota.TokensPerMinute)
 	}
 	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress,
 		MaxInFlight: window})

@@ -318,3 +318,70 @@ func TestHungAttemptsAreAbandoned(t *testing.T) {
 		t.Errorf("faults %d, want 2", s.Stats().Faults)
 	}
 }
+
+// TestTokenLimiterMatchedToProviderDrawsNo429s: with prompts of thousands
+// of tokens and the limiter set to the provider's tokens/min, the cluster
+// uses at least 90% of the token quota and draws no 429s: reservations are
+// the prompt plus the expected completion, reconciled after each call.
+func TestTokenLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
+	t.Parallel()
+	if raceEnabled {
+		t.Skip("throughput at the quota is measured without the race detector (make test runs it in the plain pass)")
+	}
+	dur := 10 * time.Second
+	if v := os.Getenv("QUORUM_LIMIT_RUN"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dur = d
+	}
+	const tpm = 600_000
+	ds := demo(t)
+	s, ts := sim(t, llmsim.Config{Dataset: ds, Limits: llmsim.Limits{TokensPerMinute: tpm},
+		Latency: llmsim.Latency{FirstToken: 100 * time.Millisecond, TokensPerSecond: 500, Sigma: 0.3}})
+	srv := redistest.Start(t)
+	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := &ratelimit.LLMBudget{Limiter: lim, Scope: "sim", Default: ratelimit.LLMQuota{TokensPerMinute: tpm}}
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Limiter: budget, BaseBackoff: 100 * time.Millisecond})
+	// About 6,000 tokens of table information per prompt, as compressed
+	// Spider 2.0 prompts are.
+	pad := strings.Repeat("CREATE TABLE events_2024 (id INTEGER, user_id INTEGER, name TEXT, params TEXT);\n", 280)
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var done, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				req := generate(ds.Examples[(g*7+i)%len(ds.Examples)].Question, int64(g*1000+i))
+				req.Messages[0].Content = pad + req.Messages[0].Content
+				_, err := c.Chat(ctx, req)
+				switch {
+				case err == nil:
+					done.Add(1)
+				case ctx.Err() == nil:
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := s.Stats()
+	share := float64(st.PromptTokens+st.CompletionTokens) / (tpm * elapsed.Minutes())
+	t.Logf("%v: %d calls answered, %d failed, %d 429s from the simulator, %d tokens served, %.1f%% of the %d tokens/min limit used",
+		elapsed.Round(time.Millisecond), done.Load(), failed.Load(), st.RateLimited, st.PromptTokens+st.CompletionTokens, 100*share, tpm)
+	if st.RateLimited != 0 || failed.Load() != 0 {
+		t.Errorf("%d 429s and %d failures with the limiter set to the provider's token quota", st.RateLimited, failed.Load())
+	}
+	if share < 0.9 {
+		t.Errorf("used %.1f%% of the token limit, want at least 90%%", 100*share)
+	}
+}

@@ -80,6 +80,8 @@ type Bucket struct {
 	Quota    Quota
 }
 
+func (b Bucket) key() string { return b.Endpoint + "/" + b.Model }
+
 // Limiter is the shared quota the client waits on before each attempt
 // (ratelimit.LLMBudget implements it).
 type Limiter interface {
@@ -142,9 +144,70 @@ func (c Config) HasQuota() bool {
 
 // OpenAI is a Client on go-openai.
 type OpenAI struct {
-	cfg       Config
-	endpoints map[string]*endpoint
-	log       *zap.Logger
+	cfg         Config
+	endpoints   map[string]*endpoint
+	log         *zap.Logger
+	completions completionSizes
+}
+
+// completionSizes tracks the completion size of each endpoint and model
+// (an exponentially weighted mean), so token reservations match what the
+// provider will count.
+type completionSizes struct {
+	mu   sync.Mutex
+	mean map[string]float64
+}
+
+// estimate is the completion to reserve: the mean so far with a quarter
+// of margin, or initial before any call.
+func (s *completionSizes) estimate(key string, initial int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mean[key]
+	if !ok {
+		return initial
+	}
+	return max(16, int(math.Ceil(1.25*m)))
+}
+
+func (s *completionSizes) observe(key string, tokens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mean == nil {
+		s.mean = map[string]float64{}
+	}
+	m, ok := s.mean[key]
+	if !ok {
+		s.mean[key] = float64(tokens)
+		return
+	}
+	s.mean[key] = 0.8*m + 0.2*float64(tokens)
+}
+
+// pace honours a provider's rate-limit headers on a successful response:
+// when fewer requests or tokens remain than another call like this one
+// needs, every caller of the bucket waits for the reset the provider
+// announced, instead of meeting a 429.
+func (c *OpenAI) pace(ctx context.Context, b Bucket, h http.Header, tokens int) {
+	if c.cfg.Limiter == nil || h == nil {
+		return
+	}
+	var wait time.Duration
+	for _, lim := range []struct {
+		remaining, reset string
+		need             int
+	}{{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", 1}, {"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", tokens}} {
+		left, err := strconv.Atoi(strings.TrimSpace(h.Get(lim.remaining)))
+		if err != nil || left >= lim.need {
+			continue
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(h.Get(lim.reset))); err == nil {
+			wait = max(wait, d)
+		}
+	}
+	if wait > 0 {
+		_ = c.cfg.Limiter.Cooldown(ctx, b, min(wait, c.cfg.MaxBackoff))
+	}
 }
 
 // endpoint is an Endpoint with its go-openai client.
@@ -283,9 +346,13 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		return nil, fail(0, 0, err)
 	}
 	prompt := c.cfg.Tokenizer.CountMessages(mc.Name, req.Messages) + c.cfg.Tokenizer.CountTools(mc.Name, req.Tools)
-	completion := oreq.MaxCompletionTokens
-	if completion == 0 {
-		completion = c.cfg.ExpectedCompletionTokens
+	// Reserve what the completion is likely to be, not its ceiling: an
+	// over-reservation is refunded only after the call, too late for the
+	// callers queued behind it.
+	bucket := Bucket{Endpoint: ep.Name, Model: mc.Name, Quota: ep.Quota}
+	completion := c.completions.estimate(bucket.key(), c.cfg.ExpectedCompletionTokens)
+	if oreq.MaxCompletionTokens > 0 {
+		completion = min(completion, oreq.MaxCompletionTokens)
 	}
 	window := mc.ContextWindow
 	if window == 0 {
@@ -294,7 +361,6 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	if oreq.MaxCompletionTokens > 0 && prompt+oreq.MaxCompletionTokens > window || prompt >= window {
 		return nil, fail(0, 0, fmt.Errorf("%w: %d prompt tokens + %d completion tokens > %d", ErrContextTooLong, prompt, oreq.MaxCompletionTokens, window))
 	}
-	bucket := Bucket{Endpoint: ep.Name, Model: mc.Name, Quota: ep.Quota}
 	var lastErr error
 	lastStatus := 0
 	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
@@ -322,6 +388,8 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		if err == nil {
 			r := c.response(mc, resp, prompt)
 			settle(ctx, r.Usage.PromptTokens+r.Usage.CompletionTokens)
+			c.completions.observe(bucket.key(), r.Usage.CompletionTokens)
+			c.pace(ctx, bucket, capt.header(), prompt+completion)
 			r.Endpoint = ep.Name
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait =

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -81,10 +82,12 @@ type Claim struct {
 	Units float64
 }
 
-// reserveScript reserves every claim for the same start time u, the earliest
-// moment all keys admit them, so each key's schedule stays valid as if the
-// request arrived at u. A cooldown key (set after a provider 429) defers
-// everything without reserving. Returns {reserved, wait_us}.
+// reserveScript admits every claim together now, or none of them and says
+// how long until they would all fit: nothing is booked for later, so a
+// refund (a token estimate reconciled after a call) helps whoever asks
+// next instead of being lost to callers already scheduled. A claim larger
+// than its burst fits when its key is idle. A cooldown key (set after a
+// provider 429) defers everything. Returns {admitted, wait_us}.
 var reserveScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -97,23 +100,22 @@ for i = 1, n do
   local em = tonumber(ARGV[(i-1)*3 + 1])
   local tol = tonumber(ARGV[(i-1)*3 + 2])
   local units = tonumber(ARGV[(i-1)*3 + 3])
+  if em * units > tol then tol = em * units end
   local tat = tonumber(redis.call('GET', KEYS[i]) or now)
   if tat < now then tat = now end
   tats[i] = tat
   local w = tat + em * units - tol - now
   if w > wait then wait = w end
 end
-local u = now + wait
+if wait > 0 then return {0, string.format('%.0f', wait)} end
 for i = 1, n do
   local em = tonumber(ARGV[(i-1)*3 + 1])
   local units = tonumber(ARGV[(i-1)*3 + 3])
-  local tat = tats[i]
-  if tat < u then tat = u end
-  local newtat = tat + em * units
+  local newtat = tats[i] + em * units
   local ttl = math.ceil((newtat - now) / 1000) + 1000
   redis.call('SET', KEYS[i], string.format('%.0f', newtat), 'PX', ttl)
 end
-return {1, string.format('%.0f', wait)}
+return {1, '0'}
 `)
 
 // adjustScript moves a key's schedule by units (negative refunds), never
@@ -138,10 +140,9 @@ return 1
 
 func (l *Limiter) key(k string) string { return l.prefix + k }
 
-// Reserve reserves the claims together and returns how long the caller must
-// wait before using them. group names the cooldown shared by the claims
-// (e.g. the model); while a cooldown is on, nothing is reserved and the wait
-// is the cooldown's remainder (reserved false).
+// reserve admits the claims together, or returns how long until they
+// would fit. group names the cooldown shared by the claims (e.g. the
+// model); while a cooldown is on, the wait is its remainder.
 func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wait time.Duration, reserved bool, err error) {
 	keys := make([]string, 0, len(claims)+1)
 	args := make([]any, 0, 3*len(claims))
@@ -169,30 +170,21 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 	return time.Duration(micros) * time.Microsecond, ok == 1, nil
 }
 
-// Wait reserves the claims and sleeps until they may be used. If ctx ends
-// while waiting, the reservation is refunded and ctx's error returned.
+// Wait returns once the claims are admitted, sleeping for as long as the
+// limiter says they would not fit (with a little jitter, so that callers
+// told the same time do not all return at once).
 func (l *Limiter) Wait(ctx context.Context, group string, claims ...Claim) (time.Duration, error) {
 	var waited time.Duration
 	for {
-		wait, reserved, err := l.reserve(ctx, group, claims)
-		if err != nil {
+		wait, admitted, err := l.reserve(ctx, group, claims)
+		if err != nil || admitted {
 			return waited, err
 		}
+		wait += time.Duration(rand.Int64N(int64(min(wait/10, 5*time.Millisecond)) + 1))
 		if err := sleep(ctx, wait); err != nil {
-			if reserved {
-				// A fresh context: the caller's is done, the refund is not.
-				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				for _, c := range claims {
-					_ = l.Adjust(rctx, c.Key, c.Rate, -c.Units)
-				}
-				cancel()
-			}
 			return waited + wait, err
 		}
 		waited += wait
-		if reserved {
-			return waited, nil
-		}
 	}
 }
 

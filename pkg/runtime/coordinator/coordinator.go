@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,9 +49,23 @@ type Config struct {
 
 // Window is the default admission window for generators taking slots tasks
 // at once: enough examples that their candidates keep every slot busy
-// while the slowest of each finish, and at least 4.
-func Window(slots, votes int) int {
-	return max(4, (2*slots+max(1, votes)-1)/max(1, votes))
+// while the slowest of each finish, and at least 4. With an LLM quota
+// (requests and tokens per minute, 0 = none) it is also no more than the
+// examples the quota lets through in a minute, so that examples queued
+// behind the quota wait unstarted rather than all crawl together.
+func Window(slots, votes int, rpm, tpm float64) int {
+	v := max(1, votes)
+	w := (2*slots + v - 1) / v
+	// About two calls per candidate (the paper's 1.69 without
+	// exploration), of about a compressed prompt each.
+	const callsPerCandidate, tokensPerCall = 2, 12_000
+	if rpm > 0 {
+		w = min(w, int(math.Ceil(rpm/float64(callsPerCandidate*v))))
+	}
+	if tpm > 0 {
+		w = min(w, int(math.Ceil(tpm/float64(callsPerCandidate*v*tokensPerCall))))
+	}
+	return max(4, w)
 }
 
 // Run drives the run to its end and returns its report.
