@@ -139,11 +139,15 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	fmt.Fprintf(w, "429s %d, redeliveries %d, failed examples %d\n", r.RateLimited, r.Redeliveries, r.FailedExamples)
 	fmt.Fprintf(w, "Example latency p50 %.1fs p95 %.1fs (%.1fs / %.1fs once its first task started); one candidate chain p50 %.1fs p95 %.1fs; overhead %.1f ms/task\n",
 		r.LatencyP50, r.LatencyP95, r.ServiceP50, r.ServiceP95, r.ChainP50, r.ChainP95, r.OverheadMS)
+	if p := r.OverheadByPart; p != nil {
+		fmt.Fprintf(w, "Overhead per task: runtime %.2f ms (decode %.2f, redis %.2f, blob %.2f, nats %.2f); token counting %.2f ms; agent's own work %.2f ms\n",
+			r.RuntimeOverheadMS, p["decode"], p["redis"], p["blob"], p["nats"], p["token_counting"], p["agent_other"])
+	}
 	fmt.Fprintf(w, "Per example: %.2f LLM calls, %.2f warehouse queries, %.0f tokens; per candidate %.2f calls, %.2f queries (paper: 3.52 / 3.89 with exploration, 1.69 without)\n",
 		r.CallsPerExample, r.QueriesPerEx, r.TokensPerExample, r.CallsPerCand, r.QueriesPerCand)
 	fmt.Fprintf(w, "EX %.4f, EX@k %.4f; %d high / %d low confidence\n", r.EX, r.EXAtK, r.HighConf, r.LowConf)
 	for _, p := range r.Scaling {
-		fmt.Fprintf(w, "  %2d generators: %6.0f LLM calls/min, %5.1f examples/min\n", p.Generators, p.CallsPerMinute, p.ExamplesPerMinute)
+		fmt.Fprintf(w, "  %2d generators: %6.0f LLM calls/min, %5.1f examples/min, CPU %3.0f%%, bound by %s\n", p.Generators, p.CallsPerMinute, p.ExamplesPerMinute, 100*p.CPUUtilization, p.Bound)
 	}
 	switch {
 	case r.BindsAt > 0:

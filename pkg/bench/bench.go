@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,7 +78,7 @@ func Standard() Scenario {
 	return Scenario{Name: "spider2-size", Dataset: "examples/demo", Examples: 547, Votes: 8, Seed: 1,
 		RPM: 3000, FirstTokenMS: 300, TokensPerSecond: 150, Jitter: 0.3, PGold: 0.5,
 		Generators: 4, GeneratorConcurrency: 24, Explorers: 2, ExplorerConcurrency: 8,
-		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 24, ScalingConcurrency: 4}
+		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 96, ScalingConcurrency: 4}
 }
 
 // LoadScenario reads a YAML scenario over the standard one.
@@ -162,6 +164,12 @@ type Report struct {
 	// Overhead is the mean time per task outside LLM calls and warehouse
 	// queries (waiting for the quota excluded).
 	OverheadMS float64 `json:"orchestration_overhead_ms_per_task"`
+	// RuntimeOverheadMS is the runtime's own share per task (decoding
+	// messages, Redis round trips, blob I/O, NATS publishes);
+	// OverheadByPart splits the overhead, token counting and the agent's
+	// own work included.
+	RuntimeOverheadMS float64            `json:"runtime_overhead_ms_per_task"`
+	OverheadByPart    map[string]float64 `json:"overhead_ms_per_task_by_part,omitempty"`
 
 	EX       float64 `json:"ex"`
 	EXAtK    float64 `json:"ex_at_k"`
@@ -194,6 +202,19 @@ type ScalingPoint struct {
 	Wall              float64 `json:"wall_seconds"`
 	CallsPerMinute    float64 `json:"llm_calls_per_minute"`
 	ExamplesPerMinute float64 `json:"examples_per_minute"`
+	// CPUUtilization is this process's CPU time over wall time and cores;
+	// Bound says what limited the point.
+	CPUUtilization float64 `json:"cpu_utilization"`
+	Bound          string  `json:"bound"`
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // PaperFigures are ReFoRCE's reported costs (paper, Table 7 and §4.2).
@@ -218,12 +239,23 @@ func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Re
 		fmt.Fprintf(progress, "scaling: %d generator workers x %d tasks, no provider limit\n", g, sc.ScalingConcurrency)
 		ssc := sc
 		ssc.GeneratorConcurrency, ssc.ExplorerConcurrency = max(1, sc.ScalingConcurrency), max(1, sc.ScalingConcurrency)
+		cpu := cpuTime()
 		r, err := runOnce(ctx, ssc, sc.ScalingExamples, g, false, filepath.Join(work, fmt.Sprintf("scale-%d", g)), io.Discard)
 		if err != nil {
 			return nil, err
 		}
 		p := ScalingPoint{Generators: g, Wall: r.Wall, CallsPerMinute: float64(r.LLMCalls) / r.Wall * 60,
 			ExamplesPerMinute: float64(r.Examples) / r.Wall * 60}
+		// Everything (quorum's roles, NATS, the simulator) runs in this
+		// process but redis-server: its CPU share says whether the
+		// machine, rather than the workers, bounded the point.
+		if r.Wall > 0 {
+			p.CPUUtilization = (cpuTime() - cpu).Seconds() / (r.Wall * float64(runtime.NumCPU()))
+		}
+		p.Bound = "generator slots"
+		if p.CPUUtilization >= 0.85 {
+			p.Bound = fmt.Sprintf("CPU (%d cores shared with the simulator)", runtime.NumCPU())
+		}
 		rep.Scaling = append(rep.Scaling, p)
 		if rep.BindsAt == 0 && sc.RPM > 0 && p.CallsPerMinute >= float64(sc.RPM) {
 			rep.BindsAt = g
@@ -310,29 +342,48 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 		return nil, err
 	}
 	st := sim.Stats()
-	return measure(sc, out, st, redeliveries(cl.Env.Metrics.Registry), limited), nil
+	return measure(sc, out, st, gather(cl.Env.Metrics.Registry), limited), nil
 }
 
-func redeliveries(reg *prometheus.Registry) int64 {
+// counters is what the cluster's workers counted.
+type counters struct {
+	redeliveries int64
+	// tasks the workers acknowledged, and their time by part.
+	tasks       float64
+	partSeconds map[string]float64
+}
+
+func gather(reg *prometheus.Registry) counters {
+	c := counters{partSeconds: map[string]float64{}}
 	mfs, err := reg.Gather()
 	if err != nil {
-		return 0
+		return c
 	}
-	var n float64
 	for _, mf := range mfs {
-		if mf.GetName() == "quorum_redeliveries_total" {
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch mf.GetName() {
+			case "quorum_redeliveries_total":
+				c.redeliveries += int64(m.GetCounter().GetValue())
+			case "quorum_tasks_total":
+				if labels["outcome"] == "ack" {
+					c.tasks += m.GetCounter().GetValue()
+				}
+			case "quorum_task_time_seconds_total":
+				c.partSeconds[labels["part"]] += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return int64(n)
+	return c
 }
 
 // measure computes the report from run.json and the provider's counts.
-func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, redelivered int64, limited bool) *Report {
+func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, limited bool) *Report {
 	t := out.Totals
-	r := &Report{Scenario: sc, Examples: t.Examples, Wall: t.WallSeconds, RateLimited: st.RateLimited, Redeliveries: redelivered,
+	r := &Report{Scenario: sc, Examples: t.Examples, Wall: t.WallSeconds, RateLimited: st.RateLimited, Redeliveries: cn.redeliveries,
 		FailedExamples: t.Failed, LLMCalls: st.Requests - st.RateLimited - st.Faults, PromptTokens: st.PromptTokens,
 		CompletionTokens: st.CompletionTokens, WarehouseQueries: t.Cost.Queries, HighConf: t.HighConf, LowConf: t.LowConf,
 		PerStage: map[string]StageCost{}, Run: out}
@@ -370,7 +421,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, redelivered int6
 		}
 	}
 	var lat, service, chain []float64
-	var taskSec, llmSec float64
+	var taskSec, llmSec, tokenizeSec float64
 	tasks := 0
 	for _, e := range out.Examples {
 		if e.Status == "failed" {
@@ -382,12 +433,26 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, redelivered int6
 		taskSec += e.TaskSeconds
 		tasks += e.Tasks
 		llmSec += (e.Cost.LLM.Latency + e.Cost.LLM.LimiterWait + e.Cost.QueryTime).Seconds()
+		tokenizeSec += e.Cost.LLM.Tokenize.Seconds()
 	}
 	r.LatencyP50, r.LatencyP95 = quantile(lat, 0.5), quantile(lat, 0.95)
 	r.ServiceP50, r.ServiceP95 = quantile(service, 0.5), quantile(service, 0.95)
 	r.ChainP50, r.ChainP95 = quantile(chain, 0.5), quantile(chain, 0.95)
 	if tasks > 0 {
 		r.OverheadMS = math.Max(0, taskSec-llmSec) / float64(tasks) * 1000
+	}
+	if cn.tasks > 0 {
+		// The runtime's parts are timed by the workers; inside the agent's
+		// execute, what is not LLM calls, quota waits or queries is token
+		// counting and the agent's own work (prompts, result tables).
+		ms := func(sec float64) float64 { return sec / cn.tasks * 1000 }
+		r.OverheadByPart = map[string]float64{}
+		for _, part := range []string{"decode", "redis", "blob", "nats"} {
+			r.OverheadByPart[part] = ms(cn.partSeconds[part])
+			r.RuntimeOverheadMS += ms(cn.partSeconds[part])
+		}
+		r.OverheadByPart["token_counting"] = ms(tokenizeSec)
+		r.OverheadByPart["agent_other"] = ms(math.Max(0, cn.partSeconds["execute"]-llmSec-tokenizeSec))
 	}
 	stages := cost.Ledger{}
 	for _, e := range out.Examples {

@@ -116,6 +116,8 @@ type Usage struct {
 	RateLimited      int           `json:"rate_limited"`
 	// LimiterWait is the time spent waiting for the shared quota.
 	LimiterWait time.Duration `json:"limiter_wait_ns"`
+	// Tokenize is the time spent counting the prompt's tokens.
+	Tokenize time.Duration `json:"tokenize_ns,omitempty"`
 }
 
 // Add accumulates the counts of o into the receiver.
@@ -128,6 +130,7 @@ func (u *Usage) Add(o Usage) {
 	u.Attempts += o.Attempts
 	u.RateLimited += o.RateLimited
 	u.LimiterWait += o.LimiterWait
+	u.Tokenize += o.Tokenize
 }
 
 // Response is a call's answer.

@@ -345,7 +345,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, fail(0, 0, err)
 	}
+	counted := time.Now()
 	prompt := c.cfg.Tokenizer.CountMessages(mc.Name, req.Messages) + c.cfg.Tokenizer.CountTools(mc.Name, req.Tools)
+	usage.Tokenize = time.Since(counted)
 	// Reserve what the completion is likely to be, not its ceiling: an
 	// over-reservation is refunded only after the call, too late for the
 	// callers queued behind it.
@@ -392,8 +394,8 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			c.pace(ctx, bucket, capt.header(), prompt+completion)
 			r.Endpoint = ep.Name
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
-			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait =
-				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait
+			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
+				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait, usage.Tokenize
 			return r, nil
 		}
 		// Failed attempts use no tokens of the provider's quota.

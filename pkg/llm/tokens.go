@@ -22,8 +22,16 @@ type Tokenizer struct {
 	mu   sync.Mutex
 	encs map[string]*tiktoken.Tiktoken
 	// counts caches the counts of long texts: agents resend the same
-	// schema prompt on every turn of every candidate.
-	counts map[countKey]int
+	// schema prompt on every turn of every candidate. pending holds counts
+	// under way, so that the candidates of an example, starting together,
+	// tokenize their shared prompt once rather than each.
+	counts  map[countKey]int
+	pending map[countKey]*pendingCount
+}
+
+type pendingCount struct {
+	done chan struct{}
+	n    int
 }
 
 type countKey struct {
@@ -38,7 +46,7 @@ const maxCachedCounts = 4096
 // NewTokenizer returns a Tokenizer that never touches the network.
 func NewTokenizer() *Tokenizer {
 	offlineOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}, counts: map[countKey]int{}}
+	return &Tokenizer{encs: map[string]*tiktoken.Tiktoken{}, counts: map[countKey]int{}, pending: map[countKey]*pendingCount{}}
 }
 
 // encodingName picks the encoding for a model name.
@@ -76,23 +84,71 @@ func (t *Tokenizer) Count(model, text string) int {
 	if len(text) < 1024 {
 		return len(t.encoding(model).Encode(text, nil, nil))
 	}
+	if len(text) >= 4*chunkBytes {
+		// Long prompts are mostly a database's schema, shared by every
+		// example on it but holding each one's question: counted by
+		// paragraph chunks, each cached, only the paragraphs that differ
+		// are tokenized again. A token can merge across a blank line only
+		// rarely, so the sum is off by a token per chunk at most; the
+		// limiter reconciles its reservations with the provider's count
+		// after each call.
+		n := 0
+		for len(text) > 0 {
+			cut := chunkEnd(text)
+			n += t.countCached(model, text[:cut])
+			text = text[cut:]
+		}
+		return n
+	}
+	return t.countCached(model, text)
+}
+
+// chunkBytes is the least a chunk of a long text holds; it ends at the
+// next blank line.
+const chunkBytes = 2 << 10
+
+// chunkEnd is where the first chunk of text ends: after the first blank
+// line past chunkBytes, or the whole text.
+func chunkEnd(text string) int {
+	if len(text) > 2*chunkBytes {
+		if i := strings.Index(text[chunkBytes:], "\n\n"); i >= 0 {
+			return chunkBytes + i + 2
+		}
+	}
+	return len(text)
+}
+
+// countCached counts a text through the cache, once across callers.
+func (t *Tokenizer) countCached(model, text string) int {
+	if len(text) < 1024 {
+		return len(t.encoding(model).Encode(text, nil, nil))
+	}
 	h := fnv.New64a()
 	h.Write([]byte(text))
 	key := countKey{enc: encodingName(model), hash: h.Sum64(), n: len(text)}
 	t.mu.Lock()
-	n, ok := t.counts[key]
-	t.mu.Unlock()
-	if ok {
+	if n, ok := t.counts[key]; ok {
+		t.mu.Unlock()
 		return n
 	}
-	n = len(t.encoding(model).Encode(text, nil, nil))
+	if p, ok := t.pending[key]; ok {
+		t.mu.Unlock()
+		<-p.done
+		return p.n
+	}
+	p := &pendingCount{done: make(chan struct{})}
+	t.pending[key] = p
+	t.mu.Unlock()
+	p.n = len(t.encoding(model).Encode(text, nil, nil))
 	t.mu.Lock()
 	if len(t.counts) >= maxCachedCounts {
 		clear(t.counts)
 	}
-	t.counts[key] = n
+	t.counts[key] = p.n
+	delete(t.pending, key)
 	t.mu.Unlock()
-	return n
+	close(p.done)
+	return p.n
 }
 
 // CountMessages estimates a chat prompt's tokens as OpenAI counts them: the

@@ -75,3 +75,35 @@ func TestToolTokensAndTruncate(t *testing.T) {
 		}
 	}
 }
+
+// TestLongTextsCountedInChunks: a long prompt is counted in cached
+// paragraph chunks within a token per chunk of the whole-text count, and a
+// second prompt sharing its schema costs only its own tail.
+func TestLongTextsCountedInChunks(t *testing.T) {
+	t.Parallel()
+	tk := NewTokenizer()
+	var b strings.Builder
+	for i := 0; b.Len() < 100_000; i++ {
+		b.WriteString("CREATE TABLE events_2024 (id INTEGER, user_id INTEGER, name TEXT, params TEXT);\n")
+		if i%20 == 19 {
+			b.WriteString("-- the table's columns are described in the documents\n\n")
+		}
+	}
+	schema := b.String()
+	for _, q := range []string{"Task: how many events per user?", "Task: which user had the most events in March?"} {
+		text := schema + q
+		whole := len(tk.encoding("gpt-4o").Encode(text, nil, nil))
+		got := tk.Count("gpt-4o", text)
+		chunks := len(text)/chunkBytes + 1
+		if d := got - whole; d < -chunks || d > chunks {
+			t.Errorf("chunked count %d, whole-text count %d: off by more than a token per chunk (%d chunks)", got, whole, chunks)
+		}
+	}
+	tk.mu.Lock()
+	cached := len(tk.counts)
+	tk.mu.Unlock()
+	// The schema's chunks are shared: the second prompt added one entry.
+	if want := len(schema)/chunkBytes + 1; cached > want+1 {
+		t.Errorf("%d cached chunks for two prompts over one schema, want about %d", cached, want)
+	}
+}

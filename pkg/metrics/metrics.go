@@ -33,6 +33,9 @@ type Metrics struct {
 	Decisions     *prometheus.CounterVec
 	FinalAnswers  *prometheus.CounterVec
 	ExamplesTotal *prometheus.GaugeVec
+	// TaskTime splits the workers' time on tasks by part: the runtime's own
+	// (decode, redis, blob, nats) and the agent's (execute).
+	TaskTime *prometheus.CounterVec
 
 	own []prometheus.Collector
 }
@@ -69,9 +72,11 @@ func New(role string) *Metrics {
 			[]string{"status"}),
 		ExamplesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quorum_run_examples", Help: "Examples of the coordinator's run, by state (total, final).", ConstLabels: c},
 			[]string{"run", "state"}),
+		TaskTime: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_task_time_seconds_total", Help: "Workers' time on tasks, by part: decode, redis, blob, nats (the runtime's) and execute (the agent's).", ConstLabels: c},
+			[]string{"part"}),
 	}
 	m.own = []prometheus.Collector{m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
-		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal}
+		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime}
 	reg.MustRegister(m.own...)
 	return m
 }
@@ -105,6 +110,14 @@ func (m *Metrics) Begin(stage, warehouse string) func() {
 	g := m.InFlight.WithLabelValues(stage, warehouse)
 	g.Inc()
 	return g.Dec
+}
+
+// Since adds the time since start to a part of the workers' task time.
+func (m *Metrics) Since(part string, start time.Time) {
+	if m == nil {
+		return
+	}
+	m.TaskTime.WithLabelValues(part).Add(time.Since(start).Seconds())
 }
 
 // ObserveCost records what a task spent.

@@ -282,7 +282,10 @@ func (c *coord) republish(ctx context.Context, id, agentName string, round int, 
 			missing = append(missing, t)
 		}
 	}
-	return c.env.PublishTasks(ctx, c.run, wh, missing)
+	for _, t := range missing {
+		t.Warehouse = wh // the example's route, as the task was first published
+	}
+	return c.env.PublishTasks(ctx, c.run, missing)
 }
 
 func allIn(slots []int, have map[int]bool) bool {

@@ -66,7 +66,7 @@ func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 		tk, _ := agent.NewTask("generate", fmt.Sprintf("r0.generate.%d", i), 0, []int{i}, map[string]string{"info_ref": blob.Ref([]byte("gone"))})
 		tasks = append(tasks, tk)
 	}
-	if err := env.State.Open(ctx, "r1", "local002", "reforce", 0, 4, runenv.Envelopes(m, "local002", "reforce", tasks)); err != nil {
+	if err := env.State.Open(ctx, "r1", "local002", "reforce", 0, 4, runenv.Envelopes(m, "local002", "reforce", "sqlite", tasks)); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)

@@ -18,12 +18,14 @@ const Version = queue.Version
 
 // Task is the envelope of one agent task.
 type Task struct {
-	V       int        `json:"v"`
-	Run     string     `json:"run"`
-	Example string     `json:"example"`
-	Agent   string     `json:"agent"`
-	Task    agent.Task `json:"task"`
-	Seed    uint64     `json:"seed"`
+	V       int    `json:"v"`
+	Run     string `json:"run"`
+	Example string `json:"example"`
+	Agent   string `json:"agent"`
+	// Warehouse is the example's warehouse (the subject's last token).
+	Warehouse string     `json:"warehouse"`
+	Task      agent.Task `json:"task"`
+	Seed      uint64     `json:"seed"`
 	// Upstream is the cost of the tasks this one continues, accounted with
 	// its first result; UpstreamSeconds their wall time.
 	Upstream        cost.Ledger `json:"upstream,omitempty"`

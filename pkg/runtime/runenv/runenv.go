@@ -215,10 +215,10 @@ func (s *store) GetBlob(ctx context.Context, ref string) ([]byte, error) {
 }
 
 // Envelopes wraps an agent's tasks for the queue.
-func Envelopes(m *runstate.Manifest, ex, agentName string, tasks []agent.Task) []*message.Task {
+func Envelopes(m *runstate.Manifest, ex, agentName, wh string, tasks []agent.Task) []*message.Task {
 	out := make([]*message.Task, len(tasks))
 	for i, t := range tasks {
-		out[i] = &message.Task{V: message.Version, Run: m.Run, Example: ex, Agent: agentName, Task: t, Seed: m.Seed}
+		out[i] = &message.Task{V: message.Version, Run: m.Run, Example: ex, Agent: agentName, Warehouse: wh, Task: t, Seed: m.Seed}
 	}
 	return out
 }
@@ -228,14 +228,14 @@ func Envelopes(m *runstate.Manifest, ex, agentName string, tasks []agent.Task) [
 // a crash left unpublished.
 func (e *Env) Open(ctx context.Context, run *Run, ex, agentName, wh string, d *agent.Dispatch) error {
 	m := run.Manifest
-	tasks := Envelopes(m, ex, agentName, d.Tasks)
+	tasks := Envelopes(m, ex, agentName, wh, d.Tasks)
 	if err := e.State.Open(ctx, m.Run, ex, agentName, d.Round, d.Expect, tasks); err != nil {
 		return err
 	}
 	if err := e.State.OpenDeadline(ctx, runstate.Round{Run: m.Run, Example: ex, Agent: agentName, Round: d.Round}, e.Deadline(m)); err != nil {
 		return err
 	}
-	return e.PublishTasks(ctx, run, wh, tasks)
+	return e.PublishTasks(ctx, run, tasks)
 }
 
 // Deadline is when a round with no progress from now on is decided with
@@ -247,13 +247,13 @@ func (e *Env) Deadline(m *runstate.Manifest) time.Time {
 
 // PublishTasks publishes task envelopes to their kind's pool on the
 // example's warehouse.
-func (e *Env) PublishTasks(ctx context.Context, run *Run, wh string, tasks []*message.Task) error {
+func (e *Env) PublishTasks(ctx context.Context, run *Run, tasks []*message.Task) error {
 	for _, t := range tasks {
 		k, ok := run.Def.Kind(t.Task.Kind)
 		if !ok {
 			return fmt.Errorf("agent %s dispatched a task of undeclared kind %q", run.Def.Name, t.Task.Kind)
 		}
-		if err := e.Queue.Publish(ctx, queue.Subject(t.Run, string(k.Pool), wh), t.ID(), t); err != nil {
+		if err := e.Queue.Publish(ctx, queue.Subject(t.Run, string(k.Pool), t.Warehouse), t.ID(), t); err != nil {
 			return err
 		}
 	}

@@ -288,6 +288,20 @@ func (s *Store) Progress(ctx context.Context, r Round, taskID string, deadline t
 	return err
 }
 
+// Take records that a worker took a task (progress: the round's deadline
+// moves to deadline) and reports whether the task is already done, in one
+// round trip.
+func (s *Store) Take(ctx context.Context, r Round, taskID string, deadline time.Time) (done bool, err error) {
+	pipe := s.rdb.Pipeline()
+	isDone := pipe.SIsMember(ctx, exKey(r.Run, r.Example, r.Agent, "done"), taskID)
+	pipe.SAdd(ctx, exKey(r.Run, r.Example, r.Agent, "taken"), taskID)
+	pipe.ZAddXX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("take task %s of %s: %w", taskID, r.Example, err)
+	}
+	return isDone.Val(), nil
+}
+
 // Waiting lists a round's logged tasks that no worker has taken yet and
 // that are not done: they are queued (behind the quota, or other work).
 func (s *Store) Waiting(ctx context.Context, r Round) ([]string, error) {

@@ -50,10 +50,12 @@ type worker struct {
 
 func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	start := time.Now()
+	m := w.env.Metrics
 	var t message.Task
 	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
 		return queue.Permanent(err)
 	}
+	m.Since("decode", start)
 	run, e, err := w.env.Example(ctx, t.Run, t.Example)
 	if err != nil {
 		return err
@@ -66,19 +68,21 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if !ok || kind.Pool != w.pool {
 		return queue.Permanent(fmt.Errorf("agent %s has no %s task kind %q", def.Name, w.pool, t.Task.Kind))
 	}
-	defer w.env.Metrics.Begin(def.Name+"."+kind.Name, lastToken(d.Msg.Subject()))()
-	if done, err := w.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
-		return err // a redelivery of finished work: acknowledge it
-	}
+	defer m.Begin(def.Name+"."+kind.Name, t.Warehouse)()
 	// The round's deadline measures stalls: taking the task, and every
 	// beat while it runs, is progress.
 	round := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round}
-	if err := w.env.State.Progress(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest)); err != nil {
-		return err
+	took := time.Now()
+	done, err := w.env.State.Take(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest))
+	m.Since("redis", took)
+	if err != nil || done {
+		return err // done: a redelivery of finished work, acknowledged
 	}
 	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
+	executed := time.Now()
 	out, err := ag.Execute(ctx, ac, t.Task)
+	m.Since("execute", executed)
 	stopBeat()
 	if agent.IsPermanent(err) {
 		return queue.Permanent(err)
@@ -87,17 +91,15 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 		return err
 	}
 	for _, s := range ac.Ledger.Stages() {
-		w.env.Metrics.ObserveCost(s, *ac.Ledger[s])
+		m.ObserveCost(s, *ac.Ledger[s])
 	}
-	meta, err := w.env.State.Meta(ctx, t.Run, t.Example)
-	if err != nil {
-		return err
-	}
-	if err := w.publish(ctx, run, meta.Warehouse, &t, ac.Ledger, out, start); err != nil {
+	if err := w.publish(ctx, run, &t, ac.Ledger, out, start); err != nil {
 		return err
 	}
 	ac.Log.Debug("task done", zap.String("kind", kind.Name), zap.String("task", t.Task.ID),
 		zap.Int("results", len(out.Results)), zap.Int("next", len(out.Next)))
+	marked := time.Now()
+	defer m.Since("redis", marked)
 	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
 }
 
@@ -126,7 +128,8 @@ func (w *worker) beat(ctx context.Context, r runstate.Round, m *runstate.Manifes
 // publish stores and sends a task's results, then logs and sends the tasks
 // that continue it. What the task cost, with what it inherited, travels
 // with its first result, else its first continuation.
-func (w *worker) publish(ctx context.Context, run *runenv.Run, wh string, t *message.Task, own cost.Ledger, out *agent.Outcome, start time.Time) error {
+func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, own cost.Ledger, out *agent.Outcome, start time.Time) error {
+	m := w.env.Metrics
 	ledger := cost.Ledger{}
 	ledger.Merge(t.Upstream)
 	ledger.Merge(own)
@@ -142,27 +145,37 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, wh string, t *mes
 			res.Cost, res.ElapsedSeconds, carried = ledger, elapsed, true
 		}
 		if r.Status == agent.StatusOK {
+			put := time.Now()
 			ref, err := w.env.Blobs.PutString(ctx, r.CSV)
+			m.Since("blob", put)
 			if err != nil {
 				return err
 			}
 			res.CSVRef = ref
 		}
-		if err := w.env.PublishResult(ctx, res); err != nil {
+		sent := time.Now()
+		err := w.env.PublishResult(ctx, res)
+		m.Since("nats", sent)
+		if err != nil {
 			return err
 		}
 	}
 	if len(out.Next) == 0 {
 		return nil
 	}
-	next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, out.Next)
+	next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, out.Next)
 	if !carried {
 		next[0].Upstream, next[0].UpstreamSeconds = ledger, elapsed
 	}
-	if err := w.env.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next); err != nil {
+	logged := time.Now()
+	err := w.env.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next)
+	m.Since("redis", logged)
+	if err != nil {
 		return err
 	}
-	return w.env.PublishTasks(ctx, run, wh, next)
+	sent := time.Now()
+	defer m.Since("nats", sent)
+	return w.env.PublishTasks(ctx, run, next)
 }
 
 // giveUp records a task that will not run again as a failed result in each
@@ -183,13 +196,4 @@ func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
 		}
 	}
 	_ = w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
-}
-
-func lastToken(subject string) string {
-	for i := len(subject) - 1; i >= 0; i-- {
-		if subject[i] == '.' {
-			return subject[i+1:]
-		}
-	}
-	return subject
 }
