@@ -78,7 +78,7 @@ func Standard() Scenario {
 	return Scenario{Name: "spider2-size", Dataset: "examples/demo", Examples: 547, Votes: 8, Seed: 1,
 		RPM: 3000, FirstTokenMS: 300, TokensPerSecond: 150, Jitter: 0.3, PGold: 0.5,
 		Generators: 4, GeneratorConcurrency: 24, Explorers: 2, ExplorerConcurrency: 8,
-		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 96, ScalingConcurrency: 4}
+		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 48, ScalingConcurrency: 4}
 }
 
 // LoadScenario reads a YAML scenario over the standard one.
