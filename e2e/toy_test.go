@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/blob"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
@@ -29,8 +31,8 @@ import (
 )
 
 // toyEnv connects one process's environment with the toy agent.
-func toyEnv(t testing.TB, natsURL, redisURL, name string, hold time.Duration) (*runenv.Env, func()) {
-	q, err := queue.Connect(context.Background(), natsURL, queue.Config{AckWait: 2 * time.Second})
+func toyEnv(t testing.TB, natsURL, redisURL, name string, hold time.Duration, maxDeliver int) (*runenv.Env, func()) {
+	q, err := queue.Connect(context.Background(), natsURL, queue.Config{AckWait: 2 * time.Second, MaxDeliver: maxDeliver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,8 @@ func toyEnv(t testing.TB, natsURL, redisURL, name string, hold time.Duration) (*
 func toyWorkerMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	env, closeEnv := toyEnv(&exitTB{}, os.Getenv("TOY_NATS_URL"), os.Getenv("TOY_REDIS_URL"), os.Getenv("TOY_WORKER"), 30*time.Second)
+	maxDeliver, _ := strconv.Atoi(os.Getenv("TOY_MAX_DELIVER"))
+	env, closeEnv := toyEnv(&exitTB{}, os.Getenv("TOY_NATS_URL"), os.Getenv("TOY_REDIS_URL"), os.Getenv("TOY_WORKER"), 30*time.Second, maxDeliver)
 	defer closeEnv()
 	if err := worker.Run(ctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 2}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -90,7 +93,7 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
 
-	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond)
+	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond, 0)
 	defer closeEnv()
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
@@ -167,4 +170,75 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 		}
 	}
 	t.Logf("victim killed inside %s of %s; every example answered from 3 candidates", taskID, ex)
+}
+
+// TestLastDeliveryKilledIsAccountedFor: with one delivery allowed, a worker
+// process SIGKILLed while holding a task leaves no process to give it up;
+// JetStream's max-deliveries advisory reaches the voter, which records the
+// task failed in its slot, so the example is decided from the other
+// candidates at once instead of waiting out the round deadline.
+func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
+	natsURL, redisURL := natstest.Start(t).URL(), redistest.Start(t).URL()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "QUORUM_E2E_TOY_WORKER=1", "TOY_NATS_URL="+natsURL, "TOY_REDIS_URL="+redisURL,
+		"TOY_WORKER=victim", "TOY_MAX_DELIVER=1")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond, 1)
+	defer closeEnv()
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	wc := queue.WorkConfig{DrainTimeout: time.Second, RetryBase: 100 * time.Millisecond}
+	go voter.Run(wctx, voter.Config{Env: env, Concurrency: 4, WorkConfig: wc})
+	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	examples := []string{"local001", "local002", "local003"}
+	// A round deadline far beyond the test's own: only the advisory can
+	// complete the round in time.
+	m := &runstate.Manifest{Run: "lastdelivery", Dataset: demoDir(t), Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Hour, Created: time.Now()}
+	done := make(chan error, 1)
+	var rep *outputs.Report
+	go func() {
+		var err error
+		rep, err = coordinator.Run(ctx, coordinator.Config{Env: env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
+		done <- err
+	}()
+	var held string
+	for held == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the victim never started an answer task")
+		case <-time.After(20 * time.Millisecond):
+		}
+		for _, ex := range examples {
+			if _, ok, _ := env.State.Get(ctx, "lastdelivery", ex, "toy", "running:victim"); ok {
+				held = ex
+			}
+		}
+	}
+	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.Wait()
+	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, e := range rep.Examples {
+		if e.Status != "answered" || e.Candidates != 3 {
+			t.Errorf("%s: %s from %d candidates (%s)", e.InstanceID, e.Status, e.Candidates, e.Error)
+		}
+		failed += e.Candidates - e.ValidCandidates
+	}
+	if failed == 0 {
+		t.Errorf("no candidate was recorded failed: the killed last delivery of a task of %s went unnoticed", held)
+	}
+	if open, err := env.State.OpenRounds(ctx, "lastdelivery"); err != nil || len(open) != 0 {
+		t.Errorf("rounds left open: %v (%v)", open, err)
+	}
 }

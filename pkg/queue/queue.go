@@ -79,10 +79,11 @@ func (c *Config) defaults() {
 
 // Queue is a connection to quorum's stream.
 type Queue struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream
+	cfg        Config
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	stream     jetstream.Stream
+	advisories jetstream.Stream
 }
 
 // Connect dials NATS (url may carry credentials; TLS with tls://) and makes
@@ -108,8 +109,22 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, fmt.Errorf("create stream %s (is JetStream enabled on the server?): %w", Stream, err)
 	}
-	return &Queue{cfg: cfg, nc: nc, js: js, stream: st}, nil
+	// JetStream announces a message whose deliveries ran out on a core
+	// subject; this stream keeps those announcements until a voter has
+	// recorded the lost task's outcome, whoever held its last delivery.
+	adv, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: AdvisoryStream, Subjects: []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + Stream + ".>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, MaxAge: 14 * 24 * time.Hour,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("create stream %s: %w", AdvisoryStream, err)
+	}
+	return &Queue{cfg: cfg, nc: nc, js: js, stream: st, advisories: adv}, nil
 }
+
+// AdvisoryStream keeps JetStream's max-deliveries advisories for QUORUM.
+const AdvisoryStream = "QUORUM_ADVISORIES"
 
 // redact hides a password in a URL for messages.
 func redact(url string) string {
@@ -120,6 +135,9 @@ func redact(url string) string {
 	}
 	return url
 }
+
+// Connected reports whether the NATS connection is up.
+func (q *Queue) Connected() bool { return q.nc.IsConnected() }
 
 // Close drains the connection.
 func (q *Queue) Close() { _ = q.nc.Drain() }
@@ -154,9 +172,15 @@ func (q *Queue) Publish(ctx context.Context, subject, msgID string, v any) error
 // the given subject filters. Filters of different consumers must not
 // overlap on the work-queue stream.
 func (q *Queue) Consumer(ctx context.Context, name string, filters ...string) (jetstream.Consumer, error) {
-	c, err := q.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	return q.consumer(ctx, q.stream, name, q.cfg.MaxDeliver, filters...)
+}
+
+// consumer creates a durable pull consumer on st; maxDeliver -1 delivers
+// without limit.
+func (q *Queue) consumer(ctx context.Context, st jetstream.Stream, name string, maxDeliver int, filters ...string) (jetstream.Consumer, error) {
+	c, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: name, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: q.cfg.AckWait, MaxDeliver: q.cfg.MaxDeliver, MaxAckPending: 10_000,
+		AckWait: q.cfg.AckWait, MaxDeliver: maxDeliver, MaxAckPending: 10_000,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %v: %w", name, filters, err)

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -55,12 +57,28 @@ type WorkConfig struct {
 	// Observe, when set, is told each outcome ("ack", "retry", "gave_up",
 	// "handed_back") and whether the message was a redelivery.
 	Observe func(outcome string, redelivered bool)
+	// MaxDeliver overrides the queue's deliveries per message for this
+	// consumer; -1 delivers until the message is handled (the voter must
+	// never drop a result).
+	MaxDeliver int
+	// Transient tells an error of the infrastructure (Redis or NATS down)
+	// from the task's own. A transient error does not use up a delivery:
+	// the worker keeps the message (heartbeating), waits with WaitReady
+	// until its dependencies answer, and runs the handler again, for up to
+	// HoldFor (default 15 minutes).
+	Transient func(error) bool
+	WaitReady func(ctx context.Context) error
+	HoldFor   time.Duration
 }
 
 // Work fetches and handles messages until ctx ends, then stops fetching,
 // lets in-flight work finish (or hands it back after DrainTimeout), and
 // returns.
 func (q *Queue) Work(ctx context.Context, wc WorkConfig) error {
+	return q.work(ctx, q.stream, wc)
+}
+
+func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) error {
 	if wc.Concurrency <= 0 {
 		wc.Concurrency = 1
 	}
@@ -73,7 +91,13 @@ func (q *Queue) Work(ctx context.Context, wc WorkConfig) error {
 	if wc.Logger == nil {
 		wc.Logger = zap.NewNop()
 	}
-	cons, err := q.Consumer(ctx, wc.Consumer, wc.Filters...)
+	if wc.MaxDeliver == 0 {
+		wc.MaxDeliver = q.cfg.MaxDeliver
+	}
+	if wc.HoldFor <= 0 {
+		wc.HoldFor = 15 * time.Minute
+	}
+	cons, err := q.consumer(ctx, st, wc.Consumer, wc.MaxDeliver, wc.Filters...)
 	if err != nil {
 		return err
 	}
@@ -142,7 +166,7 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 	if md, err := msg.Metadata(); err == nil {
 		d.Attempt = int(md.NumDelivered)
 	}
-	d.Last = d.Attempt >= q.cfg.MaxDeliver
+	d.Last = wc.MaxDeliver > 0 && d.Attempt >= wc.MaxDeliver
 	if d.Attempt > 1 {
 		wc.Logger.Info("redelivered message", zap.String("subject", msg.Subject()), zap.Int("attempt", d.Attempt))
 	}
@@ -166,6 +190,15 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 		}
 	}()
 	err := wc.Handler(hctx, d)
+	for held := time.Now(); err != nil && wc.Transient != nil && wc.Transient(err) && hctx.Err() == nil && time.Since(held) < wc.HoldFor; {
+		wc.Logger.Warn("a dependency is unavailable; holding the task until it returns", zap.String("subject", msg.Subject()), zap.Error(err))
+		if wc.WaitReady != nil {
+			_ = wc.WaitReady(hctx)
+		} else {
+			sleepCtx(hctx, time.Second)
+		}
+		err = wc.Handler(hctx, d)
+	}
 	close(stop)
 	var p permanent
 	switch {
@@ -208,4 +241,47 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// Exhausted is a message whose deliveries ran out without an outcome (its
+// last holder died): Subject and Data are the message as published.
+type Exhausted struct {
+	Consumer string
+	Subject  string
+	Data     []byte
+}
+
+// WorkExhausted hands every message JetStream gave up redelivering to
+// handle, then deletes it from the stream, until ctx ends. It reads the
+// max-deliveries advisories kept in AdvisoryStream, so a task whose last
+// delivery died with its worker is still accounted for. Messages already
+// handled (terminated or acknowledged by their worker) are skipped.
+func (q *Queue) WorkExhausted(ctx context.Context, wc WorkConfig, handle func(ctx context.Context, m Exhausted) error) error {
+	wc.Consumer = "max-deliveries"
+	wc.Filters = nil
+	wc.MaxDeliver = -1
+	wc.Handler = func(ctx context.Context, d Delivery) error {
+		var adv struct {
+			Consumer  string `json:"consumer"`
+			StreamSeq uint64 `json:"stream_seq"`
+		}
+		if err := json.Unmarshal(d.Msg.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+			return Permanent(fmt.Errorf("malformed max-deliveries advisory %q", d.Msg.Data()))
+		}
+		m, err := q.stream.GetMsg(ctx, adv.StreamSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil // its worker terminated it after recording the outcome
+		}
+		if err != nil {
+			return err
+		}
+		if err := handle(ctx, Exhausted{Consumer: adv.Consumer, Subject: m.Subject, Data: m.Data}); err != nil {
+			return err
+		}
+		if err := q.stream.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return err
+		}
+		return nil
+	}
+	return q.work(ctx, q.advisories, wc)
 }

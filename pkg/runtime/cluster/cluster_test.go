@@ -67,6 +67,9 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 	if rep.Agent != "toy" {
 		t.Errorf("run.json agent %q", rep.Agent)
 	}
+	if open, err := cl.Env.State.OpenRounds(ctx, "toy"); err != nil || len(open) != 0 {
+		t.Errorf("rounds left open after the run: %v (%v)", open, err)
+	}
 	// A finished task delivered again (as after a crash between recording
 	// it done and acknowledging it) is acknowledged without running.
 	tasks, err := cl.Env.State.Tasks(ctx, "toy", "local001", "toy")
@@ -136,6 +139,9 @@ func TestQueuedTasksAreNotStalls(t *testing.T) {
 		if e.Status != "answered" || e.Candidates != 3 {
 			t.Errorf("%s: %s from %d candidates (%s), want answered from 3", e.InstanceID, e.Status, e.Candidates, e.Error)
 		}
+	}
+	if open, err := cl.Env.State.OpenRounds(ctx, "queued"); err != nil || len(open) != 0 {
+		t.Errorf("rounds left open after the run: %v (%v)", open, err)
 	}
 }
 

@@ -380,9 +380,9 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err := c.env.Queue.Work(wctx, queue.WorkConfig{
+	err := c.env.Queue.Work(wctx, c.env.Resilient(queue.WorkConfig{
 		Consumer: "coordinator-" + c.m.Run, Filters: []string{queue.Subject(c.m.Run, queue.StageFinal, "")}, Concurrency: 4,
-		Logger: c.env.Log, DrainTimeout: 5 * time.Second,
+		Logger: c.env.Log, DrainTimeout: 5 * time.Second, MaxDeliver: -1,
 		Handler: func(ctx context.Context, d queue.Delivery) error {
 			var f message.FinalAnswer
 			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
@@ -398,7 +398,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 				cancel()
 			}
 			return nil
-		}})
+		}}))
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/pkg/blob"
@@ -272,6 +278,69 @@ func (e *Env) PublishFinal(ctx context.Context, f *message.FinalAnswer) error {
 	return e.Queue.Publish(ctx, queue.Subject(f.Run, queue.StageFinal, ""), f.Run+"."+f.Example+".final", f)
 }
 
+// GiveUp records a task that will not run again as a failed result in
+// each of its slots, so its round completes, and marks it done.
+func (e *Env) GiveUp(ctx context.Context, t *message.Task, reason string) error {
+	var errs []error
+	for _, slot := range t.Task.Slots {
+		r := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
+			Index: slot, Status: agent.StatusFailed, Worker: e.Name, Cost: t.Upstream, Error: reason}
+		t.Upstream = nil // accounted once
+		errs = append(errs, e.PublishResult(ctx, r))
+	}
+	errs = append(errs, e.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID))
+	return errors.Join(errs...)
+}
+
+// Transient tells the infrastructure's failures (Redis or NATS
+// unreachable, a connection reset) from a task's own: they are waited out,
+// not counted against the task's deliveries. An LLM call's failure is the
+// task's: the client has already retried it.
+func Transient(err error) bool {
+	var ce *llm.CallError
+	if err == nil || errors.As(err, &ce) {
+		return false
+	}
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return true
+	}
+	return false
+}
+
+// WaitReady returns once Redis and NATS answer again (or after a minute,
+// or when ctx ends).
+func (e *Env) WaitReady(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := e.State.Ping(pctx)
+		cancel()
+		if err == nil && e.Queue.Connected() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Resilient sets a work loop to wait out infrastructure outages rather
+// than spend its tasks' deliveries on them.
+func (e *Env) Resilient(wc queue.WorkConfig) queue.WorkConfig {
+	wc.Transient, wc.WaitReady = Transient, e.WaitReady
+	return wc
+}
+
 // Serve works one consumer per warehouse, <pool>-<warehouse>, over the
 // pool's subjects, until ctx ends. Outcomes are counted in the metrics.
 func (e *Env) Serve(ctx context.Context, pool string, warehouses []string, base queue.WorkConfig) error {
@@ -280,7 +349,7 @@ func (e *Env) Serve(ctx context.Context, pool string, warehouses []string, base 
 	}
 	errc := make(chan error, len(warehouses))
 	for _, wh := range warehouses {
-		wc := base
+		wc := e.Resilient(base)
 		wc.Consumer = pool + "-" + wh
 		wc.Filters = []string{queue.Subject("*", pool, wh)}
 		wc.Logger = e.Log

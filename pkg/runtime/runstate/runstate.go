@@ -355,6 +355,23 @@ func (s *Store) DueRounds(ctx context.Context, now time.Time) ([]Round, error) {
 	return out, nil
 }
 
+// OpenRounds lists a run's rounds that still have a deadline (undecided).
+func (s *Store) OpenRounds(ctx context.Context, run string) ([]Round, error) {
+	ms, err := s.rdb.ZRange(ctx, roundsKey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Round
+	for _, m := range ms {
+		p := strings.Split(m, "|")
+		if len(p) == 4 && p[0] == run {
+			r, _ := strconv.Atoi(p[3])
+			out = append(out, Round{Run: p[0], Example: p[1], Agent: p[2], Round: r})
+		}
+	}
+	return out, nil
+}
+
 // CloseRound removes a round's deadline.
 func (s *Store) CloseRound(ctx context.Context, r Round) error {
 	return s.rdb.ZRem(ctx, roundsKey, r.member()).Err()
@@ -433,6 +450,9 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 		}
 	}
 }
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
 // Cache is a cluster-wide key-value cache under quorum:cache:, shared by
 // every run (agent.Cache).

@@ -40,7 +40,10 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.SweepEvery = time.Second
 	}
 	go v.sweep(ctx, cfg.SweepEvery)
-	wc := cfg.WorkConfig
+	go v.exhausted(ctx, cfg.WorkConfig)
+	wc := cfg.Env.Resilient(cfg.WorkConfig)
+	// A result is never dropped: recording is retried until Redis answers.
+	wc.MaxDeliver = -1
 	wc.Consumer = "voter"
 	wc.Filters = []string{queue.Subject("*", queue.StageResult, "")}
 	wc.Concurrency = max(1, cfg.Concurrency)
@@ -83,6 +86,26 @@ func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
 		return v.env.State.Progress(ctx, round, "", v.env.Deadline(run.Manifest))
 	}
 	return v.Decide(ctx, round)
+}
+
+// exhausted records the tasks whose deliveries ran out while their last
+// holder died (no worker was left to give them up): a failed result in
+// each slot, so their rounds complete.
+func (v *Voter) exhausted(ctx context.Context, base queue.WorkConfig) {
+	wc := v.env.Resilient(base)
+	wc.Concurrency, wc.Logger = 1, v.env.Log
+	err := v.env.Queue.WorkExhausted(ctx, wc, func(ctx context.Context, m queue.Exhausted) error {
+		var t message.Task
+		if err := queue.Decode(m.Data, &t); err != nil {
+			return nil // not a task: nothing to account for
+		}
+		v.env.Log.Warn("a task's last delivery died with its worker: recording it failed", zap.String("run", t.Run),
+			zap.String("example", t.Example), zap.String("task", t.Task.ID), zap.String("consumer", m.Consumer))
+		return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out (its worker died holding the last one)", t.Task.Kind))
+	})
+	if err != nil && ctx.Err() == nil {
+		v.env.Log.Error("watching for exhausted tasks stopped", zap.Error(err))
+	}
 }
 
 // sweep decides rounds that made no progress for the run's RoundTimeout
@@ -131,8 +154,13 @@ func (v *Voter) holdOff(ctx context.Context, r runstate.Round) bool {
 // voters) publishes the same deduplicated messages.
 func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
 	done, err := v.env.State.Decided(ctx, r)
-	if err != nil || done != "" {
+	if err != nil {
 		return err
+	}
+	if done != "" {
+		// Decided already (a late result, a second voter): make sure its
+		// deadline is gone, never reopen it.
+		return v.env.State.CloseRound(ctx, r)
 	}
 	run, e, err := v.env.Example(ctx, r.Run, r.Example)
 	if err != nil {

@@ -185,15 +185,8 @@ func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
 	if queue.Decode(d.Msg.Data(), &t) != nil {
 		return
 	}
-	for _, slot := range t.Task.Slots {
-		r := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
-			Index: slot, Status: agent.StatusFailed, Worker: w.env.Name, Cost: t.Upstream,
-			Error: fmt.Sprintf("the %s task failed after %d deliveries: %v", t.Task.Kind, d.Attempt, cause)}
-		t.Upstream = nil // accounted once
-		if err := w.env.PublishResult(ctx, r); err != nil {
-			w.env.Log.Error("recording a failed task", zap.String("run", t.Run), zap.String("example", t.Example),
-				zap.String("task", t.Task.ID), zap.Error(err))
-		}
+	if err := w.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task failed after %d deliveries: %v", t.Task.Kind, d.Attempt, cause)); err != nil {
+		w.env.Log.Error("recording a failed task", zap.String("run", t.Run), zap.String("example", t.Example),
+			zap.String("task", t.Task.ID), zap.Error(err))
 	}
-	_ = w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
 }
