@@ -10,8 +10,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // Version is stamped at build time with -ldflags "-X github.com/quorumsql/quorum/internal/cli.Version=...".
 var Version = "dev"
@@ -19,6 +24,9 @@ var Version = "dev"
 // Main runs cmd with SIGINT/SIGTERM cancelling its context, and exits with
 // the command's status.
 func Main(cmd *cobra.Command) {
+	// go-redis prints every failed dial of an outage on its own; the roles
+	// report an outage themselves (held tasks, /readyz).
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.ExecuteContext(ctx); err != nil {

@@ -37,6 +37,9 @@ type Options struct {
 	Dir string
 	// AppendOnly keeps an AOF in Dir, so a restarted server resumes.
 	AppendOnly bool
+	// Port, when set, is used instead of a free one (to restart a server
+	// where its clients expect it).
+	Port int
 }
 
 // Start launches redis-server on a free port and waits until it answers.
@@ -51,9 +54,11 @@ func Start(opt Options) (*Server, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
+		port := opt.Port
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
 		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")

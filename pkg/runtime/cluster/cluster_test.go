@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/localredis"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -189,6 +193,66 @@ func TestAdmissionWindow(t *testing.T) {
 		}
 		if i > 0 && s.from.Before(spans[examples[i-1]].from) {
 			t.Errorf("%s admitted before %s", id, examples[i-1])
+		}
+	}
+}
+
+// TestRedisOutageSpendsNoDeliveries: Redis goes down for 6 s mid-run (with
+// two deliveries allowed per task). Workers, voter and coordinator hold
+// their messages until it is back instead of spending deliveries on it:
+// every example is answered from all its candidates, none failed, none
+// dropped.
+func TestRedisOutageSpendsNoDeliveries(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(srv.Addr[strings.LastIndexByte(srv.Addr, ':')+1:])
+	defer func() { srv.Stop() }()
+	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 200 * time.Millisecond}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The client does not retry by itself, so that the outage reaches the
+	// runtime within its 6 s.
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), RedisURL: srv.URL() + "?max_retries=-1&dial_timeout=500ms", Agents: reg, Generators: 1, GeneratorConcurrency: 2,
+		Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{MaxDeliver: 2, AckWait: 3 * time.Second},
+		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	abs, _ := filepath.Abs(demo)
+	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006"}
+	m := &runstate.Manifest{Run: "outage", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Hour, Created: time.Now()}
+	out := filepath.Join(t.TempDir(), "out")
+	done := make(chan error, 1)
+	var rep *outputs.Report
+	go func() {
+		var err error
+		rep, err = coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: out})
+		done <- err
+	}()
+	// Take Redis away once work is under way, bring it back on its port
+	// with its append-only file.
+	for {
+		if entries, _ := os.ReadDir(out); len(entries) >= 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Stop()
+	time.Sleep(6 * time.Second)
+	if srv, err = localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Port: port}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		if e.Status != "answered" || e.Candidates != 3 || e.ValidCandidates != 3 {
+			t.Errorf("%s: %s, %d candidates, %d valid (%s): the outage cost it candidates", e.InstanceID, e.Status, e.Candidates, e.ValidCandidates, e.Error)
 		}
 	}
 }
