@@ -6,6 +6,7 @@
 package message
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/cost"
@@ -30,10 +31,21 @@ type Task struct {
 	// its first result; UpstreamSeconds their wall time.
 	Upstream        cost.Ledger `json:"upstream,omitempty"`
 	UpstreamSeconds float64     `json:"upstream_seconds,omitempty"`
+	// Generation counts the times the task was published again after its
+	// deliveries ran out with no worker left to give it up (killed
+	// holding the last one).
+	Generation int `json:"generation,omitempty"`
 }
 
-// ID is the task's message id: the same task published twice is one task.
-func (t *Task) ID() string { return t.Run + "." + t.Example + "." + t.Agent + "." + t.Task.ID }
+// ID is the task's message id: the same task published twice is one task;
+// a new generation is a new message.
+func (t *Task) ID() string {
+	id := t.Run + "." + t.Example + "." + t.Agent + "." + t.Task.ID
+	if t.Generation > 0 {
+		id += ".g" + strconv.Itoa(t.Generation)
+	}
+	return id
+}
 
 // CandidateResult is one candidate of a round: success, empty, error, gave
 // up, or failed (its task exhausted its deliveries).

@@ -88,8 +88,15 @@ func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
 	return v.Decide(ctx, round)
 }
 
-// exhausted records the tasks whose deliveries ran out while their last
-// holder died (no worker was left to give them up): a failed result in
+// Republishes is how many times a task whose last delivery died with its
+// worker is published again before it is recorded failed: a killed worker
+// is not the task's fault, but a task that kills every worker that takes
+// it must end.
+const Republishes = 2
+
+// exhausted accounts for the tasks whose deliveries ran out while their
+// last holder died (no worker was left to give them up): published again
+// as a new generation, up to Republishes times, then recorded failed in
 // each slot, so their rounds complete.
 func (v *Voter) exhausted(ctx context.Context, base queue.WorkConfig) {
 	wc := v.env.Resilient(base)
@@ -99,9 +106,26 @@ func (v *Voter) exhausted(ctx context.Context, base queue.WorkConfig) {
 		if err := queue.Decode(m.Data, &t); err != nil {
 			return nil // not a task: nothing to account for
 		}
-		v.env.Log.Warn("a task's last delivery died with its worker: recording it failed", zap.String("run", t.Run),
-			zap.String("example", t.Example), zap.String("task", t.Task.ID), zap.String("consumer", m.Consumer))
-		return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out (its worker died holding the last one)", t.Task.Kind))
+		done, err := v.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+		if err != nil || done {
+			return err
+		}
+		log := v.env.Log.With(zap.String("run", t.Run), zap.String("example", t.Example), zap.String("task", t.Task.ID),
+			zap.String("consumer", m.Consumer), zap.Int("generation", t.Generation))
+		if t.Generation < Republishes {
+			run, err := v.env.Run(ctx, t.Run)
+			if err != nil {
+				return err
+			}
+			t.Generation++
+			log.Warn("a task's last delivery died with its worker: publishing it again")
+			if v.env.Metrics != nil {
+				v.env.Metrics.Tasks.WithLabelValues("voter", t.Warehouse, "republished").Inc()
+			}
+			return v.env.PublishTasks(ctx, run, []*message.Task{&t})
+		}
+		log.Warn("a task's last delivery died with its worker again: recording it failed")
+		return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out %d times with its worker dying", t.Task.Kind, t.Generation+1))
 	})
 	if err != nil && ctx.Err() == nil {
 		v.env.Log.Error("watching for exhausted tasks stopped", zap.Error(err))
