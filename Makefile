@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
 DEMO    := examples/demo
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps race bench lint generate clean deploy-check
+.PHONY: all build demo test deps race bench chaos lint generate clean deploy-check
 
 all: build
 
@@ -55,6 +55,14 @@ race:
 bench: deps build
 	./bin/quorum bench --out out/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... | tee out/bench/microbenchmarks.txt
+
+# chaos runs the long chaos scenario (make test runs the short one): every
+# role a process over a nats-server process and redis-server with AOF,
+# workers and the voter SIGKILLed over and over with two deliveries per
+# task, Redis down 40 s, NATS and the coordinator SIGKILLed and restarted;
+# the answers must equal an undisturbed run's.
+chaos: deps
+	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

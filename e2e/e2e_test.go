@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/coordinator", "./cmd/generator-worker", "./cmd/explorer-worker", "./cmd/voter")
+		"./cmd/coordinator", "./cmd/generator-worker", "./cmd/explorer-worker", "./cmd/voter", "github.com/nats-io/nats-server/v2")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the role binaries: %v\n%s", err, out)
