@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -85,5 +86,16 @@ func printReport(w io.Writer, rep *eval.Report) {
 	for _, f := range rep.Ignored {
 		fmt.Fprintf(w, "ignored %s: its instance is not in the eval config\n", f)
 	}
+	if len(rep.Missing) > 0 {
+		more := ""
+		if len(rep.Missing) > 10 {
+			more = ", …"
+		}
+		fmt.Fprintf(w, "missing: %d of %d gold examples have no prediction (%s%s)\n", len(rep.Missing), rep.Gold,
+			strings.Join(rep.Missing[:min(len(rep.Missing), 10)], ", "), more)
+	}
 	fmt.Fprintf(w, "\nEX: %.4f (%d of %d correct)\n", rep.EX, rep.Correct, rep.Total)
+	if len(rep.Missing) > 0 {
+		fmt.Fprintf(w, "EX over all %d gold examples, the missing scored wrong: %.4f\n", rep.Gold, rep.EXAllGold)
+	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // TestRunInterruptedResumes: quorum run interrupted mid-run says what it is
-// doing, exits 130, and the same command resumes to the answers an
+// doing, exits 3 (aborted, resumable), and the same command resumes to the answers an
 // undisturbed run writes.
 func TestRunInterruptedResumes(t *testing.T) {
 	if testing.Short() {
@@ -61,8 +61,8 @@ func TestRunInterruptedResumes(t *testing.T) {
 	}()
 	err = cmd.ExecuteContext(ctx)
 	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 130 || !strings.Contains(err.Error(), "interrupted with") {
-		t.Fatalf("interrupted run ended with %v, want exit status 130 and the resume hint\n%s", err, buf.String())
+	if !errors.As(err, &ee) || ee.code != exitAborted || !strings.Contains(err.Error(), "interrupted with") {
+		t.Fatalf("interrupted run ended with %v, want exit status 3 and the resume hint\n%s", err, buf.String())
 	}
 	if !strings.Contains(buf.String(), "Interrupted: stopping.") {
 		t.Errorf("no line saying what the interrupted run is doing:\n%s", buf.String())

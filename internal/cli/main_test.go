@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -300,5 +303,92 @@ func TestAgentsListsKindsPoolsAndOptions(t *testing.T) {
 	}
 	if pools["generate"] != "generate" || pools["explore"] != "explore" || pools["link"] != "generate" {
 		t.Errorf("reforce kinds and pools %v", pools)
+	}
+}
+
+// TestBadRunInputIsRefusedWithExit2: flag values that cannot run and an
+// output folder that cannot be written are refused before anything
+// starts, with exit status 2 and the flag named.
+func TestBadRunInputIsRefusedWithExit2(t *testing.T) {
+	t.Parallel()
+	// A folder under a regular file cannot be created, even by root.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--dataset", demo, "--votes", "0"}, "--votes 0: an example needs at least 1 candidate"},
+		{[]string{"run", "--dataset", demo, "--round-timeout", "-1s"}, "--round-timeout -1s"},
+		{[]string{"run", "--dataset", demo, "--max-in-flight", "-5"}, "--max-in-flight -5"},
+		{[]string{"run", "--dataset", demo, "--votes", "many"}, `invalid argument "many" for "--votes"`},
+		{[]string{"run"}, "--dataset is required"},
+		{[]string{"coordinator", "--dataset", demo, "--votes", "0"}, "--votes 0"},
+	} {
+		out, err := run(t, tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != exitUsage {
+			t.Errorf("quorum %s: error %v (exit %d), want %q with exit 2\n%s", strings.Join(tt.args, " "), err, exitCode(err), tt.want, out)
+		}
+	}
+	_, err := run(t, "run", "--dataset", demo, "--out", filepath.Join(file, "out"))
+	if err == nil || !strings.Contains(err.Error(), "--out") || exitCode(err) != exitUsage {
+		t.Errorf("unwritable --out: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+// TestUnreachableLLMFailsAtOnce: quorum run against an endpoint where
+// nothing listens, or one that refuses the key, stops before any work,
+// naming the endpoint, with exit status 2.
+func TestUnreachableLLMFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/v1"
+	l.Close()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":{"message":"Incorrect API key"}}`, http.StatusUnauthorized)
+	}))
+	defer refusing.Close()
+	for _, tt := range []struct{ url, want string }{
+		{dead, "is unreachable"},
+		{refusing.URL + "/v1", "refused the API key (HTTP 401)"},
+	} {
+		out, err := run(t, "run", "--dataset", demo, "--llm-base-url", tt.url, "--llm-api-key", "k", "--out", filepath.Join(t.TempDir(), "out"))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), strings.TrimSuffix(strings.TrimPrefix(tt.url, "http://"), "/v1")) || exitCode(err) != exitUsage {
+			t.Errorf("LLM at %s: %v (exit %d), want %q naming the endpoint, exit 2\n%s", tt.url, err, exitCode(err), tt.want, out)
+		}
+	}
+}
+
+// TestEvalCountsMissingPredictions: with 3 of the demo's predictions, EX
+// over all gold examples counts the others wrong and names them.
+func TestEvalCountsMissingPredictions(t *testing.T) {
+	t.Parallel()
+	gold := filepath.Join(demo, "evaluation_suite", "gold")
+	pred := t.TempDir()
+	for _, id := range []string{"local001", "local003", "local004"} {
+		src := filepath.Join(gold, "exec_result", id+".csv")
+		if _, err := os.Stat(src); err != nil {
+			src = filepath.Join(gold, "exec_result", id+"_a.csv") // the first of its gold variants
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pred, id+".csv"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := run(t, "eval", "--gold", gold, "--pred", pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "missing: 41 of 44 gold examples have no prediction (local002, local005,") ||
+		!strings.Contains(out, "EX: 1.0000 (3 of 3 correct)") || !strings.Contains(out, "EX over all 44 gold examples, the missing scored wrong: 0.0682") {
+		t.Errorf("eval of 3 of 44 predictions:\n%s", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
@@ -64,6 +66,44 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.selfCons, "self-consistency", false, "reforce: a candidate is the first answer seen twice (v1 option)")
 	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
 	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts longer than this (characters) get table-level schema linking")
+}
+
+// validate refuses flag values that cannot run.
+func (f *runFlags) validate() error {
+	switch {
+	case f.votes < 1:
+		return fmt.Errorf("--votes %d: an example needs at least 1 candidate", f.votes)
+	case f.roundTimeout <= 0:
+		return fmt.Errorf("--round-timeout %v: give a positive duration, e.g. 30m", f.roundTimeout)
+	case f.maxInFlight < -1:
+		return fmt.Errorf("--max-in-flight %d: use a positive number, 0 (automatic) or -1 (all at once)", f.maxInFlight)
+	case f.limit < 0:
+		return fmt.Errorf("--limit %d: use a positive number (0 = no limit)", f.limit)
+	}
+	return nil
+}
+
+// writable checks that an output folder can be written before any work
+// starts, so that no computed answer is lost to it.
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".quorum-write-check-*")
+	if err != nil {
+		return fmt.Errorf("--out %s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// failedExamples is the exit status of a run that ended: exit 1 when
+// examples failed, naming how many.
+func failedExamples(rep *outputs.Report) error {
+	if n := rep.Totals.Failed; n > 0 {
+		return &exitError{code: exitFailedExamples, msg: fmt.Sprintf("%d of %d examples failed (their errors are above and in run.json); resume with the same --run-id to retry what is unfinished", n, rep.Totals.Examples)}
+	}
+	return nil
 }
 
 // window is the admission window for a coordinator whose generators take
@@ -137,6 +177,9 @@ func (f *runFlags) defaults() {
 // manifest builds a new run's manifest; the dataset is loaded to select
 // its examples.
 func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Manifest, *dataset.Dataset, error) {
+	if err := f.validate(); err != nil {
+		return nil, nil, err
+	}
 	agentName, opts, err := f.agentOptions(cmd)
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +235,13 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			if _, _, err := rf.agentOptions(cmd); err != nil {
-				return err
+				return usage(err)
+			}
+			if err := rf.validate(); err != nil {
+				return usage(err)
+			}
+			if err := writable(rf.out); err != nil {
+				return usage(err)
 			}
 			env, cleanup, err := cf.env(cmd.Context(), "coordinator", nil)
 			if err != nil {
@@ -214,7 +263,7 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			printSummary(cmd.OutOrStdout(), rep, rf.out)
-			return nil
+			return failedExamples(rep)
 		},
 	}
 	cf.register(cmd, false)

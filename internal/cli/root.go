@@ -15,6 +15,23 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// Exit codes: 0 every example answered or had no answer, 1 some examples
+// failed (run.json says why; the run can be resumed), 2 bad usage or input,
+// 3 the run was interrupted or aborted (resumable).
+const (
+	exitFailedExamples = 1
+	exitUsage          = 2
+	exitAborted        = 3
+)
+
+// usage marks an error of the command line or its input (exit 2).
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: exitUsage, msg: err.Error()}
+}
+
 func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -38,6 +55,7 @@ Start with:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newVersionCmd())
 	return root

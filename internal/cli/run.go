@@ -44,17 +44,23 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				stateDir = filepath.Join(rf.out, ".state")
 			}
 			if rf.dataset == "" {
-				return fmt.Errorf("--dataset is required (to resume run %s, pass the dataset it started with)", rf.runID)
+				return usage(fmt.Errorf("--dataset is required (to resume run %s, pass the dataset it started with)", rf.runID))
 			}
 			m, ds, err := rf.manifest(cmd, "")
 			if err != nil {
-				return err
+				return usage(err)
+			}
+			if err := writable(rf.out); err != nil {
+				return usage(err)
 			}
 			lcfg, label, stop, err := lf.config(ds, w)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			defer stop()
+			if err := preflight(ctx, lcfg); err != nil {
+				return usage(err)
+			}
 			file, err := cf.warehousesFile()
 			if err != nil {
 				return err
@@ -96,13 +102,13 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				MaxInFlight: rf.window(cf.concurrency, m.Votes, cf.llmRPM, cf.llmTPM)})
 			close(finished)
 			if err != nil && ctx.Err() != nil {
-				return &exitError{code: 130, msg: err.Error()}
+				return &exitError{code: exitAborted, msg: err.Error()}
 			}
 			if err != nil {
 				return err
 			}
 			printSummary(w, rep, rf.out)
-			return nil
+			return failedExamples(rep)
 		},
 	}
 	cf.register(cmd, true)

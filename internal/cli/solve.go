@@ -90,7 +90,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 				return err
 			}
 			printSummary(w, rep, out)
-			return nil
+			return failedExamples(rep)
 		},
 	}
 	df.register(cmd)
@@ -239,6 +239,18 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	t := rep.Totals
 	fmt.Fprintf(w, "\nLLM: %s\n", rep.LLM)
 	fmt.Fprintf(w, "Examples: %d (answered %d, no answer %d, failed %d) in %.1fs\n", t.Examples, t.Answered, t.NoAnswer, t.Failed, t.WallSeconds)
+	shown := 0
+	for _, e := range rep.Examples {
+		if e.Status != "failed" {
+			continue
+		}
+		if shown == 5 {
+			fmt.Fprintf(w, "  … %d more failed examples: see run.json\n", t.Failed-shown)
+			break
+		}
+		fmt.Fprintf(w, "  failed %s: %s\n", e.InstanceID, e.Error)
+		shown++
+	}
 	fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (explored)\n", t.HighConf, t.LowConf)
 	if t.EX != nil {
 		fmt.Fprintf(w, "EX: %.4f (%d of %d), EX@%d: %.4f\n", *t.EX, t.Correct, t.Scored, rep.Votes, *t.EXAtK)

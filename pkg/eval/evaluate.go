@@ -65,6 +65,12 @@ type Report struct {
 	// Ignored lists prediction files whose id has no line in the eval
 	// config; the official evaluator skips them too.
 	Ignored []string `json:"-"`
+	// Missing lists the gold instances with no prediction. EX above is the
+	// official evaluator's (over the predictions present); ExAllGold scores
+	// the missing ones as wrong, over all Gold instances.
+	Missing   []string `json:"missing"`
+	Gold      int      `json:"gold"`
+	EXAllGold float64  `json:"ex_all_gold"`
 }
 
 // Evaluate scores every prediction whose instance has an eval config line.
@@ -127,6 +133,21 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Total = len(rep.Instances)
 	if rep.Total > 0 {
 		rep.EX = float64(rep.Correct) / float64(rep.Total)
+	}
+	scored := map[string]bool{}
+	for _, s := range rep.Instances {
+		scored[s.InstanceID] = true
+	}
+	rep.Missing = []string{}
+	for id := range specs {
+		if !scored[id] {
+			rep.Missing = append(rep.Missing, id)
+		}
+	}
+	sort.Strings(rep.Missing)
+	rep.Gold = len(specs)
+	if rep.Gold > 0 {
+		rep.EXAllGold = float64(rep.Correct) / float64(rep.Gold)
 	}
 	return rep, nil
 }
