@@ -33,10 +33,14 @@ deps:
 	}
 	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required: apt-get install -y redis-server"; exit 1; }
 
+# test prints a line per package as it finishes (the roles' JSON logs are
+# kept out) and ends with a summary line; it fails if any package fails.
 test: deps lint
-	$(GO) test -count=1 ./...
-	$(MAKE) race
-	$(MAKE) deploy-check
+	@bash -c 'set -o pipefail; start=$$(date +%s); log=$$(mktemp); \
+	  { $(GO) test -count=1 ./... 2>&1 && $(MAKE) --no-print-directory race 2>&1 && $(MAKE) --no-print-directory deploy-check 2>&1; } \
+	    | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee $$log; rc=$$?; \
+	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \
+	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s"; rm -f $$log; exit $$rc'
 
 # deploy-check decodes the Kubernetes manifests strictly into the Kubernetes
 # and KEDA API types, loads docker-compose.yml with the compose-spec loader
