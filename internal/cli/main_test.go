@@ -325,6 +325,7 @@ func TestBadRunInputIsRefusedWithExit2(t *testing.T) {
 		{[]string{"run", "--dataset", demo, "--max-in-flight", "-5"}, "--max-in-flight -5"},
 		{[]string{"run", "--dataset", demo, "--votes", "many"}, `invalid argument "many" for "--votes"`},
 		{[]string{"run"}, "--dataset is required"},
+		{[]string{"run", "--dataset", demo, "--warehouses", "sqlit"}, `--warehouses: "sqlit" is not a configured warehouse (configured: sqlite`},
 		{[]string{"coordinator", "--dataset", demo, "--votes", "0"}, "--votes 0"},
 	} {
 		out, err := run(t, tt.args...)

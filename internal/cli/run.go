@@ -63,7 +63,12 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			file, err := cf.warehousesFile()
 			if err != nil {
-				return err
+				return usage(err)
+			}
+			for _, wh := range cf.warehouses {
+				if _, ok := file.Spec(wh); !ok {
+					return usage(fmt.Errorf("--warehouses: %q is not a configured warehouse (configured: %s)", wh, names(file)))
+				}
 			}
 			log, err := newLogger(cf.logLevel)
 			if err != nil {
