@@ -393,3 +393,26 @@ func TestEvalCountsMissingPredictions(t *testing.T) {
 		t.Errorf("eval of 3 of 44 predictions:\n%s", out)
 	}
 }
+
+// TestRunRefusesDroppedTaskLines: a malformed or duplicated task line would
+// be left out of a run silently; quorum run names each with file:line and
+// exits 2, unless --skip-bad-lines.
+func TestRunRefusesDroppedTaskLines(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	abs, _ := filepath.Abs(filepath.Join(demo, "resource"))
+	if err := os.Symlink(abs, filepath.Join(root, "resource")); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := os.ReadFile(filepath.Join(demo, "demo.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitN(string(lines), "\n", 2)[0]
+	os.WriteFile(filepath.Join(root, "t.jsonl"), []byte(first+"\nnot json\n"+first+"\n"), 0o644)
+	out, err := run(t, "run", "--dataset", root, "--out", filepath.Join(t.TempDir(), "out"))
+	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "t.jsonl:2: malformed JSON line") ||
+		!strings.Contains(err.Error(), "t.jsonl:3: local001: duplicate instance_id (first on line 1)") || !strings.Contains(err.Error(), "--skip-bad-lines") {
+		t.Errorf("run over bad task lines: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+}

@@ -32,6 +32,7 @@ func newSolveCmd() *cobra.Command {
 		seed        uint64
 		concurrency int
 		agentName   string
+		skipBad     bool
 		cfg         reforce.Config
 	)
 	cmd := &cobra.Command{
@@ -56,7 +57,10 @@ For a cluster over NATS and Redis, use quorum run.`,
 			}
 			ds, err := df.load(dsDir)
 			if err != nil {
-				return err
+				return usage(err)
+			}
+			if err := droppedLines(ds, skipBad); err != nil {
+				return usage(err)
 			}
 			filter := dataset.Filter{IDs: ids, Database: db, Limit: limit}
 			if dialect != "" {
@@ -105,6 +109,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
 	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
 	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (reforce)")
+	f.BoolVar(&skipBad, "skip-bad-lines", false, "run even though some task lines are malformed or duplicated (they are listed and left out)")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
 	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
 	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
