@@ -82,3 +82,31 @@ func TestRunInterruptedResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAbortsOnBrokenLLM: an endpoint that answers /models but fails
+// every chat call makes examples fail with its error text; after 5 in a
+// row the run stops with exit 3, naming the error, instead of burning
+// through the dataset.
+func TestRunAbortsOnBrokenLLM(t *testing.T) {
+	ds, err := dataset.Load(demo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Faults: llmsim.Faults{ServerError: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	defer ts.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	log, err := run(t, "run", "--dataset", demo, "--limit", "12", "--votes", "2", "--llm-base-url", ts.URL+"/v1", "--llm-api-key", "k",
+		"--llm-attempts", "1", "--out", out, "--run-id", "broken", "--log-level", "error")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitAborted || !strings.Contains(err.Error(), "5 examples in a row failed on LLM calls") ||
+		!strings.Contains(err.Error(), "status 5") {
+		t.Fatalf("run against a failing endpoint: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "failed") {
+		t.Errorf("no failed example reported on the way:\n%s", log)
+	}
+}

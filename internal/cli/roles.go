@@ -287,6 +287,10 @@ finished examples are skipped and only missing tasks are published again.`,
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
 				MaxInFlight: rf.window(0, m.Votes, 0, 0)})
+			var aborted *coordinator.Aborted
+			if err != nil && (cmd.Context().Err() != nil || errors.As(err, &aborted)) {
+				return &exitError{code: exitAborted, msg: err.Error()}
+			}
 			if err != nil {
 				return err
 			}

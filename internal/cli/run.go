@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,7 +107,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
 				MaxInFlight: rf.window(cf.concurrency, m.Votes, cf.llmRPM, cf.llmTPM)})
 			close(finished)
-			if err != nil && ctx.Err() != nil {
+			var aborted *coordinator.Aborted
+			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}
 			}
 			if err != nil {

@@ -40,6 +40,10 @@ type Config struct {
 	// Progress receives a progress bar (terminal) or log lines.
 	Progress io.Writer
 	Terminal bool
+	// AbortAfter stops the run when this many examples in a row failed
+	// on LLM calls (an endpoint failing every call), so a broken endpoint
+	// does not burn through the dataset (default 5, -1 never).
+	AbortAfter int
 	// MaxInFlight is the admission window: at most this many examples are
 	// started and unfinished at once, the next admitted in dataset order as
 	// one finishes (0: all at once). Examples then finish steadily from the
@@ -95,8 +99,12 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AbortAfter == 0 {
+		cfg.AbortAfter = 5
+	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
+		abortAfter: cfg.AbortAfter,
+		finals:     map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
 	started := time.Now()
 	if err := c.collectKnown(ctx); err != nil {
 		return nil, err
@@ -126,11 +134,16 @@ type coord struct {
 	progress io.Writer
 	terminal bool
 
-	window int
+	window     int
+	abortAfter int
 
-	mu      sync.Mutex
-	finals  map[string]*message.FinalAnswer
-	arrived map[string]time.Time
+	mu sync.Mutex
+	// llmFailures counts the latest finals in a row that failed on LLM
+	// calls; aborted is set when they reach abortAfter.
+	llmFailures int
+	aborted     error
+	finals      map[string]*message.FinalAnswer
+	arrived     map[string]time.Time
 	// flying are the examples started and not final.
 	flying map[string]bool
 
@@ -331,6 +344,14 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	c.mu.Lock()
 	c.finals[f.Example] = f
 	delete(c.flying, f.Example)
+	if f.Status == "failed" && strings.Contains(f.Error, "llm") {
+		c.llmFailures++
+		if c.abortAfter > 0 && c.llmFailures >= c.abortAfter && c.aborted == nil {
+			c.aborted = &Aborted{Run: c.m.Run, Reason: fmt.Sprintf("%d examples in a row failed on LLM calls; the last: %s", c.llmFailures, f.Error)}
+		}
+	} else {
+		c.llmFailures = 0
+	}
 	c.arrived[f.Example] = time.Now()
 	n := len(c.finals)
 	c.mu.Unlock()
@@ -391,6 +412,10 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			if err := c.accept(ctx, &f); err != nil {
 				return err
 			}
+			if c.abortedErr() != nil {
+				cancel()
+				return nil
+			}
 			if err := c.admit(ctx); err != nil {
 				return err
 			}
@@ -400,6 +425,9 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			return nil
 		}}))
 	if err != nil {
+		return err
+	}
+	if err := c.abortedErr(); err != nil {
 		return err
 	}
 	if !c.done() {
@@ -412,6 +440,22 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	}
 	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
 	return nil
+}
+
+func (c *coord) abortedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.aborted
+}
+
+// Aborted is a run stopped because an LLM endpoint fails persistently; it
+// can be resumed once the endpoint works.
+type Aborted struct {
+	Run, Reason string
+}
+
+func (a *Aborted) Error() string {
+	return fmt.Sprintf("run %s aborted: %s. Fix the endpoint, then resume with --run-id %s (the same --out and --dataset) to run the examples not yet started; those that failed stay failed in this run", a.Run, a.Reason, a.Run)
 }
 
 func (c *coord) done() bool {

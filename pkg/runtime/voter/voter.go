@@ -307,6 +307,34 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 	default:
 		f.Status = "no_answer"
 		f.Error = "no candidate produced rows"
+		if reason, all := commonError(results); all {
+			// Nothing was ever run: the pipeline failed (an LLM endpoint
+			// failing every call, say), not the model's answers.
+			f.Status = "failed"
+			f.Error = fmt.Sprintf("all %d candidates gave up: %s", len(results), reason)
+		} else if reason != "" {
+			f.Error += "; the most common error: " + reason
+		}
 	}
 	return f
+}
+
+// commonError is the most frequent error among the candidates, and whether
+// every candidate gave up or failed (none ran a query to the end).
+func commonError(results []*message.CandidateResult) (string, bool) {
+	counts := map[string]int{}
+	best, all := "", len(results) > 0
+	for _, r := range results {
+		if r.Status != agent.StatusGaveUp && r.Status != agent.StatusFailed {
+			all = false
+		}
+		if r.Error == "" {
+			continue
+		}
+		counts[r.Error]++
+		if counts[r.Error] > counts[best] || (counts[r.Error] == counts[best] && r.Error < best) {
+			best = r.Error
+		}
+	}
+	return best, all && best != ""
 }
