@@ -166,6 +166,20 @@ func (ds *Dataset) problem(file string, line int, id, format string, args ...any
 // Runnable reports whether the example has no blocking problem.
 func (ds *Dataset) Runnable(id string) bool { return !ds.blocked[id] }
 
+// MaxQuestionBytes bounds a question: prompts repeat it on every call of
+// every candidate, so a runaway one (a pasted file) would cost memory and
+// tokens out of all proportion. Spider 2.0's longest are about 2 KB.
+const MaxQuestionBytes = 64 << 10
+
+// checkSize blocks an example whose question is over MaxQuestionBytes, and
+// drops its text.
+func (ds *Dataset) checkSize(file string, line int, e *Example) {
+	if n := len(e.Question); n > MaxQuestionBytes {
+		ds.problem(file, line, e.ID, "the question is %d bytes, over the %d-byte limit", n, MaxQuestionBytes)
+		e.Question = ""
+	}
+}
+
 // Example returns the example with the given id.
 func (ds *Dataset) Example(id string) (*Example, bool) {
 	for _, e := range ds.Examples {

@@ -275,3 +275,33 @@ func TestLoadSnowLayout(t *testing.T) {
 		t.Errorf("schema %+v table %+v", s.Folders[0], tb)
 	}
 }
+
+// TestOversizeQuestionIsRefused: a question over MaxQuestionBytes is a
+// problem of its line, the example is not runnable, and its text is not
+// kept.
+func TestOversizeQuestionIsRefused(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	long := strings.Repeat("how many? ", MaxQuestionBytes/10+1)
+	line := `{"instance_id":"local001","db":"shop","question":"` + long + `"}` + "\n" + `{"instance_id":"local002","db":"shop","question":"ok?"}` + "\n"
+	if err := os.WriteFile(filepath.Join(root, "t.jsonl"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Load(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := ds.Example("local001")
+	if !ok || ds.Runnable("local001") || e.Question != "" {
+		t.Errorf("oversize question: found %v, runnable %v, %d bytes kept", ok, ds.Runnable("local001"), len(e.Question))
+	}
+	found := false
+	for _, p := range ds.Problems {
+		if p.Line == 1 && strings.Contains(p.Message, "over the 65536-byte limit") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no problem reported for line 1: %v", ds.Problems)
+	}
+}

@@ -58,6 +58,7 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		seen[id] = true
 		e := &Example{ID: id, DB: en.DBID, Dialect: warehouse.SQLite, Question: en.Question,
 			ExternalKnowledge: en.Evidence, Source: fmt.Sprintf("%s[%d]", task, i)}
+		ds.checkSize(task, 0, e)
 		if opt.Dialect != "" {
 			e.Dialect = opt.Dialect
 		}

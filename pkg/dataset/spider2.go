@@ -98,6 +98,7 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 		if e.Question == "" {
 			ds.problem(task, line, id, "no question (expected \"question\" or \"instruction\")")
 		}
+		ds.checkSize(task, line, e)
 		if e.DB == "" {
 			ds.problem(task, line, id, "no database (expected \"db\" or \"db_id\")")
 			continue
