@@ -106,6 +106,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		abortAfter: cfg.AbortAfter,
 		finals:     map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
 	started := time.Now()
+	c.started = started
 	if err := c.collectKnown(ctx); err != nil {
 		return nil, err
 	}
@@ -146,6 +147,12 @@ type coord struct {
 	arrived     map[string]time.Time
 	// flying are the examples started and not final.
 	flying map[string]bool
+
+	// progressMu guards the progress line's running totals.
+	progressMu                 sync.Mutex
+	started                    time.Time
+	notAnswered, calls, tokens int
+	arrivals                   int
 
 	// admitMu serialises admission; next is the next example to consider.
 	admitMu sync.Mutex
@@ -367,17 +374,34 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	if c.progress == nil {
 		return
 	}
+	c.progressMu.Lock()
+	defer c.progressMu.Unlock()
 	total := len(c.m.Examples)
+	if f.Status != "answered" {
+		c.notAnswered++
+	}
+	t := f.Cost.Total()
+	c.calls += t.LLMCalls
+	c.tokens += t.Tokens()
+	c.arrivals++
+	// The rate of this session's finals (a resume's known ones came free).
+	eta := "?"
+	if el := time.Since(c.started); c.arrivals > 0 && n < total {
+		eta = (time.Duration(float64(el) / float64(c.arrivals) * float64(total-n))).Round(time.Second).String()
+	} else if n >= total {
+		eta = "0s"
+	}
+	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, eta)
 	if c.terminal {
 		width := 30
 		filled := width * n / max(1, total)
-		fmt.Fprintf(c.progress, "\r[%s%s] %d/%d %-12s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, f.Example)
+		fmt.Fprintf(c.progress, "\r[%s%s] %d/%d %s   ", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, stats)
 		if n == total {
 			fmt.Fprintln(c.progress)
 		}
 		return
 	}
-	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s\n", n, total, f.Example, f.Status, f.Confidence, f.Method)
+	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s (%s)\n", n, total, f.Example, f.Status, f.Confidence, f.Method, stats)
 }
 
 func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
