@@ -39,6 +39,8 @@ func TestRunInterruptedResumes(t *testing.T) {
 	clean := filepath.Join(t.TempDir(), "clean")
 	if log, err := run(t, args("clean", clean)...); err != nil {
 		t.Fatalf("undisturbed run: %v\n%s", err, log)
+	} else if !strings.Contains(log, "LLM: SIMULATED LLM (a quorum llmsim server at") {
+		t.Errorf("the summary does not say a simulator answered:\n%s", log)
 	}
 
 	out := filepath.Join(t.TempDir(), "out")

@@ -449,15 +449,17 @@ func firstSet(vals ...string) string {
 
 // preflight checks, before any work, that every configured LLM endpoint
 // answers and accepts its key: a run against an endpoint where nothing
-// listens would otherwise spend minutes per example retrying.
-func preflight(ctx context.Context, cfg llm.Config) error {
+// listens would otherwise spend minutes per example retrying. It reports
+// whether the default endpoint says it is quorum's simulator, so that a
+// standalone llmsim is labelled as one.
+func preflight(ctx context.Context, cfg llm.Config) (simulated bool, err error) {
 	eps := append([]llm.Endpoint{{Name: llm.DefaultEndpoint, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Headers: cfg.Headers}}, cfg.Endpoints...)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, ep := range eps {
 		base := strings.TrimRight(firstSet(ep.BaseURL, "https://api.openai.com/v1"), "/")
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
 		if err != nil {
-			return fmt.Errorf("LLM endpoint %s (%s): %w", ep.Name, redactURL(base), err)
+			return false, fmt.Errorf("LLM endpoint %s (%s): %w", ep.Name, redactURL(base), err)
 		}
 		if ep.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+ep.APIKey)
@@ -468,12 +470,16 @@ func preflight(ctx context.Context, cfg llm.Config) error {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return fmt.Errorf("LLM endpoint %s at %s is unreachable: %w (check --llm-base-url / --llm-config, or leave them unset to use the simulated LLM)", ep.Name, redactURL(base), err)
+			return false, fmt.Errorf("LLM endpoint %s at %s is unreachable: %w (check --llm-base-url / --llm-config, or leave them unset to use the simulated LLM)", ep.Name, redactURL(base), err)
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			return fmt.Errorf("LLM endpoint %s at %s refused the API key (HTTP %d): check --llm-api-key / OPENAI_API_KEY", ep.Name, redactURL(base), resp.StatusCode)
+			return false, fmt.Errorf("LLM endpoint %s at %s refused the API key (HTTP %d): check --llm-api-key / OPENAI_API_KEY", ep.Name, redactURL(base), resp.StatusCode)
+		}
+		if ep.Name == llm.DefaultEndpoint && strings.Contains(string(body), "simulator") {
+			simulated = true
 		}
 	}
-	return nil
+	return simulated, nil
 }

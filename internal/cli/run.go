@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -59,8 +60,12 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				return usage(err)
 			}
 			defer stop()
-			if err := preflight(ctx, lcfg); err != nil {
+			simulated, err := preflight(ctx, lcfg)
+			if err != nil {
 				return usage(err)
+			}
+			if simulated && !strings.Contains(label, "SIMULATED") {
+				label = "SIMULATED LLM (a quorum llmsim server at " + redactURL(lcfg.BaseURL) + ") — not a real model"
 			}
 			file, err := cf.warehousesFile()
 			if err != nil {
