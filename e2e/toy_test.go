@@ -82,24 +82,10 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 	defer cancel()
 
 	// The victim: a separate process that holds every answer task it takes.
-	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), "QUORUM_E2E_TOY_WORKER=1", "TOY_NATS_URL="+natsURL, "TOY_REDIS_URL="+redisURL, "TOY_WORKER=victim")
-	logs := t.TempDir()
-	logf, _ := os.Create(filepath.Join(logs, "victim.log"))
-	defer logf.Close()
-	victim.Stdout, victim.Stderr = logf, logf
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
-
+	victim := startVictim(t, natsURL, redisURL, 0)
 	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond, 0)
 	defer closeEnv()
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	wc := queue.WorkConfig{DrainTimeout: time.Second, RetryBase: 100 * time.Millisecond}
-	go voter.Run(wctx, voter.Config{Env: env, Concurrency: 4, WorkConfig: wc})
-	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	startGenerator := survivor(t, ctx, env)
 
 	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006"}
 	m := &runstate.Manifest{Run: "toy", Dataset: demoDir(t), Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
@@ -114,27 +100,10 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 		done <- result{err}
 	}()
 
-	// Kill the victim once it is inside an answer task.
-	held := ""
-	for held == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the victim worker never started an answer task")
-		case <-time.After(20 * time.Millisecond):
-		}
-		for _, ex := range examples {
-			if v, ok, _ := env.State.Get(ctx, "toy", ex, "toy", "running:victim"); ok {
-				held = ex + "/" + v
-			}
-		}
-	}
-	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = victim.Wait()
-	// Only now may the survivor take answer tasks: the victim's unacked
-	// ones must come back to it by redelivery.
-	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	// Kill the victim once it is inside an answer task; only then may the
+	// survivor take answer tasks: the victim's must come back by redelivery.
+	ex, taskID := killInsideAnswer(t, ctx, env, victim, "toy", examples)
+	startGenerator()
 
 	r := <-done
 	if r.err != nil {
@@ -154,7 +123,6 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 		}
 	}
 	// The held task was finished by the survivor, once.
-	ex, taskID, _ := strings.Cut(held, "/")
 	results, err := env.State.Results(ctx, "toy", ex, "toy", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -181,20 +149,10 @@ func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
 	natsURL, redisURL := natstest.Start(t).URL(), redistest.Start(t).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), "QUORUM_E2E_TOY_WORKER=1", "TOY_NATS_URL="+natsURL, "TOY_REDIS_URL="+redisURL,
-		"TOY_WORKER=victim", "TOY_MAX_DELIVER=1")
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+	victim := startVictim(t, natsURL, redisURL, 1)
 	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond, 1)
 	defer closeEnv()
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer stopWorkers()
-	wc := queue.WorkConfig{DrainTimeout: time.Second, RetryBase: 100 * time.Millisecond}
-	go voter.Run(wctx, voter.Config{Env: env, Concurrency: 4, WorkConfig: wc})
-	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	startGenerator := survivor(t, ctx, env)
 	examples := []string{"local001", "local002", "local003"}
 	// A round deadline far beyond the test's own: only the advisory can
 	// complete the round in time.
@@ -207,24 +165,8 @@ func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
 		rep, err = coordinator.Run(ctx, coordinator.Config{Env: env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
 		done <- err
 	}()
-	var held string
-	for held == "" {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the victim never started an answer task")
-		case <-time.After(20 * time.Millisecond):
-		}
-		for _, ex := range examples {
-			if _, ok, _ := env.State.Get(ctx, "lastdelivery", ex, "toy", "running:victim"); ok {
-				held = ex
-			}
-		}
-	}
-	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = victim.Wait()
-	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	held, _ := killInsideAnswer(t, ctx, env, victim, "lastdelivery", examples)
+	startGenerator()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +186,59 @@ func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
 	}
 	if open, err := env.State.OpenRounds(ctx, "lastdelivery"); err != nil || len(open) != 0 {
 		t.Errorf("rounds left open: %v (%v)", open, err)
+	}
+}
+
+// startVictim re-executes the test binary as a generator worker running the
+// toy agent, holding every answer task it takes, to be SIGKILLed.
+func startVictim(t *testing.T, natsURL, redisURL string, maxDeliver int) *exec.Cmd {
+	t.Helper()
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "QUORUM_E2E_TOY_WORKER=1", "TOY_NATS_URL="+natsURL, "TOY_REDIS_URL="+redisURL,
+		"TOY_WORKER=victim", "TOY_MAX_DELIVER="+strconv.Itoa(maxDeliver))
+	logf, err := os.Create(filepath.Join(t.TempDir(), "victim.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Stdout, victim.Stderr = logf, logf
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait(); logf.Close() })
+	return victim
+}
+
+// survivor runs the voter and an explorer worker of env until the test
+// ends; the generator worker is started later, when the victim is dead.
+func survivor(t *testing.T, ctx context.Context, env *runenv.Env) (startGenerator func()) {
+	wctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	wc := queue.WorkConfig{DrainTimeout: time.Second, RetryBase: 100 * time.Millisecond}
+	go voter.Run(wctx, voter.Config{Env: env, Concurrency: 4, WorkConfig: wc})
+	go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	return func() {
+		go worker.Run(wctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 4, WorkConfig: wc})
+	}
+}
+
+// killInsideAnswer waits until the victim holds an answer task of one of
+// the examples, SIGKILLs it, and returns the example and the task.
+func killInsideAnswer(t *testing.T, ctx context.Context, env *runenv.Env, victim *exec.Cmd, run string, examples []string) (string, string) {
+	t.Helper()
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the victim worker never started an answer task")
+		case <-time.After(20 * time.Millisecond):
+		}
+		for _, ex := range examples {
+			if task, ok, _ := env.State.Get(ctx, run, ex, "toy", "running:victim"); ok {
+				if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				_ = victim.Wait()
+				return ex, task
+			}
+		}
 	}
 }

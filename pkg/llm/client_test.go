@@ -243,11 +243,18 @@ func TestRequestShapes(t *testing.T) {
 	}
 }
 
-// TestLimiterMatchedToProviderDrawsNo429s runs 32 concurrent callers
-// against a simulator enforcing 600 requests/min, through the Redis limiter
-// set to the same quota. QUORUM_LIMIT_RUN sets the duration (default 10s).
-func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
-	t.Parallel()
+// matched is what a matchedRun counted.
+type matched struct {
+	done, failed int64
+	stats        llmsim.Stats
+	elapsed      time.Duration
+}
+
+// matchedRun runs callers concurrent callers against a simulator enforcing
+// quota, through the Redis limiter set to the same quota, for
+// QUORUM_LIMIT_RUN (default 10s); pad goes before every prompt.
+func matchedRun(t *testing.T, quota ratelimit.LLMQuota, latency llmsim.Latency, callers int, pad string) matched {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("throughput at the quota is measured without the race detector (make test runs it in the plain pass)")
 	}
@@ -259,28 +266,29 @@ func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 		}
 		dur = d
 	}
-	const rpm = 600
 	ds := demo(t)
-	s, ts := sim(t, llmsim.Config{Dataset: ds, Limits: llmsim.Limits{RequestsPerMinute: rpm, TokensPerMinute: 2_000_000},
-		Latency: llmsim.Latency{FirstToken: 50 * time.Millisecond, TokensPerSecond: 2000, Sigma: 0.3}})
+	s, ts := sim(t, llmsim.Config{Dataset: ds, Latency: latency,
+		Limits: llmsim.Limits{RequestsPerMinute: int(quota.RequestsPerMinute), TokensPerMinute: int(quota.TokensPerMinute)}})
 	srv := redistest.Start(t)
 	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	budget := &ratelimit.LLMBudget{Limiter: lim, Scope: "sim", Default: ratelimit.LLMQuota{RequestsPerMinute: rpm, TokensPerMinute: 2_000_000}}
+	budget := &ratelimit.LLMBudget{Limiter: lim, Scope: "sim", Default: quota}
 	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Limiter: budget, BaseBackoff: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var done, failed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for g := 0; g < 32; g++ {
+	for g := 0; g < callers; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
-				_, err := c.Chat(ctx, generate(ds.Examples[(g*7+i)%len(ds.Examples)].Question, int64(g*1000+i)))
+				req := generate(ds.Examples[(g*7+i)%len(ds.Examples)].Question, int64(g*1000+i))
+				req.Messages[0].Content = pad + req.Messages[0].Content
+				_, err := c.Chat(ctx, req)
 				switch {
 				case err == nil:
 					done.Add(1)
@@ -291,13 +299,22 @@ func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	st := s.Stats()
-	share := float64(done.Load()) / (rpm * elapsed.Minutes())
+	return matched{done: done.Load(), failed: failed.Load(), stats: s.Stats(), elapsed: time.Since(start)}
+}
+
+// TestLimiterMatchedToProviderDrawsNo429s runs 32 concurrent callers
+// against a simulator enforcing 600 requests/min, through the Redis limiter
+// set to the same quota.
+func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
+	t.Parallel()
+	const rpm = 600
+	r := matchedRun(t, ratelimit.LLMQuota{RequestsPerMinute: rpm, TokensPerMinute: 2_000_000},
+		llmsim.Latency{FirstToken: 50 * time.Millisecond, TokensPerSecond: 2000, Sigma: 0.3}, 32, "")
+	share := float64(r.done) / (rpm * r.elapsed.Minutes())
 	t.Logf("%v: %d calls answered, %d failed, %d 429s from the simulator, %.1f%% of the %d requests/min limit used",
-		elapsed.Round(time.Millisecond), done.Load(), failed.Load(), st.RateLimited, 100*share, rpm)
-	if st.RateLimited != 0 || failed.Load() != 0 {
-		t.Errorf("%d 429s and %d failures with the limiter set to the provider's quota", st.RateLimited, failed.Load())
+		r.elapsed.Round(time.Millisecond), r.done, r.failed, r.stats.RateLimited, 100*share, rpm)
+	if r.stats.RateLimited != 0 || r.failed != 0 {
+		t.Errorf("%d 429s and %d failures with the limiter set to the provider's quota", r.stats.RateLimited, r.failed)
 	}
 	if share < 0.9 {
 		t.Errorf("used %.1f%% of the limit, want at least 90%%", 100*share)
@@ -329,60 +346,17 @@ func TestHungAttemptsAreAbandoned(t *testing.T) {
 // machine, where arrivals bunch; make bench measures the exact figures.
 func TestTokenLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 	t.Parallel()
-	if raceEnabled {
-		t.Skip("throughput at the quota is measured without the race detector (make test runs it in the plain pass)")
-	}
-	dur := 10 * time.Second
-	if v := os.Getenv("QUORUM_LIMIT_RUN"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dur = d
-	}
 	const tpm = 600_000
-	ds := demo(t)
-	s, ts := sim(t, llmsim.Config{Dataset: ds, Limits: llmsim.Limits{TokensPerMinute: tpm},
-		Latency: llmsim.Latency{FirstToken: 100 * time.Millisecond, TokensPerSecond: 500, Sigma: 0.3}})
-	srv := redistest.Start(t)
-	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	budget := &ratelimit.LLMBudget{Limiter: lim, Scope: "sim", Default: ratelimit.LLMQuota{TokensPerMinute: tpm}}
-	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Limiter: budget, BaseBackoff: 100 * time.Millisecond})
 	// About 1,500 tokens of table information per prompt.
 	pad := strings.Repeat("CREATE TABLE events_2024 (id INTEGER, user_id INTEGER, name TEXT, params TEXT);\n", 70)
-	ctx, cancel := context.WithTimeout(context.Background(), dur)
-	defer cancel()
-	var done, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				req := generate(ds.Examples[(g*7+i)%len(ds.Examples)].Question, int64(g*1000+i))
-				req.Messages[0].Content = pad + req.Messages[0].Content
-				_, err := c.Chat(ctx, req)
-				switch {
-				case err == nil:
-					done.Add(1)
-				case ctx.Err() == nil:
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	st := s.Stats()
-	share := float64(st.PromptTokens+st.CompletionTokens) / (tpm * elapsed.Minutes())
+	r := matchedRun(t, ratelimit.LLMQuota{TokensPerMinute: tpm},
+		llmsim.Latency{FirstToken: 100 * time.Millisecond, TokensPerSecond: 500, Sigma: 0.3}, 16, pad)
+	served := r.stats.PromptTokens + r.stats.CompletionTokens
+	share := float64(served) / (tpm * r.elapsed.Minutes())
 	t.Logf("%v: %d calls answered, %d failed, %d 429s from the simulator, %d tokens served, %.1f%% of the %d tokens/min limit used",
-		elapsed.Round(time.Millisecond), done.Load(), failed.Load(), st.RateLimited, st.PromptTokens+st.CompletionTokens, 100*share, tpm)
-	if failed.Load() != 0 || float64(st.RateLimited) > 0.03*float64(done.Load()) {
-		t.Errorf("%d 429s for %d calls and %d failures with the limiter set to the provider's token quota", st.RateLimited, done.Load(), failed.Load())
+		r.elapsed.Round(time.Millisecond), r.done, r.failed, r.stats.RateLimited, served, 100*share, tpm)
+	if r.failed != 0 || float64(r.stats.RateLimited) > 0.03*float64(r.done) {
+		t.Errorf("%d 429s for %d calls and %d failures with the limiter set to the provider's token quota", r.stats.RateLimited, r.done, r.failed)
 	}
 	if share < 0.8 {
 		t.Errorf("used %.1f%% of the token limit, want at least 80%%", 100*share)

@@ -23,6 +23,29 @@ import (
 
 const demo = "../../../examples/demo"
 
+// startToy starts an in-process cluster running the toy agent with cfg's
+// workers and queue settings (a registry and an unused LLM filled in), and
+// returns it with the demo's absolute path.
+func startToy(t *testing.T, ctx context.Context, toy toyagent.Config, cfg cluster.Config) (*cluster.Cluster, string) {
+	t.Helper()
+	reg, err := agent.NewRegistry(toyagent.Definition(toy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	cfg.Agents = reg
+	cfg.LLM = llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}
+	cl, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	abs, _ := filepath.Abs(demo)
+	return cl, abs
+}
+
 // TestRuntimeRunsAnyAgent runs the toy agent through the in-process
 // cluster (embedded NATS JetStream, a spawned redis-server): continuations
 // cross pools, every task runs exactly once, a task that fails for good is
@@ -30,20 +53,10 @@ const demo = "../../../examples/demo"
 // reason, and a second coordinator over the finished run redoes nothing.
 func TestRuntimeRunsAnyAgent(t *testing.T) {
 	var execs atomic.Int64
-	reg, err := agent.NewRegistry(toyagent.Definition(toyagent.Config{FailExample: "local003", Executions: &execs}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 2, GeneratorConcurrency: 3,
-		Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{AckWait: 5 * time.Second},
-		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	abs, _ := filepath.Abs(demo)
+	cl, abs := startToy(t, ctx, toyagent.Config{FailExample: "local003", Executions: &execs}, cluster.Config{Generators: 2,
+		GeneratorConcurrency: 3, Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{AckWait: 5 * time.Second}})
 	examples := []string{"local001", "local002", "local003", "local004"}
 	m := &runstate.Manifest{Run: "toy", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
 		RoundTimeout: time.Minute, Created: time.Now()}
@@ -119,17 +132,10 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 // is decided short: a deadline measures stalls, and tasks waiting in the
 // queue are not stalled.
 func TestQueuedTasksAreNotStalls(t *testing.T) {
-	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 150 * time.Millisecond}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 1, GeneratorConcurrency: 1,
-		Explorers: 1, ExplorerConcurrency: 1,
-		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	abs, _ := filepath.Abs(demo)
+	cl, abs := startToy(t, ctx, toyagent.Config{Hold: 150 * time.Millisecond}, cluster.Config{Generators: 1, GeneratorConcurrency: 1,
+		Explorers: 1, ExplorerConcurrency: 1})
 	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006"}
 	// 18 answer tasks of 150 ms through one slot: ~2.7 s of queue against
 	// a 1 s round timeout.
@@ -153,17 +159,10 @@ func TestQueuedTasksAreNotStalls(t *testing.T) {
 // are started and unfinished at once, and they are admitted in dataset
 // order.
 func TestAdmissionWindow(t *testing.T) {
-	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 30 * time.Millisecond}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: reg, Generators: 1, GeneratorConcurrency: 8,
-		Explorers: 1, ExplorerConcurrency: 4,
-		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	abs, _ := filepath.Abs(demo)
+	cl, abs := startToy(t, ctx, toyagent.Config{Hold: 30 * time.Millisecond}, cluster.Config{Generators: 1, GeneratorConcurrency: 8,
+		Explorers: 1, ExplorerConcurrency: 4})
 	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006", "local007", "local008"}
 	m := &runstate.Manifest{Run: "window", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
 		RoundTimeout: time.Minute, Created: time.Now()}
@@ -209,20 +208,14 @@ func TestRedisOutageSpendsNoDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(srv.Addr[strings.LastIndexByte(srv.Addr, ':')+1:])
-	defer func() { srv.Stop() }()
-	reg, _ := agent.NewRegistry(toyagent.Definition(toyagent.Config{Hold: 200 * time.Millisecond}))
+	t.Cleanup(func() { srv.Stop() }) // after the cluster closes (cleanups run last first)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The client does not retry by itself, so that the outage reaches the
 	// runtime within its 6 s.
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), RedisURL: srv.URL() + "?max_retries=-1&dial_timeout=500ms", Agents: reg, Generators: 1, GeneratorConcurrency: 2,
-		Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{MaxDeliver: 2, AckWait: 3 * time.Second},
-		LLM: llm.Config{BaseURL: "http://127.0.0.1:9/v1", APIKey: "unused", Default: llm.ModelConfig{Name: "none"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	abs, _ := filepath.Abs(demo)
+	cl, abs := startToy(t, ctx, toyagent.Config{Hold: 200 * time.Millisecond}, cluster.Config{
+		RedisURL: srv.URL() + "?max_retries=-1&dial_timeout=500ms", Generators: 1, GeneratorConcurrency: 2,
+		Explorers: 1, ExplorerConcurrency: 2, Queue: queue.Config{MaxDeliver: 2, AckWait: 3 * time.Second}})
 	examples := []string{"local001", "local002", "local003", "local004", "local005", "local006"}
 	m := &runstate.Manifest{Run: "outage", Dataset: abs, Seed: 1, Votes: 3, Examples: examples, Agent: "toy",
 		RoundTimeout: time.Hour, Created: time.Now()}
