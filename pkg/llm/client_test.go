@@ -174,6 +174,20 @@ func TestNonRetryableAndTooLong(t *testing.T) {
 }
 
 // recorder is a proxy that keeps the last request it forwarded.
+// recordedSim is llmsim behind a recorder of the last request, served on
+// a test server (closed at cleanup); it returns the recorder and the URL.
+func recordedSim(t *testing.T) (*recorder, string) {
+	t.Helper()
+	s, err := llmsim.New(llmsim.Config{Dataset: demo(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{next: s}
+	ts := httptest.NewServer(rec)
+	t.Cleanup(ts.Close)
+	return rec, ts.URL
+}
+
 type recorder struct {
 	mu     sync.Mutex
 	path   string
@@ -195,23 +209,16 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 func TestRequestShapes(t *testing.T) {
 	t.Parallel()
-	ds := demo(t)
-	s, err := llmsim.New(llmsim.Config{Dataset: ds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{next: s}
-	ts := httptest.NewServer(rec)
-	defer ts.Close()
+	rec, url := recordedSim(t)
 	zero, one := 0.0, 1.0
-	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Organization: "org-1", Headers: map[string]string{"X-Tenant": "acme"},
+	c := client(t, llm.Config{BaseURL: url + "/v1", Organization: "org-1", Headers: map[string]string{"X-Tenant": "acme"},
 		Models: map[llm.Role]llm.ModelConfig{
 			llm.RoleGenerate: {Name: "gpt-4o", Temperature: &one},
 			llm.RoleVerify:   {Name: "o3", ReasoningEffort: "high", MaxCompletionTokens: 4000, Temperature: &one},
 			llm.RoleLink:     {Name: "gpt-4o-mini", Temperature: &zero},
 		}})
 	ctx := context.Background()
-	q := ds.Examples[0].Question
+	q := demo(t).Examples[0].Question
 	req := generate(q, 42)
 	if _, err := c.Chat(ctx, req); err != nil {
 		t.Fatal(err)
@@ -234,7 +241,7 @@ func TestRequestShapes(t *testing.T) {
 	if temp, ok := rec.body["temperature"].(float64); !ok || temp > 1e-30 || rec.body["model"] != "gpt-4o-mini" {
 		t.Errorf("greedy request must send a (near) zero temperature: %v", rec.body)
 	}
-	az := client(t, llm.Config{BaseURL: ts.URL, APIKey: "az-key", AzureAPIVersion: "2024-05-01-preview", Default: llm.ModelConfig{Name: "my-deployment"}})
+	az := client(t, llm.Config{BaseURL: url, APIKey: "az-key", AzureAPIVersion: "2024-05-01-preview", Default: llm.ModelConfig{Name: "my-deployment"}})
 	if _, err := az.Chat(ctx, generate(q, 1)); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package llm_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -212,13 +210,7 @@ func TestEndpointConfigErrors(t *testing.T) {
 // headers and API flavour, and failures name the endpoint.
 func TestEndpointRequestShapes(t *testing.T) {
 	t.Parallel()
-	ds := demo(t)
-	s, err := llmsim.New(llmsim.Config{Dataset: ds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{next: s}
-	ts := newServer(t, rec)
+	rec, ts := recordedSim(t)
 	c := client(t, llm.Config{BaseURL: ts + "/v1", APIKey: "k-default", Headers: map[string]string{"X-Tenant": "acme"},
 		Endpoints: []llm.Endpoint{
 			{Name: "az", BaseURL: ts, APIKey: "k-azure", AzureAPIVersion: "2024-05-01-preview"},
@@ -229,7 +221,7 @@ func TestEndpointRequestShapes(t *testing.T) {
 			llm.RoleLink:    {Name: "small", Endpoint: "gw"},
 		}})
 	ctx := context.Background()
-	q := ds.Examples[0].Question
+	q := demo(t).Examples[0].Question
 	tests := []struct {
 		role     llm.Role
 		endpoint string
@@ -263,16 +255,9 @@ func TestEndpointRequestShapes(t *testing.T) {
 	}
 	// A failure names its endpoint, and its usage says where it went.
 	req := llm.Request{Role: llm.RoleLink}
-	_, err = c.Chat(ctx, req)
+	_, err := c.Chat(ctx, req)
 	var ce *llm.CallError
 	if !errors.As(err, &ce) || ce.Endpoint != "gw" || ce.Usage.Endpoint != "gw" || ce.Usage.Model != "small" || !strings.Contains(err.Error(), "small at endpoint gw") {
 		t.Errorf("err %v (%+v)", err, ce)
 	}
-}
-
-func newServer(t *testing.T, h http.Handler) string {
-	t.Helper()
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	return ts.URL
 }

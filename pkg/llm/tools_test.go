@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -98,21 +97,15 @@ func TestStopAndMaxTokensCutTheText(t *testing.T) {
 // TestPerRequestKnobsOnTheWire records what the client sends.
 func TestPerRequestKnobsOnTheWire(t *testing.T) {
 	t.Parallel()
-	ds := demo(t)
-	s, err := llmsim.New(llmsim.Config{Dataset: ds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{next: s}
-	ts := httptest.NewServer(rec)
-	defer ts.Close()
+	rec, url := recordedSim(t)
 	modelTemp := 1.0
-	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", Models: map[llm.Role]llm.ModelConfig{
+	c := client(t, llm.Config{BaseURL: url + "/v1", Models: map[llm.Role]llm.ModelConfig{
 		llm.RoleGenerate: {Name: "gpt-4o", Temperature: &modelTemp, MaxCompletionTokens: 500},
 		llm.RoleVerify:   {Name: "o3"},
 	}})
 	ctx := context.Background()
 	temp, topP := 0.25, 0.0
+	ds := demo(t)
 	req := generate(ds.Examples[1].Question, 2)
 	req.Temperature, req.TopP, req.MaxTokens, req.Stop = &temp, &topP, 77, []string{"END"}
 	req.Tools, req.ToolChoice = []llm.Tool{runSQL, {Name: "noop"}}, "run_sql"
