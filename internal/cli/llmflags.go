@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -447,13 +448,23 @@ func firstSet(vals ...string) string {
 	return ""
 }
 
+// simulatedLabel names the simulator in the run's LLM label when the
+// preflight found one behind a configured endpoint.
+func simulatedLabel(label string, simulated bool, baseURL string) string {
+	if simulated && !strings.Contains(label, "SIMULATED") {
+		return "SIMULATED LLM (a quorum llmsim server at " + redactURL(baseURL) + ") — not a real model"
+	}
+	return label
+}
+
 // preflight checks, before any work, that every configured LLM endpoint
 // answers and accepts its key: a run against an endpoint where nothing
 // listens would otherwise spend minutes per example retrying. It reports
 // whether the default endpoint says it is quorum's simulator, so that a
 // standalone llmsim is labelled as one.
 func preflight(ctx context.Context, cfg llm.Config) (simulated bool, err error) {
-	eps := append([]llm.Endpoint{{Name: llm.DefaultEndpoint, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Headers: cfg.Headers}}, cfg.Endpoints...)
+	eps := append([]llm.Endpoint{{Name: llm.DefaultEndpoint, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Headers: cfg.Headers,
+		AzureAPIVersion: cfg.AzureAPIVersion}}, cfg.Endpoints...)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, ep := range eps {
 		base := strings.TrimRight(firstSet(ep.BaseURL, "https://api.openai.com/v1"), "/")
@@ -477,9 +488,69 @@ func preflight(ctx context.Context, cfg llm.Config) (simulated bool, err error) 
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			return false, fmt.Errorf("LLM endpoint %s at %s refused the API key (HTTP %d): check --llm-api-key / OPENAI_API_KEY", ep.Name, redactURL(base), resp.StatusCode)
 		}
-		if ep.Name == llm.DefaultEndpoint && strings.Contains(string(body), "simulator") {
+		sim := strings.Contains(string(body), "simulator")
+		if ep.Name == llm.DefaultEndpoint && sim {
 			simulated = true
+		}
+		// The simulator answers any model name, and Azure lists models,
+		// not the deployments that stand in for them.
+		if resp.StatusCode == http.StatusOK && !sim && ep.AzureAPIVersion == "" {
+			if err := servesModels(ep, base, body, modelsOn(cfg, ep.Name)); err != nil {
+				return false, err
+			}
 		}
 	}
 	return simulated, nil
+}
+
+// modelsOn lists the model names the configuration sends to an endpoint.
+func modelsOn(cfg llm.Config, endpoint string) []string {
+	on := func(e string) bool {
+		return e == endpoint || (e == "" && endpoint == llm.DefaultEndpoint)
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(m llm.ModelConfig) {
+		name := firstSet(m.Name, cfg.Default.Name)
+		if on(m.Endpoint) && name != "" && !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	add(cfg.Default)
+	for _, m := range cfg.Models {
+		add(m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// servesModels checks an OpenAI-style model list: a model the run would
+// ask for that the endpoint does not list would fail every call. A body
+// that is not such a list (a gateway's own format) is not judged.
+func servesModels(ep llm.Endpoint, base string, body []byte, want []string) error {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &list) != nil || len(list.Data) == 0 {
+		return nil
+	}
+	served := map[string]bool{}
+	var ids []string
+	for _, m := range list.Data {
+		served[m.ID] = true
+		ids = append(ids, m.ID)
+	}
+	for _, m := range want {
+		if !served[m] {
+			if len(ids) > 10 {
+				ids = append(ids[:10], "…")
+			}
+			return fmt.Errorf("LLM endpoint %s at %s does not serve model %q (it lists: %s): set --model, or the role's model, to one it serves",
+				ep.Name, redactURL(base), m, strings.Join(ids, ", "))
+		}
+	}
+	return nil
 }

@@ -58,7 +58,38 @@ Start with:
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newVersionCmd())
+	root.Version = Version
+	root.SetVersionTemplate("quorum {{.Version}}\n")
+	for _, c := range root.Commands() {
+		c.Example = examples[c.Name()]
+	}
 	return root
+}
+
+// examples are shown by quorum CMD --help; every command has one (a test
+// checks).
+var examples = map[string]string{
+	"inspect": `  quorum inspect examples/demo
+  quorum inspect --strict ../spider2-lite
+  quorum inspect --prompts --json examples/demo`,
+	"eval": `  quorum eval --gold examples/demo/evaluation_suite/gold --pred out/demo
+  quorum eval --gold GOLD --pred out/run --mode sql --json`,
+	"run": `  quorum run --dataset examples/demo --out out/mine
+  quorum run --dataset DIR --llm-base-url http://localhost:8000/v1 --model qwen2.5-coder --llm-rpm 600
+  quorum run --dataset DIR --run-id RUN --out out/mine      # resume an interrupted run`,
+	"solve": `  quorum solve --dataset examples/demo --limit 5
+  quorum solve --dataset DIR --ids local001,local002 --llm-rpm 60 --out out/solve`,
+	"bench": `  quorum bench --out out/bench
+  quorum bench --examples 44 --votes 4 --rpm 600 --no-scaling --out out/bench-small`,
+	"agents": `  quorum agents
+  quorum agents --json`,
+	"llmsim":           `  quorum llmsim --dataset examples/demo --addr 127.0.0.1:8080 --rpm 600`,
+	"coordinator":      `  quorum coordinator --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --dataset /data/spider2-lite --out /out`,
+	"generator-worker": `  quorum generator-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --llm-base-url https://api.openai.com/v1 --llm-rpm 3000`,
+	"explorer-worker":  `  quorum explorer-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --warehouses sqlite --concurrency 16`,
+	"voter":            `  quorum voter --nats-url nats://nats:4222 --redis-url redis://redis:6379/0`,
+	"version": `  quorum version
+  quorum --version`,
 }
 
 func newVersionCmd() *cobra.Command {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -64,9 +63,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if err != nil {
 				return usage(err)
 			}
-			if simulated && !strings.Contains(label, "SIMULATED") {
-				label = "SIMULATED LLM (a quorum llmsim server at " + redactURL(lcfg.BaseURL) + ") — not a real model"
-			}
+			label = simulatedLabel(label, simulated, lcfg.BaseURL)
 			file, err := cf.warehousesFile()
 			if err != nil {
 				return usage(err)

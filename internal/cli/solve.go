@@ -16,7 +16,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
@@ -31,6 +33,8 @@ func newSolveCmd() *cobra.Command {
 		limit       int
 		seed        uint64
 		concurrency int
+		llmRPM      float64
+		llmTPM      float64
 		agentName   string
 		skipBad     bool
 		cfg         reforce.Config
@@ -47,13 +51,19 @@ For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := agents.Builtin().Lookup(agentName); err != nil {
-				return fmt.Errorf("--agent: %w", err)
+				return usage(fmt.Errorf("--agent: %w", err))
 			}
 			if agentName != "reforce" {
-				return fmt.Errorf("--agent %s: quorum solve runs reforce in one process; run %s with quorum run --agent %s", agentName, agentName, agentName)
+				return usage(fmt.Errorf("--agent %s: quorum solve runs reforce in one process; run %s with quorum run --agent %s", agentName, agentName, agentName))
 			}
 			if dsDir == "" {
-				return fmt.Errorf("--dataset is required (try --dataset examples/demo)")
+				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
+			}
+			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM); err != nil {
+				return usage(err)
+			}
+			if err := writable(out); err != nil {
+				return usage(err)
 			}
 			ds, err := df.load(dsDir)
 			if err != nil {
@@ -65,19 +75,31 @@ For a cluster over NATS and Redis, use quorum run.`,
 			filter := dataset.Filter{IDs: ids, Database: db, Limit: limit}
 			if dialect != "" {
 				if filter.Dialect, err = warehouse.ParseDialect(dialect); err != nil {
-					return err
+					return usage(fmt.Errorf("--only-dialect: %w", err))
 				}
 			}
 			examples, err := ds.Select(filter)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			w := cmd.OutOrStdout()
-			client, label, stop, err := lf.client(ds, w, nil)
+			// The same quotas as quorum run's, kept in this process.
+			lim := &ratelimit.Local{Budget: ratelimit.LLMBudget{Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: llmRPM, TokensPerMinute: llmTPM}}}
+			lcfg, label, stop, err := lf.config(ds, w)
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			defer stop()
+			simulated, err := preflight(cmd.Context(), lcfg)
+			if err != nil {
+				return usage(err)
+			}
+			label = simulatedLabel(label, simulated, lcfg.BaseURL)
+			lcfg.Limiter = lim
+			client, err := llm.New(lcfg)
+			if err != nil {
+				return usage(err)
+			}
 			agent, err := reforce.New(cfg, client)
 			if err != nil {
 				return err
@@ -107,7 +129,11 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.StringVar(&db, "db", "", "only examples of this database")
 	f.IntVar(&limit, "limit", 0, "at most this many examples")
 	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
+	f.IntVar(&concurrency, "examples-at-once", 4, "examples solved at once (each runs its candidates in parallel)")
 	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
+	_ = f.MarkDeprecated("concurrency", "use --examples-at-once (--concurrency means tasks a worker handles at once elsewhere)")
+	f.Float64Var(&llmRPM, "llm-rpm", 0, "LLM requests/min for this process (0 = no limit)")
+	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
 	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (reforce)")
 	f.BoolVar(&skipBad, "skip-bad-lines", false, "run even though some task lines are malformed or duplicated (they are listed and left out)")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
@@ -117,6 +143,21 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
 	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties (v1 option)")
 	return cmd
+}
+
+// checkSolveFlags refuses values solve cannot run with.
+func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64) error {
+	switch {
+	case votes < 1:
+		return fmt.Errorf("--votes %d: an example needs at least 1 candidate", votes)
+	case atOnce < 1:
+		return fmt.Errorf("--examples-at-once %d: use 1 or more", atOnce)
+	case limit < 0:
+		return fmt.Errorf("--limit %d: use a positive number (0 = no limit)", limit)
+	case rpm < 0 || tpm < 0:
+		return fmt.Errorf("--llm-rpm %g / --llm-tpm %g: use a positive quota, or 0 for none", rpm, tpm)
+	}
+	return nil
 }
 
 // solveAll runs the examples with bounded concurrency and writes each answer
