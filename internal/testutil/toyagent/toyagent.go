@@ -25,12 +25,17 @@ type Config struct {
 	FailExample string
 	// Executions, when set, counts the tasks executed.
 	Executions *atomic.Int64
+	// FanOut, when set, makes each slot's answer gather FanOut "probe"
+	// tasks on the explore pool first (a join); probe LoseProbe fails for
+	// good when LoseProbe > 0.
+	FanOut, LoseProbe int
 }
 
 // Definition returns the toy agent's definition.
 func Definition(cfg Config) *agent.Definition {
 	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
-		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator}},
+		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator},
+			{Name: "probe", Pool: agent.Explorer}},
 		New:   func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
 }
 
@@ -59,6 +64,9 @@ func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*age
 	if t.Kind == "answer" && c.Example.ID == a.cfg.FailExample {
 		return nil, agent.Permanent(fmt.Errorf("toy: %s always fails", c.Example.ID))
 	}
+	if t.Kind == "probe" && a.cfg.LoseProbe > 0 && t.Join.Part == a.cfg.LoseProbe {
+		return nil, agent.Permanent(fmt.Errorf("toy: probe %d always fails", t.Join.Part))
+	}
 	wh, err := c.Warehouse(ctx)
 	if err != nil {
 		return nil, agent.Permanent(err)
@@ -70,16 +78,44 @@ func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*age
 	if err != nil {
 		return nil, err
 	}
-	if t.Kind == "count" {
+	switch t.Kind {
+	case "count":
 		out := &agent.Outcome{}
 		for _, slot := range t.Slots {
 			n, err := agent.NewTask("answer", fmt.Sprintf("answer.%d", slot), 0, []int{slot}, p)
 			if err != nil {
 				return nil, err
 			}
-			out.Next = append(out.Next, n)
+			if a.cfg.FanOut == 0 {
+				out.Next = append(out.Next, n)
+				continue
+			}
+			for i := range a.cfg.FanOut {
+				pt, err := agent.NewTask("probe", fmt.Sprintf("probe.%d.%d", slot, i), 0, []int{slot}, p)
+				if err != nil {
+					return nil, err
+				}
+				pt.Join = &agent.Join{Group: fmt.Sprintf("slot%d", slot), Part: i, Of: a.cfg.FanOut, Then: n}
+				out.Next = append(out.Next, pt)
+			}
 		}
 		return out, nil
+	case "probe":
+		return &agent.Outcome{Part: json.RawMessage(fmt.Sprintf(`{"rows":%d}`, res.RowCount()))}, nil
+	}
+	gathered := ""
+	if a.cfg.FanOut > 0 {
+		parts, err := c.Store.Parts(ctx, fmt.Sprintf("slot%d", t.Slots[0]))
+		if err != nil {
+			return nil, err
+		}
+		lost := 0
+		for _, p := range parts {
+			if p.Lost != "" {
+				lost++
+			}
+		}
+		gathered = fmt.Sprintf(`,"parts":%d,"lost":%d`, len(parts), lost)
 	}
 	// Tell a test this worker is inside an answer task, then hold it.
 	if err := c.Store.Set(ctx, "running:"+c.Worker, t.ID); err != nil {
@@ -91,7 +127,7 @@ func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*age
 		return nil, ctx.Err()
 	}
 	return &agent.Outcome{Results: []agent.Result{{Index: t.Slots[0], SQL: sql, Status: agent.StatusOK, Rows: res.RowCount(),
-		CSV: res.CSV(), Payload: json.RawMessage(`{"worker":"` + c.Worker + `"}`)}}}, nil
+		CSV: res.CSV(), Payload: json.RawMessage(`{"worker":"` + c.Worker + `"` + gathered + `}`)}}}, nil
 }
 
 // Decide picks the answer most candidates agree on; high confidence when

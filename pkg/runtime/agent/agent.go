@@ -65,6 +65,28 @@ type Task struct {
 	// completes.
 	Slots   []int           `json:"slots"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Join makes the task one part of a fan-out; nil for a lone task.
+	Join *Join `json:"join,omitempty"`
+}
+
+// Join gathers a fan-out: each of Of tasks records one Part (its
+// Outcome.Part) under Group, and when the last part is in, Then is
+// published once, carrying every part's cost. A part whose task exhausts
+// its deliveries is recorded as lost, so the group still completes. Then
+// reads the parts with Store.Parts.
+type Join struct {
+	Group string `json:"group"`
+	Part  int    `json:"part"`
+	Of    int    `json:"of"`
+	Then  Task   `json:"then"`
+}
+
+// Part is one recorded part of a join: Value, or Lost saying why there is
+// none.
+type Part struct {
+	Index int
+	Value json.RawMessage
+	Lost  string
 }
 
 // NewTask builds a task with a JSON payload.
@@ -117,6 +139,8 @@ type Result struct {
 type Outcome struct {
 	Results []Result
 	Next    []Task
+	// Part is the task's contribution to its join (Task.Join).
+	Part json.RawMessage
 }
 
 // Dispatch opens a round: Expect results are awaited, Tasks are published.
@@ -165,6 +189,8 @@ type Store interface {
 	// PutBlob stores content-addressed bytes and returns their reference.
 	PutBlob(ctx context.Context, b []byte) (string, error)
 	GetBlob(ctx context.Context, ref string) ([]byte, error)
+	// Parts returns a join's recorded parts by index.
+	Parts(ctx context.Context, group string) ([]Part, error)
 }
 
 // Cache is a cluster-wide key-value cache shared by every run (e.g. schema

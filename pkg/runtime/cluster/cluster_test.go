@@ -127,6 +127,44 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 	}
 }
 
+// TestJoinGathersAFanOut: each slot fans out into 3 probe tasks on the
+// explore pool whose parts one continuation gathers; a probe that fails for
+// good is a lost part, not a failed slot; the continuation runs once per
+// slot and carries every part's cost.
+func TestJoinGathersAFanOut(t *testing.T) {
+	var execs atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, abs := startToy(t, ctx, toyagent.Config{FanOut: 3, LoseProbe: 2, Executions: &execs}, cluster.Config{Generators: 1,
+		GeneratorConcurrency: 2, Explorers: 2, ExplorerConcurrency: 3, Queue: queue.Config{AckWait: 5 * time.Second}})
+	examples := []string{"local001", "local002"}
+	m := &runstate.Manifest{Run: "fan", Dataset: abs, Seed: 1, Votes: 2, Examples: examples, Agent: "toy",
+		RoundTimeout: time.Minute, Created: time.Now()}
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		// 1 count + per slot 2 probes that ran their query + 1 answer.
+		if e.Status != "answered" || e.Candidates != 2 || e.Cost.Queries != 1+2*(2+1) {
+			t.Errorf("%s: %s, %d candidates, %d queries (want answered, 2, 7)", e.InstanceID, e.Status, e.Candidates, e.Cost.Queries)
+		}
+		res, err := cl.Env.State.Results(ctx, "fan", e.InstanceID, "toy", 0)
+		if err != nil || len(res) != 2 {
+			t.Fatalf("%s: %d results (%v)", e.InstanceID, len(res), err)
+		}
+		for _, r := range res {
+			if !strings.Contains(string(r.Payload), `"parts":3,"lost":1`) {
+				t.Errorf("%s slot %d: payload %s, want 3 parts with 1 lost", e.InstanceID, r.Index, r.Payload)
+			}
+		}
+	}
+	// Per example: 1 count, 2 slots x (3 probes + 1 answer).
+	if n := execs.Load(); n != 2*(1+2*4) {
+		t.Errorf("%d executions, want %d (each task once, the lost probe once)", n, 2*(1+2*4))
+	}
+}
+
 // TestQueuedTasksAreNotStalls: with a round timeout far shorter than the
 // queue (one generator slot, every example published at once), no round
 // is decided short: a deadline measures stalls, and tasks waiting in the

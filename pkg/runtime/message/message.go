@@ -74,6 +74,15 @@ type CandidateResult struct {
 	Started time.Time `json:"started,omitzero"`
 }
 
+// Part is one recorded part of a join: the task's value or why it was
+// lost, with what it cost (the continuation carries the parts' costs).
+type Part struct {
+	Value          []byte      `json:"value,omitempty"`
+	Lost           string      `json:"lost,omitempty"`
+	Cost           cost.Ledger `json:"cost,omitempty"`
+	ElapsedSeconds float64     `json:"elapsed_seconds,omitempty"`
+}
+
 // FinalAnswer is the voter's decision for one example.
 type FinalAnswer struct {
 	V          int    `json:"v"`

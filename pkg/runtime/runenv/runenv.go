@@ -8,10 +8,12 @@ package runenv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -220,6 +222,57 @@ func (s *store) GetBlob(ctx context.Context, ref string) ([]byte, error) {
 	return s.env.Blobs.Get(ctx, ref)
 }
 
+func (s *store) Parts(ctx context.Context, group string) ([]agent.Part, error) {
+	raw, err := s.env.State.Parts(ctx, s.run, s.ex, s.agent, group)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agent.Part, 0, len(raw))
+	for i, b := range raw {
+		var p message.Part
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("join %s of %s: part %d: %w", group, s.ex, i, err)
+		}
+		out = append(out, agent.Part{Index: i, Value: p.Value, Lost: p.Lost})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+// Join records t's part of its join and, when the join is complete,
+// publishes its continuation with the cost of every part. Whoever sees the
+// join complete publishes (a crash between the two steps is repaired by
+// the redelivery); the continuation's message id makes it one task.
+func (e *Env) Join(ctx context.Context, run *Run, t *message.Task, part message.Part) error {
+	j := t.Task.Join
+	b, err := json.Marshal(part)
+	if err != nil {
+		return err
+	}
+	n, err := e.State.AddPart(ctx, t.Run, t.Example, t.Agent, j.Group, j.Part, b)
+	if err != nil || n < j.Of {
+		return err
+	}
+	raw, err := e.State.Parts(ctx, t.Run, t.Example, t.Agent, j.Group)
+	if err != nil {
+		return err
+	}
+	next := Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, []agent.Task{j.Then})
+	next[0].Upstream = cost.Ledger{}
+	for _, b := range raw {
+		var p message.Part
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("join %s of %s: %w", j.Group, t.Example, err)
+		}
+		next[0].Upstream.Merge(p.Cost)
+		next[0].UpstreamSeconds = max(next[0].UpstreamSeconds, p.ElapsedSeconds)
+	}
+	if err := e.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next); err != nil {
+		return err
+	}
+	return e.PublishTasks(ctx, run, next)
+}
+
 // Envelopes wraps an agent's tasks for the queue.
 func Envelopes(m *runstate.Manifest, ex, agentName, wh string, tasks []agent.Task) []*message.Task {
 	out := make([]*message.Task, len(tasks))
@@ -281,6 +334,18 @@ func (e *Env) PublishFinal(ctx context.Context, f *message.FinalAnswer) error {
 // GiveUp records a task that will not run again as a failed result in
 // each of its slots, so its round completes, and marks it done.
 func (e *Env) GiveUp(ctx context.Context, t *message.Task, reason string) error {
+	if t.Task.Join != nil {
+		// One lost part does not fail the fan-out: its continuation
+		// learns which part is missing and why.
+		run, err := e.Run(ctx, t.Run)
+		if err != nil {
+			return err
+		}
+		if err := e.Join(ctx, run, t, message.Part{Lost: reason, Cost: t.Upstream, ElapsedSeconds: t.UpstreamSeconds}); err != nil {
+			return err
+		}
+		return e.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+	}
 	var errs []error
 	for _, slot := range t.Task.Slots {
 		r := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,

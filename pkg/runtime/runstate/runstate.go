@@ -133,6 +133,38 @@ func (s *Store) AddResult(ctx context.Context, r *message.CandidateResult) (bool
 	return res[0].(int64) == 1, int(res[1].(int64)), nil
 }
 
+var addPart = redis.NewScript(`
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('HLEN', KEYS[1])
+`)
+
+// AddPart records one part of a join once and returns how many parts the
+// join has.
+func (s *Store) AddPart(ctx context.Context, run, ex, agentName, group string, part int, value []byte) (int, error) {
+	n, err := addPart.Run(ctx, s.rdb, []string{exKey(run, ex, agentName, "join", group)}, part, value).Int()
+	if err != nil {
+		return 0, fmt.Errorf("record part %d of join %s of %s: %w", part, group, ex, err)
+	}
+	return n, nil
+}
+
+// Parts returns a join's recorded parts by index.
+func (s *Store) Parts(ctx context.Context, run, ex, agentName, group string) (map[int][]byte, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "join", group)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("parts of join %s of %s: %w", group, ex, err)
+	}
+	out := make(map[int][]byte, len(m))
+	for k, v := range m {
+		i, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("join %s of %s: part %q: %w", group, ex, k, err)
+		}
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
+
 // Results returns a round's recorded results, by candidate index.
 func (s *Store) Results(ctx context.Context, run, ex, agentName string, round int) ([]*message.CandidateResult, error) {
 	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "round", strconv.Itoa(round))).Result()

@@ -160,13 +160,30 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 			return err
 		}
 	}
-	if len(out.Next) == 0 {
+	if len(out.Next) > 0 {
+		next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, out.Next)
+		if !carried {
+			next[0].Upstream, next[0].UpstreamSeconds, carried = ledger, elapsed, true
+		}
+		if err := w.publishNext(ctx, run, t, next); err != nil {
+			return err
+		}
+	}
+	if t.Task.Join == nil {
 		return nil
 	}
-	next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, out.Next)
+	part := message.Part{Value: out.Part, ElapsedSeconds: elapsed}
 	if !carried {
-		next[0].Upstream, next[0].UpstreamSeconds = ledger, elapsed
+		part.Cost = ledger
 	}
+	joined := time.Now()
+	defer m.Since("redis", joined)
+	return w.env.Join(ctx, run, t, part)
+}
+
+// publishNext logs and sends the tasks that continue a task.
+func (w *worker) publishNext(ctx context.Context, run *runenv.Run, t *message.Task, next []*message.Task) error {
+	m := w.env.Metrics
 	logged := time.Now()
 	err := w.env.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next)
 	m.Since("redis", logged)
