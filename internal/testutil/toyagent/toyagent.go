@@ -36,7 +36,7 @@ func Definition(cfg Config) *agent.Definition {
 	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
 		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator},
 			{Name: "probe", Pool: agent.Explorer}},
-		New:   func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
+		New: func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
 }
 
 type toy struct {
