@@ -23,7 +23,8 @@ demo: deps build
 	./bin/quorum eval --gold $(GOLD) --pred out/demo | tail -1
 
 # deps installs what the tests need when it is missing: redis-server, which
-# the rate-limit and runtime tests start on a free port.
+# the rate-limit and runtime tests start on a free port, and (best effort)
+# chromium, which renders report.html in the report tests.
 deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
 		echo "installing redis-server"; \
@@ -32,6 +33,13 @@ deps:
 		{ $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y redis-server; }; \
 	}
 	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required: apt-get install -y redis-server"; exit 1; }
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+		echo "installing chromium"; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get install -y chromium >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update >/dev/null 2>&1 && $$SUDO apt-get install -y chromium >/dev/null 2>&1; } || \
+		echo "chromium not installed: the report rendering tests will be skipped"; \
+	}
 
 # test prints a line per package as it finishes (the roles' JSON logs are
 # kept out) and ends with a summary line; it fails if any package fails.

@@ -5,6 +5,7 @@
 package outputs
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -158,13 +159,22 @@ func (w *Writer) Answer(id, sql, csv string) error {
 	return writeAtomic(filepath.Join(w.Dir, id+".sql"), []byte(sql+"\n"))
 }
 
-// Report writes run.json.
+// Report writes run.json and then report.html, the same run for a reader.
+// run.json goes first: it is what resuming and scoring read, so a report
+// that fails to render must not cost it.
 func (w *Writer) Report(r *Report) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
+		return fmt.Errorf("run.json: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(w.Dir, "run.json"), append(b, '\n')); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(w.Dir, "run.json"), append(b, '\n'))
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r, nil); err != nil {
+		return fmt.Errorf("render %s: %w", filepath.Join(w.Dir, "report.html"), err)
+	}
+	return writeAtomic(filepath.Join(w.Dir, "report.html"), buf.Bytes())
 }
 
 // ReadReport reads the run.json in dir.

@@ -1,0 +1,463 @@
+package outputs
+
+import (
+	"cmp"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+)
+
+// Extra is what a caller (quorum bench) adds to a run's report.
+type Extra struct {
+	// Title is appended to the page's title.
+	Title string
+	// Rows are appended to the summary table.
+	Rows []Row
+	// Sections follow the run's own sections.
+	Sections []Section
+}
+
+// Row is one line of a two-column table.
+type Row struct{ Label, Value string }
+
+// Section is a <section id=ID> with an <h2>Heading</h2>; HTML is trusted
+// markup the caller built (escape what it holds).
+type Section struct {
+	ID, Heading string
+	HTML        template.HTML
+}
+
+// bar is one bar of a chart.
+type bar struct {
+	Label string
+	Value float64
+}
+
+// svgBars draws a horizontal bar chart.
+func svgBars(title, unit string, bars []bar) template.HTML {
+	if len(bars) == 0 {
+		return ""
+	}
+	maxV := 0.0
+	for _, b := range bars {
+		maxV = math.Max(maxV, b.Value)
+	}
+	if maxV == 0 {
+		maxV = 1
+	}
+	const w, rowH, labelW = 640, 22, 200
+	h := rowH*len(bars) + 30
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(title))
+	fmt.Fprintf(&s, `<text x="0" y="14" font-weight="bold">%s</text>`, template.HTMLEscapeString(title))
+	for i, b := range bars {
+		y := 24 + i*rowH
+		bw := (w - labelW - 70) * b.Value / maxV
+		// Long labels (database names) would run into the bars.
+		label := b.Label
+		if r := []rune(label); len(r) > 28 {
+			label = string(r[:27]) + "…"
+		}
+		fmt.Fprintf(&s, `<text x="0" y="%d" font-size="12"><title>%s</title>%s</text>`, y+14, template.HTMLEscapeString(b.Label), template.HTMLEscapeString(label))
+		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#4c78a8"/>`, labelW, y+2, bw, rowH-6)
+		fmt.Fprintf(&s, `<text x="%.1f" y="%d" font-size="12">%s%s</text>`, float64(labelW)+bw+4, y+14, trim(b.Value), unit)
+	}
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String())
+}
+
+// svgLine draws a line of points (x ascending).
+func svgLine(title, xLabel, yLabel string, xs, ys []float64) template.HTML {
+	if len(xs) < 2 {
+		return ""
+	}
+	const w, h, pad = 640, 240, 40
+	maxX, maxY := xs[len(xs)-1], 0.0
+	for _, y := range ys {
+		maxY = math.Max(maxY, y)
+	}
+	if maxX == 0 {
+		maxX = 1
+	}
+	if maxY == 0 {
+		maxY = 1
+	}
+	var pts []string
+	for i := range xs {
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", pad+(w-2*pad)*xs[i]/maxX, h-pad-(h-2*pad)*ys[i]/maxY))
+	}
+	return template.HTML(fmt.Sprintf(`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`+
+		`<text x="0" y="14" font-weight="bold">%s</text>`+
+		`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`+
+		`<polyline fill="none" stroke="#f58518" stroke-width="2" points="%s"/>`+
+		`<text x="%d" y="%d" font-size="12">%s (max %s)</text><text x="%d" y="%d" font-size="12">%s (max %s)</text></svg>`,
+		w, h, w, h, template.HTMLEscapeString(title), template.HTMLEscapeString(title),
+		pad, h-pad, w-pad, h-pad, pad, pad, pad, h-pad, strings.Join(pts, " "),
+		w/2-40, h-8, template.HTMLEscapeString(xLabel), trim(maxX), pad+6, pad-8, template.HTMLEscapeString(yLabel), trim(maxY)))
+}
+
+// trim writes v with at most two decimals and no trailing zeros.
+func trim(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return num(int(v))
+	}
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+}
+
+// histogram buckets values into n bins.
+func histogram(vals []float64, n int, unit string) []bar {
+	if len(vals) == 0 {
+		return nil
+	}
+	s := append([]float64(nil), vals...)
+	sort.Float64s(s)
+	lo, hi := s[0], s[len(s)-1]
+	if hi == lo {
+		return []bar{{Label: trim(lo) + unit, Value: float64(len(s))}}
+	}
+	// Counts (LLM calls) get whole-number buckets, one per value when few.
+	if lo == math.Trunc(lo) && !slices.ContainsFunc(s, func(v float64) bool { return v != math.Trunc(v) }) {
+		width := math.Ceil((hi - lo + 1) / float64(n))
+		var out []bar
+		for b := lo; b <= hi; b += width {
+			l := trim(b) + unit
+			if width > 1 {
+				l = fmt.Sprintf("%s–%s%s", trim(b), trim(b+width-1), unit)
+			}
+			out = append(out, bar{Label: l})
+		}
+		for _, v := range s {
+			out[int((v-lo)/width)].Value++
+		}
+		return out
+	}
+	width := (hi - lo) / float64(n)
+	out := make([]bar, n)
+	for i := range out {
+		out[i].Label = fmt.Sprintf("%s–%s%s", trim(lo+float64(i)*width), trim(lo+float64(i+1)*width), unit)
+	}
+	for _, v := range s {
+		i := min(n-1, int((v-lo)/width))
+		out[i].Value++
+	}
+	return out
+}
+
+// num writes n with thousands separators.
+func num(n int) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + num(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// secs writes a duration in seconds the way a reader says it.
+func secs(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case s > 0 && s < 1:
+		return fmt.Sprintf("%.0f ms", s*1000)
+	case s < 60:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.Format("2006-01-02 15:04:05 MST")
+}
+
+// exampleRow is a line of the slowest and most expensive tables.
+type exampleRow struct {
+	ID, Status, Latency, Calls, Tokens string
+}
+
+type stageRow struct {
+	Stage, Calls, Prompt, Completion, Queries, QueryTime, Share string
+}
+
+type costRow struct{ Label, Total, PerExample string }
+
+// statusRow is a line of the status table.
+type statusRow struct{ Label, Count, Share string }
+
+var page = template.Must(template.New("report").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} — quorum report</title>
+<style>
+body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
+h1{margin-bottom:.1em}.sub{color:#666;margin-top:0}
+section{margin:2em 0;padding-top:.5em;border-top:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.kv th{text-align:left;font-weight:normal;color:#444}table.kv td{text-align:left}#scenario th{white-space:nowrap}
+.banner{background:#fff3cd;border:2px solid #d39e00;padding:.8em 1em;margin:1em 0;font-weight:bold}
+.tiles{display:flex;gap:1em;flex-wrap:wrap}.tile{border:1px solid #ccc;padding:.6em 1em;min-width:260px;flex:1}.tile b{font-size:1.8em;display:block}
+.tile span{color:#555;font-size:.9em}
+svg.chart{display:block;max-width:100%;height:auto;margin:1em 0}svg.chart text{font-family:system-ui,sans-serif}
+td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:.9em}code{word-break:break-all}
+</style>
+</head><body>
+<header><h1>{{.Title}}</h1><p class="sub">run <code>{{.RunID}}</code> · {{.When}}</p></header>
+
+<section id="scenario"><h2>Scenario</h2>
+{{if .Simulated}}<div class="banner" id="simulated-banner" role="alert">Simulated LLM: the answers in this run came from quorum's simulated LLM (llmsim), not a real model. The accuracy figures below are the simulator's, not a model's.</div>{{end}}
+<table class="kv">{{range .Scenario}}<tr><th>{{.Label}}</th><td>{{.Value}}</td></tr>{{end}}</table>
+</section>
+
+<section id="summary"><h2>Summary</h2>
+<table class="kv">{{range .Summary}}<tr><th>{{.Label}}</th><td>{{.Value}}</td></tr>{{end}}</table>
+</section>
+
+<section id="accuracy"><h2>Accuracy</h2>
+{{if .Scored}}<div class="tiles">
+<div class="tile"><b>EX {{.EX}}</b><span>Share of the {{.ScoredN}} scored examples whose final answer matches the gold result, compared as Spider 2.0's evaluator does.</span></div>
+<div class="tile"><b>EX@{{.K}} {{.EXAtK}}</b><span>Share of the scored examples where any of the {{.K}} candidates matched the gold result (what a perfect vote would reach).</span></div>
+</div>{{else}}<p>Not scored: the dataset has no gold results for these examples.</p>{{end}}
+<table><tr><th>status</th><th>examples</th><th>share</th></tr>{{range .Status}}<tr><td>{{.Label}}</td><td>{{.Count}}</td><td>{{.Share}}</td></tr>{{end}}</table>
+{{range .AccCharts}}{{.}}{{end}}
+</section>
+
+<section id="confidence"><h2>Confidence</h2>
+<p>{{.HighConf}} high-confidence and {{.LowConf}} low-confidence answers. Confidence is the first vote's: high when a unique largest group of at least two candidates agreed; a low-confidence example goes on to the agent's further steps (for ReFoRCE, exploration and another round). The chart counts examples by that confidence and the method that chose the final answer (none: no answer or failed).</p>
+{{.ConfChart}}
+</section>
+
+<section id="cost"><h2>Cost</h2>
+<table><tr><th></th><th>total</th><th>per example</th></tr>{{range .CostTotals}}<tr><td>{{.Label}}</td><td>{{.Total}}</td><td>{{.PerExample}}</td></tr>{{end}}</table>
+{{if .Stages}}<h3>By stage (summed over examples)</h3>
+<table><tr><th>stage</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th><th>share of tokens</th><th>warehouse queries</th><th>warehouse time</th></tr>
+{{range .Stages}}<tr><td>{{.Stage}}</td><td>{{.Calls}}</td><td>{{.Prompt}}</td><td>{{.Completion}}</td><td>{{.Share}}</td><td>{{.Queries}}</td><td>{{.QueryTime}}</td></tr>{{end}}</table>
+{{.StageChart}}{{else}}<p>No cost by stage recorded.</p>{{end}}
+</section>
+
+<section id="latency"><h2>Latency</h2>
+<p>{{.LatencyNote}}</p>
+{{range .LatCharts}}{{.}}{{end}}
+</section>
+
+<section id="slowest"><h2>Slowest examples</h2>
+{{template "examples" .Slowest}}
+</section>
+
+<section id="expensive"><h2>Most expensive examples (tokens)</h2>
+{{template "examples" .Expensive}}
+</section>
+
+{{if .Failed}}<section id="failed"><h2>Failed examples ({{len .Failed}})</h2>
+<table><tr><th>example</th><th class="l">error</th></tr>{{range .Failed}}<tr><td><code>{{.InstanceID}}</code></td><td class="err">{{.Error}}</td></tr>{{end}}</table>
+</section>{{end}}
+
+{{range .Sections}}<section id="{{.ID}}"><h2>{{.Heading}}</h2>
+{{.HTML}}
+</section>{{end}}
+
+<script>
+// Marks every chart drawn (non-empty box, at least one bar or line) and
+// the page ready, for the rendering test and anyone checking by hand.
+addEventListener("load", function () {
+  document.querySelectorAll("svg.chart").forEach(function (s) {
+    var b = s.getBBox();
+    var ok = b.width > 0 && b.height > 0 && s.querySelector("rect, polyline") !== null;
+    s.setAttribute("data-drawn", ok ? "yes" : "no");
+  });
+  document.body.setAttribute("data-ready", "yes");
+});
+</script>
+</body></html>
+{{define "examples"}}<table><tr><th>example</th><th class="l">status</th><th>latency</th><th>LLM calls</th><th>tokens</th></tr>
+{{range .}}<tr><td><code>{{.ID}}</code></td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
+`))
+
+// WriteHTML renders r as a self-contained HTML page (inline SVG charts,
+// no external resources), with what extra adds when it is not nil.
+func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
+	if extra == nil {
+		extra = &Extra{}
+	}
+	t := r.Totals
+	agent := cmp.Or(r.Agent, "quorum")
+	ds := "an unnamed dataset"
+	if r.Dataset != "" {
+		ds = filepath.Base(filepath.Clean(r.Dataset))
+	}
+	title := agent + " on " + ds
+	if extra.Title != "" {
+		title += " — " + extra.Title
+	}
+	when := stamp(r.Started)
+	if !r.Finished.IsZero() {
+		when += " to " + stamp(r.Finished)
+	}
+	n := max(t.Examples, 1) // per-example figures of an empty run stay finite
+
+	opts := "defaults"
+	if len(r.AgentOptions) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(r.AgentOptions)) {
+			kv = append(kv, k+"="+r.AgentOptions[k])
+		}
+		opts = strings.Join(kv, ", ")
+	}
+	scenario := []Row{
+		{"dataset", cmp.Or(r.Dataset, "–")}, {"agent", agent}, {"agent options", opts},
+		{"votes (candidates per example)", fmt.Sprint(r.Votes)}, {"seed", fmt.Sprint(r.Seed)},
+		{"examples", fmt.Sprint(t.Examples)}, {"started", stamp(r.Started)}, {"finished", stamp(r.Finished)},
+		{"wall time", secs(t.WallSeconds)}, {"LLM", cmp.Or(r.LLM, "–")},
+	}
+	summary := []Row{{"examples", fmt.Sprint(t.Examples)},
+		{"answered / no answer / failed", fmt.Sprintf("%d / %d / %d", t.Answered, t.NoAnswer, t.Failed)}}
+	if t.EX != nil {
+		summary = append(summary, Row{"EX / EX@k", fmt.Sprintf("%.4f / %.4f", *t.EX, *t.EXAtK)})
+	}
+	summary = append(summary,
+		Row{"high / low confidence", fmt.Sprintf("%d / %d", t.HighConf, t.LowConf)},
+		Row{"LLM calls per example", fmt.Sprintf("%.2f", t.CallsPerEx)},
+		Row{"warehouse queries per example", fmt.Sprintf("%.2f", t.QueriesPerEx)},
+		Row{"tokens per LLM call", num(int(math.Round(t.TokensPerCall)))},
+		Row{"wall time", secs(t.WallSeconds)})
+	summary = append(summary, extra.Rows...)
+
+	byDB := map[string][2]int{}
+	byDialect := map[string][2]int{}
+	var lat, calls, finished []float64
+	conf := map[string]float64{}
+	stages := cost.Ledger{}
+	var failed []Example
+	for _, e := range r.Examples {
+		if e.Correct != nil {
+			k, d := byDB[e.Database], byDialect[e.Dialect]
+			k[1]++
+			d[1]++
+			if *e.Correct {
+				k[0]++
+				d[0]++
+			}
+			byDB[e.Database], byDialect[e.Dialect] = k, d
+		}
+		if e.Status != "failed" {
+			lat = append(lat, e.LatencySeconds)
+			calls = append(calls, float64(e.Cost.LLMCalls))
+		}
+		if e.Status != "answered" && e.Status != "no_answer" {
+			failed = append(failed, e)
+		}
+		if e.FinishedSeconds > 0 {
+			finished = append(finished, e.FinishedSeconds)
+		}
+		conf[cmp.Or(e.Confidence, "none")+" → "+cmp.Or(e.Method, "none")]++
+		stages.Merge(e.CostByStage)
+	}
+	acc := func(m map[string][2]int) []bar {
+		var out []bar
+		for k, v := range m {
+			out = append(out, bar{Label: cmp.Or(k, "unknown"), Value: math.Round(float64(v[0])/float64(v[1])*1000) / 10})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+		return out
+	}
+	var confBars []bar
+	for k, v := range conf {
+		confBars = append(confBars, bar{k, v})
+	}
+	sort.Slice(confBars, func(i, j int) bool { return confBars[i].Label < confBars[j].Label })
+
+	c := t.Cost
+	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(n)) }
+	costTotals := []costRow{
+		{"LLM calls", num(c.LLMCalls), per(float64(c.LLMCalls))},
+		{"LLM calls that failed", num(c.LLMErrors), per(float64(c.LLMErrors))},
+		{"prompt tokens", num(c.LLM.PromptTokens), num(c.LLM.PromptTokens / n)},
+		{"completion tokens", num(c.LLM.CompletionTokens), num(c.LLM.CompletionTokens / n)},
+		{"warehouse queries", num(c.Queries), per(float64(c.Queries))},
+		{"warehouse queries that failed", num(c.QueryErrors), per(float64(c.QueryErrors))},
+		{"warehouse time", secs(c.QueryTime.Seconds()), secs(c.QueryTime.Seconds() / float64(n))},
+	}
+	var stageRows []stageRow
+	var stageBars []bar
+	names := stages.Stages()
+	// The costliest stage first: that is where a reader looks.
+	sort.SliceStable(names, func(i, j int) bool { return stages[names[i]].Tokens() > stages[names[j]].Tokens() })
+	total := stages.Total().Tokens()
+	for _, name := range names {
+		s := stages[name]
+		stageRows = append(stageRows, stageRow{Stage: name, Calls: num(s.LLMCalls), Prompt: num(s.LLM.PromptTokens),
+			Completion: num(s.LLM.CompletionTokens), Share: pct(s.Tokens(), total), Queries: num(s.Queries), QueryTime: secs(s.QueryTime.Seconds())})
+		stageBars = append(stageBars, bar{name, float64(s.Tokens())})
+	}
+
+	sort.Float64s(finished)
+	var xs, ys []float64
+	for i, f := range finished {
+		xs, ys = append(xs, f), append(ys, float64(i+1))
+	}
+	latNote := "No example finished."
+	if len(lat) > 0 {
+		s := slices.Sorted(slices.Values(lat))
+		q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+		latNote = fmt.Sprintf("Latency of the %d examples that did not fail: median %s, p95 %s, max %s.",
+			len(s), secs(q(0.5)), secs(q(0.95)), secs(s[len(s)-1]))
+	}
+	if len(xs) < 2 {
+		latNote += " No throughput chart: the run recorded fewer than two finish times."
+	}
+
+	top := func(key func(Example) float64) []exampleRow {
+		ex := slices.Clone(r.Examples)
+		sort.SliceStable(ex, func(i, j int) bool { return key(ex[i]) > key(ex[j]) })
+		var out []exampleRow
+		for _, e := range ex[:min(10, len(ex))] {
+			out = append(out, exampleRow{ID: e.InstanceID, Status: e.Status, Latency: secs(e.LatencySeconds),
+				Calls: num(e.Cost.LLMCalls), Tokens: num(e.Cost.Tokens())})
+		}
+		return out
+	}
+
+	data := map[string]any{
+		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
+		"Scenario": scenario, "Summary": summary,
+		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": r.Votes,
+		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
+			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
+			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},
+		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "%", acc(byDialect)), svgBars("Accuracy by database", "%", acc(byDB))},
+		"HighConf":  t.HighConf, "LowConf": t.LowConf,
+		"ConfChart":  svgBars("Examples by confidence → final method", "", confBars),
+		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "", stageBars),
+		"LatencyNote": latNote,
+		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "", histogram(lat, 8, " s")),
+			svgBars("LLM calls per example (examples per bucket)", "", histogram(calls, 8, "")),
+			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
+		"Slowest":   top(func(e Example) float64 { return e.LatencySeconds }),
+		"Expensive": top(func(e Example) float64 { return float64(e.Cost.Tokens()) }),
+		"Failed":    failed, "Sections": extra.Sections,
+	}
+	if t.EX != nil {
+		data["EX"], data["EXAtK"] = fmt.Sprintf("%.1f%%", 100**t.EX), fmt.Sprintf("%.1f%%", 100**t.EXAtK)
+	}
+	return page.Execute(w, data)
+}

@@ -1,0 +1,136 @@
+package outputs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/internal/testutil/chromium"
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+)
+
+const hostile = "<script>alert(1)</script>"
+
+var sections = []string{"scenario", "accuracy", "confidence", "cost", "latency", "slowest", "expensive", "failed"}
+
+// sampleReport is a 12-example run: two dialects, three databases, every
+// status, one failure whose error text is hostile markup.
+func sampleReport() *Report {
+	start := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	r := &Report{RunID: "20261121-abc", Dataset: "/data/spider2-lite/", Agent: "reforce",
+		AgentOptions: map[string]string{"explore": "true", "rounds": "3"}, Seed: 7, Votes: 4,
+		LLM: "SIMULATED LLM (quorum llmsim) — not a real model", Started: start, Finished: start.Add(95 * time.Second)}
+	yes, no := true, false
+	for i := range 12 {
+		e := Example{InstanceID: fmt.Sprintf("local%03d", i), Agent: "reforce", Dialect: []string{"sqlite", "duckdb"}[i%2],
+			Database: []string{"bank", "films", "<b>shop</b>"}[i%3], Status: "answered", Confidence: "high", Method: "vote",
+			Rounds: 1, Candidates: 4, ValidCandidates: 4, LatencySeconds: float64(3 + i*2), FinishedSeconds: float64(5 + i*7)}
+		e.CostByStage = cost.Ledger{}
+		for j, stage := range []string{"link", "generate", "vote"} {
+			c := e.CostByStage.Stage(stage)
+			for range j + 1 + i%3 {
+				c.Call(llm.Usage{PromptTokens: 1000 * (j + 1), CompletionTokens: 100 + 10*i}, false)
+			}
+			c.Query(time.Duration(j+1)*50*time.Millisecond, false)
+		}
+		e.Cost = e.CostByStage.Total()
+		switch {
+		case i%5 == 4:
+			e.Confidence, e.Method = "low", "fallback"
+		case i == 7:
+			e.Status, e.Confidence, e.Method = "no_answer", "", ""
+		}
+		if i == 9 || i == 10 {
+			e.Status, e.Confidence, e.Method, e.Error = "failed", "", "", "generate: warehouse said "+hostile
+		}
+		if e.Status != "failed" {
+			c, k := i%3 != 0, i%3 != 0 || i%2 == 0
+			e.Correct, e.CorrectAtK = &c, &k
+		} else {
+			e.Correct, e.CorrectAtK = &no, &yes
+		}
+		r.Examples = append(r.Examples, e)
+	}
+	r.Summarize()
+	return r
+}
+
+// TestWriteHTMLContent checks the markup without a browser, so the content
+// is checked where Chromium is absent.
+func TestWriteHTMLContent(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, sampleReport(), &Extra{Title: "extra", Rows: []Row{{"my row", "<i>v</i>"}},
+		Sections: []Section{{ID: "mine", Heading: "Mine", HTML: "<p>trusted</p>"}}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, id := range append(sections, "mine") {
+		if !regexp.MustCompile(`<section id="` + id + `"><h2>`).MatchString(page) {
+			t.Errorf("no section %q with a heading", id)
+		}
+	}
+	for _, want := range []string{"reforce on spider2-lite — extra", "20261121-abc", "simulated-banner", "explore=true, rounds=3",
+		"EX@4", "Accuracy by dialect", "Accuracy by database", "Tokens by stage", "Throughput over time",
+		"generate: warehouse said &lt;script&gt;alert(1)&lt;/script&gt;", "&lt;b&gt;shop&lt;/b&gt;", "&lt;i&gt;v&lt;/i&gt;", "<p>trusted</p>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(page, hostile) || strings.Contains(page, "<b>shop") {
+		t.Error("untrusted text is not escaped")
+	}
+	if n := strings.Count(page, `<svg class="chart"`); n < 6 {
+		t.Errorf("%d charts, want at least 6", n)
+	}
+
+	// A run with no failure and no gold has no failed section, and says it
+	// was not scored; a real model gets no banner.
+	r := sampleReport()
+	r.LLM = "gpt-4o at https://api.openai.com/v1"
+	for i := range r.Examples {
+		r.Examples[i].Status, r.Examples[i].Error, r.Examples[i].Correct, r.Examples[i].CorrectAtK = "answered", "", nil, nil
+	}
+	r.Summarize()
+	b.Reset()
+	if err := WriteHTML(&b, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	page = b.String()
+	if strings.Contains(page, `id="failed"`) || strings.Contains(page, "simulated-banner") || !strings.Contains(page, "Not scored") {
+		t.Errorf("clean unscored run with a real model: failed section, banner or scores shown")
+	}
+}
+
+// TestReportRendersInChromium writes a run with Writer.Report and checks
+// in headless Chromium that every section is there and every chart drew.
+func TestReportRendersInChromium(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := NewWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Report(sampleReport()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"run.json", "report.html"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+	dom := chromium.DumpDOM(t, filepath.Join(dir, "report.html"))
+	chromium.CheckRendered(t, dom, 5, sections...)
+	if !strings.Contains(dom, `id="simulated-banner"`) {
+		t.Error("no simulated-LLM banner")
+	}
+	if strings.Contains(dom, "<script>alert") || !strings.Contains(dom, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the hostile error text is not shown escaped")
+	}
+}
