@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -290,15 +291,26 @@ func TestAgentsListsKindsPoolsAndOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list []struct {
+	type listed struct {
 		Name  string `json:"name"`
 		Kinds []struct{ Name, Pool string }
 	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) == 0 || len(list[0].Kinds) != 3 {
+	var list []listed
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) < 2 {
 		t.Fatalf("quorum agents --json: %v\n%s", err, out)
 	}
 	pools := map[string]string{}
-	for _, k := range list[0].Kinds {
+	for _, a := range list {
+		if a.Name == "pexa" {
+			for _, k := range a.Kinds {
+				pools["pexa."+k.Name] = k.Pool
+			}
+		}
+	}
+	if pools["pexa.plan"] != "generate" || pools["pexa.probe"] != "explore" || pools["pexa.propose"] != "generate" {
+		t.Errorf("pexa kinds and pools %v", pools)
+	}
+	for _, k := range list[slices.IndexFunc(list, func(a listed) bool { return a.Name == "reforce" })].Kinds {
 		pools[k.Name] = k.Pool
 	}
 	if pools["generate"] != "generate" || pools["explore"] != "explore" || pools["link"] != "generate" {

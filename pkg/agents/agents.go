@@ -4,6 +4,7 @@
 package agents
 
 import (
+	"github.com/quorumsql/quorum/pkg/agents/pexa"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -13,7 +14,7 @@ const Default = "reforce"
 
 // Builtin returns a registry of the shipped agents.
 func Builtin() *agent.Registry {
-	r, err := agent.NewRegistry(reforce.Definition())
+	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition())
 	if err != nil {
 		panic(err) // the shipped definitions are fixed: a test keeps them valid
 	}

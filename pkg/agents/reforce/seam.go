@@ -342,14 +342,7 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 // example; otherwise round 1 explores (or, without exploration, the final
 // fallbacks decide). After round 1 the final vote pools both rounds.
 func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
-	rc := make([]*Candidate, len(cands))
-	failed := 0
-	for i, a := range cands {
-		rc[i] = &Candidate{Round: a.Round, Index: a.Index, SQL: a.SQL, Status: Status(a.Status), Error: a.Error, Rows: a.Rows, CSV: a.CSV}
-		if a.Status == agent.StatusFailed {
-			failed++
-		}
-	}
+	rc, failed := fromRuntime(cands)
 	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
 	var v Decision
 	switch {
@@ -382,6 +375,35 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 		}
 		return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
 	}
+	return toRuntime(cands, rc, v), nil
+}
+
+// VoteOnce is ReFoRCE's vote as another agent's final decision (PExA
+// votes over its passes this way, pexa §4.1): a unique largest cluster of
+// two or more wins with high confidence, else the seeded fallbacks.
+func VoteOnce(cands []*agent.Candidate, tieSeed int64) *agent.Decision {
+	rc, _ := fromRuntime(cands)
+	v := Vote(rc)
+	if v.Confidence != High {
+		v = Decide(rc, tieSeed)
+	}
+	return toRuntime(cands, rc, v)
+}
+
+func fromRuntime(cands []*agent.Candidate) (rc []*Candidate, failed int) {
+	rc = make([]*Candidate, len(cands))
+	for i, a := range cands {
+		rc[i] = &Candidate{Round: a.Round, Index: a.Index, SQL: a.SQL, Status: Status(a.Status), Error: a.Error, Rows: a.Rows, CSV: a.CSV}
+		if a.Status == agent.StatusFailed {
+			failed++
+		}
+	}
+	return rc, failed
+}
+
+// toRuntime turns a vote into the runtime's decision, naming the
+// candidates that agree with the winner.
+func toRuntime(cands []*agent.Candidate, rc []*Candidate, v Decision) *agent.Decision {
 	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}
 	for i, r := range rc {
 		if r == v.Winner {
@@ -389,7 +411,7 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 		}
 	}
 	if out.Winner == nil {
-		return out, nil
+		return out
 	}
 	out.Agreed = []int{out.Winner.Index} // a fallback winner agrees with itself only
 	for _, g := range v.Clusters {
@@ -400,5 +422,5 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 			}
 		}
 	}
-	return out, nil
+	return out
 }

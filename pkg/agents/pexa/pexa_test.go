@@ -1,0 +1,454 @@
+package pexa
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden prompt files")
+
+// scripted is a model a test writes: reply answers each request; it counts
+// calls by role.
+type scripted struct {
+	mu     sync.Mutex
+	calls  map[llm.Role]int
+	reqs   []llm.Request
+	reply  func(req llm.Request, n int) *llm.Response
+	called int
+}
+
+func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[llm.Role]int{}
+	}
+	n := s.calls[req.Role]
+	s.calls[req.Role]++
+	s.called++
+	s.reqs = append(s.reqs, req)
+	r := s.reply(req, n)
+	r.Usage = llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}
+	return r, nil
+}
+
+func calls(cs ...llm.ToolCall) *llm.Response {
+	return &llm.Response{ToolCalls: cs, FinishReason: "tool_calls"}
+}
+
+func call(id, name string, args any) llm.ToolCall {
+	b, _ := json.Marshal(args)
+	return llm.ToolCall{ID: id, Name: name, Arguments: string(b)}
+}
+
+type q struct {
+	Description string `json:"description"`
+	SQL         string `json:"sql_query"`
+	Exploration bool   `json:"exploration"`
+}
+
+func queries(qs ...q) map[string]any { return map[string]any{"queries": qs} }
+
+func testDB(t *testing.T) warehouse.Warehouse {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.sqlite")
+	w, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(`CREATE TABLE t (id INTEGER, name TEXT, v REAL);
+		INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0), (4, 'd', 4), (5, 'e', 5)`); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	db, err := sqlite.Open(sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func seeds(int) int64 { return 1 }
+
+// TestPromptsArePinned: the four prompts, with their slots filled and the
+// dialect blocks swapped (D-P10), match their golden files; the planner
+// and proposer repeat the question (D-P11).
+func TestPromptsArePinned(t *testing.T) {
+	t.Parallel()
+	ev := []Record{
+		{Probe: "p1", SQL: "SELECT 1", Exploration: true, Feedback: "Success: a\n1", OK: true, Class: ClassExploratory},
+		{Probe: "p2", SQL: "SELECT x", Feedback: "Compilation Error: no such column: x", Class: ClassFinal + "-not"},
+		{Probe: "p2", SQL: "SELECT 2", Feedback: "Success: a\n2", OK: true, Class: ClassFinal},
+	}
+	ev[1].Class = ClassFailure
+	cases := map[string]string{
+		"plan":      PlannerPrompt("How many rows?"),
+		"verify":    VerifierPrompt("How many rows?", "SELECT COUNT(*) FROM t", "n\n5"),
+		"propose.1": ProposerPrompt("How many rows?", warehouse.SQLite, ev),
+	}
+	for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
+		cases["testcase."+string(d)] = TestcasePrompt(TestcaseInput{Dialect: d, TableInfo: "Table full name: t\nColumn name: id Type: INTEGER\n",
+			Structure: "The table structure information is (table names): \n['t']\n", ExternalKnowledge: "", Probe: "Retrieve all ids of t"})
+		cases["propose."+string(d)] = ProposerPrompt("How many rows?", d, nil)
+	}
+	for name, got := range cases {
+		path := filepath.Join("testdata", name+".golden")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./pkg/agents/pexa -update to create it)", err)
+		}
+		if got != string(want) {
+			t.Errorf("prompt %s differs from %s (run with -update if the change is intended):\n%s", name, path, got)
+		}
+	}
+	if p := PlannerPrompt("Q?"); !strings.Contains(p, "Question: Q?\nAnother way to say it: Q?") {
+		t.Error("the planner does not repeat the question")
+	}
+	if p := ProposerPrompt("Q?", warehouse.SQLite, nil); !strings.Contains(p, "Main Question: Q?\nAnother way to say it: Q?") ||
+		!strings.Contains(p, "Exploratory Probes:\nFailure Probes:\nSuccessful Probes:\nFinal SQL queries (pay more attention here):") {
+		t.Errorf("proposer prompt: empty clusters must keep their headings in the paper's order:\n%s", p)
+	}
+}
+
+// TestExecutorFeedback: the three kinds of feedback, 3 rows and 500
+// characters shown, and a proposal's result kept whole (D-P8).
+func TestExecutorFeedback(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := context.Background()
+	var c cost.Cost
+	var mu sync.Mutex
+	for _, tt := range []struct {
+		sql  string
+		lim  warehouse.Limits
+		want string
+		ok   bool
+	}{
+		{"SELEC 1", probeLimits, "Compilation Error: ", false},
+		{"SELECT * FROM t WHERE id > 99", probeLimits, nullError, false},
+		{"SELECT id FROM t ORDER BY id", probeLimits, "Success: id\n1\n2\n3 …(truncated, more than 3 rows)", true},
+		{"SELECT id FROM t ORDER BY id", warehouse.Limits{}, "Success: id\n1\n2\n3 …(truncated, 5 rows in total)", true},
+		{"SELECT 7 AS n", probeLimits, "Success: n\n7", true},
+	} {
+		e, err := execute(ctx, db, &c, &mu, tt.sql, tt.lim)
+		if err != nil || e.OK != tt.ok || !strings.HasPrefix(e.Feedback, tt.want) {
+			t.Errorf("%s: %q ok=%v (%v), want %q", tt.sql, e.Feedback, e.OK, err, tt.want)
+		}
+	}
+	e, _ := execute(ctx, db, &c, &mu, "SELECT id FROM t ORDER BY id", warehouse.Limits{})
+	if e.Rows != 5 || !strings.Contains(e.CSV, "5") {
+		t.Errorf("the proposal's result must be whole: %d rows", e.Rows)
+	}
+	long, _ := execute(ctx, db, &c, &mu, "SELECT printf('%.2000c', 'x') AS s", probeLimits)
+	if n := len(strings.TrimSuffix(strings.TrimPrefix(long.Feedback, "Success: "), " …(truncated, 1 rows in total)")); n > shownChars {
+		t.Errorf("a 2,000-character row is shown as %d characters: %q", n, long.Feedback[:80])
+	}
+	if c.Queries != 7 {
+		t.Errorf("%d queries accounted, want 7", c.Queries)
+	}
+}
+
+// TestProbeStopRules: a batch with a successful answering SQL ends the
+// test case at once; exploration-only and all-failed batches go back to the
+// model with the feedback; not_enough_information ends it; a model that
+// never succeeds stops at the step limit (15 steps = 8 calls) (D-P4).
+func TestProbeStopRules(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	good, bad := q{"ids", "SELECT id FROM t", false}, q{"bad", "SELECT nope FROM t", false}
+	explore := q{"names", "SELECT DISTINCT name FROM t", true}
+	for _, tt := range []struct {
+		name    string
+		replies []*llm.Response
+		calls   int
+		status  string
+		classes string
+	}{
+		{"one success", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 1, ProbeFinal, "failure final successful"},
+		{"exploration first", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(explore))), calls(call("c2", ToolExecuteSQL, queries(good)))},
+			2, ProbeFinal, "exploratory final"},
+		{"all failed", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad))), calls(call("c2", ToolExecuteSQL, queries(good)))},
+			2, ProbeFinal, "failure final"},
+		{"not enough information", []*llm.Response{calls(call("c1", ToolNotEnoughInfo, map[string]string{"explanation": "no such table"}))},
+			1, ProbeNEI, ""},
+	} {
+		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] }}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "ids of t"}, seeds, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var classes []string
+		for _, r := range o.Records {
+			classes = append(classes, r.Class)
+		}
+		if m.called != tt.calls || o.Status != tt.status || strings.Join(classes, " ") != tt.classes {
+			t.Errorf("%s: %d calls, status %q, classes %v; want %d, %q, %q", tt.name, m.called, o.Status, classes, tt.calls, tt.status, tt.classes)
+		}
+		if tt.name == "all failed" {
+			last := m.reqs[1].Messages[len(m.reqs[1].Messages)-1]
+			if last.Role != "tool" || !strings.Contains(last.Content, "Query 1 (bad): Compilation Error: ") || !strings.Contains(last.Content, "no such column: nope") {
+				t.Errorf("the revision request does not carry the error: %+v", last)
+			}
+		}
+		if tt.name == "not enough information" && o.Detail != "no such table" {
+			t.Errorf("explanation %q lost", o.Detail)
+		}
+	}
+	m := &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("c", ToolExecuteSQL, queries(bad))) }}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
+	if err != nil || m.called != 8 || o.Status != ProbeLimit {
+		t.Errorf("always failing: %d calls, %q (%v); want 8 calls and %q", m.called, o.Status, err, ProbeLimit)
+	}
+	// The single-path cap keeps the first query only (D-P15).
+	m = &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("c", ToolExecuteSQL, queries(good, good, good, good))) }}
+	s = &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.MaxSQLsPerTestCase = 1
+	var c cost.Cost
+	if _, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &c); err != nil || c.Queries != 1 {
+		t.Errorf("max-sqls-per-testcase=1: %d queries (%v), want 1", c.Queries, err)
+	}
+}
+
+// passModel answers a whole pass: k probes in one generate_testcase call,
+// 2 SQLs each, then propose, then finish; the proposer executes, verifies
+// and answers.
+func passModel(k int, answer string) *scripted {
+	return &scripted{reply: func(req llm.Request, n int) *llm.Response {
+		switch req.Role {
+		case RolePlan:
+			switch n {
+			case 0:
+				probes := make([]string, k)
+				for i := range probes {
+					probes[i] = fmt.Sprintf("probe %d", i)
+				}
+				return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": probes}))
+			case 1:
+				return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
+			}
+			return calls(call("f", ToolFinish, map[string]any{}))
+		case RoleTestcase:
+			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT name FROM t", false})))
+		case RolePropose:
+			switch n {
+			case 0:
+				return calls(call("x", ToolExecuteSQL, map[string]string{"sql_query": answer}))
+			case 1:
+				return calls(call("v", ToolSemanticVerifier, map[string]string{"sql_query": answer}))
+			}
+			return &llm.Response{Text: "Final:\n```sql\n" + answer + "\n```"}
+		case RoleVerify:
+			return &llm.Response{Text: "```json\n{\"correct\": true, \"explanation\": \"same\", \"back_translated_query\": \"count rows\"}\n```"}
+		}
+		return &llm.Response{Text: "?"}
+	}}
+}
+
+// TestHappyPassCallStructure: with k probes that succeed at once and a
+// proposer that executes, verifies and answers, a pass makes k + 7 LLM
+// calls (plan 3, testcase k, propose 3, verify 1) and Σm + 1 warehouse
+// queries, the verifier re-using the proposer's execution (§1.10).
+func TestHappyPassCallStructure(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := context.Background()
+	const k, answer = 3, "SELECT COUNT(*) AS n FROM t"
+	m := passModel(k, answer)
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	ledger := cost.Ledger{}
+	st := NewPlanState("How many rows?")
+	act, err := s.PlanTurn(ctx, st, seeds, ledger.Stage("plan"))
+	if err != nil || len(act.Probes) != k || act.Propose {
+		t.Fatalf("first turn: %+v (%v)", act, err)
+	}
+	outs := make([]*ProbeOutcome, k)
+	for i, p := range act.Probes {
+		if outs[i], err = s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: p}, seeds, ledger.Stage("testcase")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Resolve(outs, nil)
+	if act, err = s.PlanTurn(ctx, st, seeds, ledger.Stage("plan")); err != nil || !act.Propose || len(act.Probes) != 0 {
+		t.Fatalf("second turn: %+v (%v)", act, err)
+	}
+	prop, err := s.Propose(ctx, db, "How many rows?", warehouse.SQLite, st.Evidence, seeds, ledger.Stage("propose"), ledger.Stage("verify"))
+	if err != nil || prop.SQL != answer || !prop.OK || !strings.HasPrefix(prop.Verdict, VerdictPassed) {
+		t.Fatalf("proposal %+v (%v)", prop, err)
+	}
+	st.Resolve(nil, prop)
+	if act, err = s.PlanTurn(ctx, st, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
+		t.Fatalf("third turn: %+v (%v)", act, err)
+	}
+	want := map[string]int{"plan": 3, "testcase": k, "propose": 3, "verify": 1}
+	for stage, n := range want {
+		if got := ledger.Stage(stage).LLMCalls; got != n {
+			t.Errorf("stage %s: %d LLM calls, want %d", stage, got, n)
+		}
+	}
+	if tot := ledger.Total(); tot.LLMCalls != k+7 || tot.Queries != k*2+1 {
+		t.Errorf("pass: %d calls, %d queries; want %d and %d", tot.LLMCalls, tot.Queries, k+7, k*2+1)
+	}
+	// The planner saw each probe's block and the proposal's.
+	var tools []string
+	for _, msg := range st.Messages {
+		if msg.Role == "tool" {
+			tools = append(tools, msg.Content)
+		}
+	}
+	if len(tools) != 2 || !strings.Contains(tools[0], "Probe 3: probe 2\nStatus: final SQL found\nFinal SQL: SELECT id FROM t") ||
+		!strings.Contains(tools[1], "Proposed SQL:\n```sql\n"+answer+"\n```\nExecution: Success: n\n5\nSemantic verification: Semantic check passed: same") {
+		t.Errorf("tool results:\n%s", strings.Join(tools, "\n---\n"))
+	}
+	// The proposer's prompt holds every probe's records in its clusters.
+	var proposerPrompt string
+	for _, r := range m.reqs {
+		if r.Role == RolePropose {
+			proposerPrompt = r.Messages[0].Content
+			break
+		}
+	}
+	if strings.Count(proposerPrompt, "Probe: probe") != 2*k || !strings.Contains(proposerPrompt, "Final SQL queries (pay more attention here):\n1. Probe: probe 0 SQL: SELECT id FROM t") {
+		t.Errorf("proposer prompt evidence:\n%s", proposerPrompt)
+	}
+}
+
+// TestPlannerRules: finish before a proposal, and finish with another
+// call, get error results and do not end the pass; two generate_testcase
+// calls in one message are one batch; the step limit ends the pass.
+func TestPlannerRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		switch n {
+		case 0:
+			return calls(call("f0", ToolFinish, map[string]any{}))
+		case 1:
+			return calls(call("f1", ToolFinish, map[string]any{}), call("p1", ToolProposeFinalSQL, map[string]any{}))
+		}
+		return calls(call("a", ToolGenerateTestcase, map[string]any{"probes": []string{"x", "y"}}),
+			call("b", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	st := NewPlanState("Q?")
+	act, err := s.PlanTurn(ctx, st, seeds, &cost.Cost{})
+	if err != nil || !act.Propose || act.Finish {
+		t.Fatalf("finish alone before a proposal then finish+propose: %+v (%v)", act, err)
+	}
+	if got := st.Messages[2]; got.Role != "tool" || got.Content != errNoProposal {
+		t.Errorf("finish without a proposal answered %+v", got)
+	}
+	st.Resolve(nil, &Proposal{SQL: "SELECT 1", Feedback: "Success: 1", OK: true})
+	last := st.Messages[len(st.Messages)-2:]
+	if last[0].Content != errFinishAlone || !strings.HasPrefix(last[1].Content, "Proposed SQL:") {
+		t.Errorf("finish mixed with propose: %+v", last)
+	}
+	act, err = s.PlanTurn(ctx, st, seeds, &cost.Cost{})
+	if err != nil || strings.Join(act.Probes, ",") != "x,y,z" || len(st.Pending) != 2 || st.Pending[1].From != 2 {
+		t.Errorf("two generate_testcase calls: %+v, pending %+v (%v)", act, st.Pending, err)
+	}
+	// A planner that never finishes stops at the step limit.
+	m = &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("f", ToolFinish, map[string]any{})) }}
+	s = &Steps{cfg: DefaultConfig(), llm: m}
+	st = NewPlanState("Q?")
+	if act, err = s.PlanTurn(ctx, st, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.called != 10 {
+		t.Errorf("never finishing: %+v after %d calls (%v); want planner_recursion after 10", act, m.called, err)
+	}
+	if r := passResult(0, 9, nil, act.Stop); r.Status != agent.StatusGaveUp || !strings.Contains(r.Error, "planner_recursion") {
+		t.Errorf("a pass with no proposal: %+v", r)
+	}
+	// Probes are capped by truncation (D-P15).
+	m = &scripted{reply: func(llm.Request, int) *llm.Response {
+		return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"1", "2", "3", "4", "5"}}))
+	}}
+	s = &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.MaxProbesPerPlan = 2
+	if act, err = s.PlanTurn(ctx, NewPlanState("Q?"), seeds, &cost.Cost{}); err != nil || len(act.Probes) != 2 {
+		t.Errorf("max-probes-per-plan=2: %d probes (%v)", len(act.Probes), err)
+	}
+}
+
+// TestProposerGuardAndVerifier: an answer never executed is executed and,
+// failing, fed back; with no verifier the tool is not offered.
+func TestProposerGuardAndVerifier(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		if n == 0 {
+			return &llm.Response{Text: "```sql\nSELECT nope FROM t\n```"}
+		}
+		return &llm.Response{Text: "```sql\nSELECT COUNT(*) FROM t\n```"}
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.NoVerifier = true
+	p, err := s.Propose(context.Background(), db, "Q?", warehouse.SQLite, nil, seeds, &cost.Cost{}, &cost.Cost{})
+	if err != nil || !p.OK || p.SQL != "SELECT COUNT(*) FROM t" || m.called != 2 {
+		t.Fatalf("guard: %+v after %d calls (%v)", p, m.called, err)
+	}
+	if fb := m.reqs[1].Messages[len(m.reqs[1].Messages)-1]; fb.Role != "user" || !strings.HasPrefix(fb.Content, "Compilation Error:") {
+		t.Errorf("the failing answer was not fed back: %+v", fb)
+	}
+	for _, tool := range m.reqs[0].Tools {
+		if tool.Name == ToolSemanticVerifier {
+			t.Error("no-verifier still offers the semantic verifier")
+		}
+	}
+}
+
+// TestVoteOverPasses: the majority of 4 passes wins high; a 2-2 tie is a
+// seeded choice; one valid pass is the lone candidate (D-P12).
+func TestVoteOverPasses(t *testing.T) {
+	t.Parallel()
+	cand := func(i int, csv string) *agent.Candidate {
+		if csv == "" {
+			return &agent.Candidate{Index: i, Status: agent.StatusGaveUp}
+		}
+		return &agent.Candidate{Index: i, Status: agent.StatusOK, SQL: "q" + csv, CSV: "n\n" + csv + "\n", Rows: 1}
+	}
+	for _, tt := range []struct {
+		csvs   []string
+		method string
+		conf   string
+		winner string
+	}{
+		{[]string{"1", "1", "2", "3"}, "majority", "high", "n\n1\n"},
+		{[]string{"1", "", "", ""}, "lone_candidate", "low", "n\n1\n"},
+		{[]string{"1", "1", "2", "2"}, "random_tie_break", "low", ""},
+	} {
+		var cs []*agent.Candidate
+		for i, c := range tt.csvs {
+			cs = append(cs, cand(i, c))
+		}
+		d := reforce.VoteOnce(cs, 7)
+		again := reforce.VoteOnce(cs, 7)
+		if d.Method != tt.method || d.Confidence != tt.conf || d.Winner == nil || (tt.winner != "" && d.Winner.CSV != tt.winner) || again.Winner.Index != d.Winner.Index {
+			t.Errorf("%v: %+v", tt.csvs, d)
+		}
+	}
+}
