@@ -227,7 +227,9 @@ func TestProbeStopRules(t *testing.T) {
 		t.Errorf("always failing: %d calls, %q (%v); want 8 calls and %q", m.called, o.Status, err, ProbeLimit)
 	}
 	// The single-path cap keeps the first query only (D-P15).
-	m = &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("c", ToolExecuteSQL, queries(good, good, good, good))) }}
+	m = &scripted{reply: func(llm.Request, int) *llm.Response {
+		return calls(call("c", ToolExecuteSQL, queries(good, good, good, good)))
+	}}
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.MaxSQLsPerTestCase = 1
 	var c cost.Cost
@@ -290,7 +292,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 	}
 	outs := make([]*ProbeOutcome, k)
 	for i, p := range act.Probes {
-		if outs[i], err = s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: p}, seeds, ledger.Stage("testcase")); err != nil {
+		if outs[i], err = s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: p}, seeds, ledger.Stage("probe")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +308,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 	if act, err = s.PlanTurn(ctx, st, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
 		t.Fatalf("third turn: %+v (%v)", act, err)
 	}
-	want := map[string]int{"plan": 3, "testcase": k, "propose": 3, "verify": 1}
+	want := map[string]int{"plan": 3, "probe": k, "propose": 3, "verify": 1}
 	for stage, n := range want {
 		if got := ledger.Stage(stage).LLMCalls; got != n {
 			t.Errorf("stage %s: %d LLM calls, want %d", stage, got, n)

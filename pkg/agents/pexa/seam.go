@@ -371,7 +371,7 @@ func (a *pexa) probe(ctx context.Context, c *agent.Context, t agent.Task, p payl
 		v, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d.probe%d", p.Pass, p.Turn, i), func(ctx context.Context) (string, error) {
 			in := TestcaseInput{Dialect: c.Example.Dialect, TableInfo: ti.Tables, Structure: ti.Structure,
 				ExternalKnowledge: c.Example.ExternalKnowledge, Probe: p.Probes[j]}
-			o, err := a.steps.Probe(ctx, wh, in, a.seed(c, p.Pass, fmt.Sprintf("b%d/probe%d", p.Turn, i)), c.Ledger.Stage("testcase"))
+			o, err := a.steps.Probe(ctx, wh, in, a.seed(c, p.Pass, fmt.Sprintf("b%d/probe%d", p.Turn, i)), c.Ledger.Stage("probe"))
 			if err != nil {
 				return "", err
 			}
@@ -493,4 +493,3 @@ func passResult(pass, turns int, prop *Proposal, stop string) agent.Result {
 func (a *pexa) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
 	return reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
 }
-

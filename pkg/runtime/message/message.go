@@ -31,6 +31,10 @@ type Task struct {
 	// its first result; UpstreamSeconds their wall time.
 	Upstream        cost.Ledger `json:"upstream,omitempty"`
 	UpstreamSeconds float64     `json:"upstream_seconds,omitempty"`
+	// UpstreamChain is the LLM and warehouse time of the chain of tasks
+	// this one continues (the slowest part's, after a join): the chain
+	// with unlimited workers, pexa C.1's parallel latency.
+	UpstreamChain float64 `json:"upstream_chain,omitempty"`
 	// Generation counts the times the task was published again after its
 	// deliveries ran out with no worker left to give it up (killed
 	// holding the last one).
@@ -81,6 +85,7 @@ type Part struct {
 	Lost           string      `json:"lost,omitempty"`
 	Cost           cost.Ledger `json:"cost,omitempty"`
 	ElapsedSeconds float64     `json:"elapsed_seconds,omitempty"`
+	ChainSeconds   float64     `json:"chain_seconds,omitempty"`
 }
 
 // FinalAnswer is the voter's decision for one example.

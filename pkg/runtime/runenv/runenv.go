@@ -266,6 +266,7 @@ func (e *Env) Join(ctx context.Context, run *Run, t *message.Task, part message.
 		}
 		next[0].Upstream.Merge(p.Cost)
 		next[0].UpstreamSeconds = max(next[0].UpstreamSeconds, p.ElapsedSeconds)
+		next[0].UpstreamChain = max(next[0].UpstreamChain, p.ChainSeconds)
 	}
 	if err := e.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next); err != nil {
 		return err
@@ -341,7 +342,7 @@ func (e *Env) GiveUp(ctx context.Context, t *message.Task, reason string) error 
 		if err != nil {
 			return err
 		}
-		if err := e.Join(ctx, run, t, message.Part{Lost: reason, Cost: t.Upstream, ElapsedSeconds: t.UpstreamSeconds}); err != nil {
+		if err := e.Join(ctx, run, t, message.Part{Lost: reason, Cost: t.Upstream, ElapsedSeconds: t.UpstreamSeconds, ChainSeconds: t.UpstreamChain}); err != nil {
 			return err
 		}
 		return e.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)

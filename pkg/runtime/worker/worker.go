@@ -133,8 +133,8 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 	ledger := cost.Ledger{}
 	ledger.Merge(t.Upstream)
 	ledger.Merge(own)
-	total := ledger.Total()
-	chain := (total.LLM.Latency + total.QueryTime).Seconds()
+	mine := own.Total()
+	chain := (mine.LLM.Latency + mine.QueryTime).Seconds() + t.UpstreamChain
 	elapsed := time.Since(start).Seconds() + t.UpstreamSeconds
 	carried := false
 	for _, r := range out.Results {
@@ -165,6 +165,9 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 		if !carried {
 			next[0].Upstream, next[0].UpstreamSeconds, carried = ledger, elapsed, true
 		}
+		for _, n := range next {
+			n.UpstreamChain = chain
+		}
 		if err := w.publishNext(ctx, run, t, next); err != nil {
 			return err
 		}
@@ -172,7 +175,7 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 	if t.Task.Join == nil {
 		return nil
 	}
-	part := message.Part{Value: out.Part, ElapsedSeconds: elapsed}
+	part := message.Part{Value: out.Part, ElapsedSeconds: elapsed, ChainSeconds: chain}
 	if !carried {
 		part.Cost = ledger
 	}
