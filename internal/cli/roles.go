@@ -172,22 +172,29 @@ func (f *runFlags) agentOptions(cmd *cobra.Command) (string, map[string]string, 
 			opts[flag] = v
 		}
 	}
-	for _, kv := range f.agentOpts {
+	opts, err = checkAgentOptions(def, opts, f.agentOpts, f.votes)
+	return def.Name, opts, err
+}
+
+// checkAgentOptions adds the --agent-option NAME=VALUE pairs to opts and
+// checks them against the agent, building it once so that a bad value
+// fails now, not on a worker.
+func checkAgentOptions(def *agent.Definition, opts map[string]string, kvs []string, votes int) (map[string]string, error) {
+	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return "", nil, fmt.Errorf("--agent-option %q: use NAME=VALUE", kv)
+			return nil, fmt.Errorf("--agent-option %q: use NAME=VALUE", kv)
 		}
 		opts[k] = v
 	}
-	opts, err = def.CheckOptions(opts)
+	opts, err := def.CheckOptions(opts)
 	if err != nil {
-		return "", nil, fmt.Errorf("--agent-option: %w", err)
+		return nil, fmt.Errorf("--agent-option: %w", err)
 	}
-	// Build it once here so that a bad value fails now, not on a worker.
-	if _, err := def.New(agent.Config{Options: opts, Votes: max(1, f.votes)}); err != nil {
-		return "", nil, fmt.Errorf("--agent %s: %w", def.Name, err)
+	if _, err := def.New(agent.Config{Options: opts, Votes: max(1, votes)}); err != nil {
+		return nil, fmt.Errorf("--agent %s: %w", def.Name, err)
 	}
-	return def.Name, opts, nil
+	return opts, nil
 }
 
 func (f *runFlags) defaults() {

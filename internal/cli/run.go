@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +16,16 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
 )
+
+// optionList is an agent's options as NAME=VALUE, sorted.
+func optionList(opts map[string]string) string {
+	var out []string
+	for k, v := range opts {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
 
 func newRunCmd() *cobra.Command {
 	var (
@@ -30,7 +42,7 @@ func newRunCmd() *cobra.Command {
 JetStream and a local redis-server (or joins --nats-url / --redis-url), the
 simulated LLM when no LLM is configured (said loudly), and the coordinator,
 generator workers, explorer workers and voter as goroutines over real
-connections. It writes <instance_id>.sql/.csv and run.json and prints the
+connections. It writes <instance_id>.sql/.csv, run.json and report.html and prints the
 summary. State lives in --state-dir, so an interrupted run resumes with
 --run-id.`,
 		Args: cobra.NoArgs,
@@ -95,8 +107,12 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			} else {
 				m.LLM = label
 			}
-			fmt.Fprintf(w, "Run %s: agent %s, %d examples x %d candidates; outputs in %s (resume with --run-id %s --out %s)\n",
-				m.Run, m.Agent, len(m.Examples), m.Votes, rf.out, m.Run, rf.out)
+			size := fmt.Sprintf("%d examples x %d candidates", len(m.Examples), m.Votes)
+			if m.Agent != "reforce" {
+				size = fmt.Sprintf("%d examples (options: %s)", len(m.Examples), optionList(m.AgentOptions))
+			}
+			fmt.Fprintf(w, "Run %s: agent %s, %s; outputs in %s (resume with --run-id %s --out %s)\n",
+				m.Run, m.Agent, size, rf.out, m.Run, rf.out)
 			finished := make(chan struct{})
 			go func() {
 				select {

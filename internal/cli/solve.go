@@ -19,6 +19,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
+	agentpkg "github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
@@ -36,25 +37,33 @@ func newSolveCmd() *cobra.Command {
 		llmRPM      float64
 		llmTPM      float64
 		agentName   string
+		agentOpts   []string
 		skipBad     bool
 		cfg         reforce.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
-		Short: "Run the ReFoRCE agent over a dataset in this process (no cluster)",
+		Short: "Run an agent (default ReFoRCE) over a dataset in this process (no cluster)",
 		Long: `solve runs ReFoRCE in one process: compression, candidates with
 self-refinement, the majority vote, column exploration for low-confidence
 examples and the final fallbacks. It writes <instance_id>.sql and .csv in
-Spider 2.0's submission layout plus run.json, and prints EX when the dataset
-has gold results. With no LLM configured it uses the simulated LLM (llmsim).
+Spider 2.0's submission layout plus run.json and report.html, and prints EX
+when the dataset has gold results. Other agents (--agent pexa) run their
+tasks through the runtime's seam in memory. With no LLM configured it uses the simulated LLM (llmsim).
 For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := agents.Builtin().Lookup(agentName); err != nil {
+			def, err := agents.Builtin().Lookup(agentName)
+			if err != nil {
 				return usage(fmt.Errorf("--agent: %w", err))
 			}
+			var opts map[string]string
 			if agentName != "reforce" {
-				return usage(fmt.Errorf("--agent %s: quorum solve runs reforce in one process; run %s with quorum run --agent %s", agentName, agentName, agentName))
+				if opts, err = checkAgentOptions(def, map[string]string{}, agentOpts, cfg.Votes); err != nil {
+					return usage(err)
+				}
+			} else if len(agentOpts) > 0 {
+				return usage(fmt.Errorf("--agent-option: quorum solve sets reforce's options with its own flags (--no-exploration, --format-restriction, …)"))
 			}
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
@@ -100,16 +109,24 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return usage(err)
 			}
-			agent, err := reforce.New(cfg, client)
-			if err != nil {
-				return err
-			}
 			writer, err := outputs.NewWriter(out)
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, Seed: seed, Votes: agent.Config().Votes, LLM: label, Started: time.Now()}
-			rep.Examples = solveAll(cmd.Context(), ds, examples, agent, writer, seed, concurrency, w)
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now()}
+			if agentName == "reforce" {
+				agent, err := reforce.New(cfg, client)
+				if err != nil {
+					return err
+				}
+				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, writer, seed, concurrency, w)
+			} else {
+				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
+				if err != nil {
+					return err
+				}
+				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, writer, seed, cfg.Votes, concurrency, w)
+			}
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if err := writer.Report(rep); err != nil {
@@ -134,7 +151,8 @@ For a cluster over NATS and Redis, use quorum run.`,
 	_ = f.MarkDeprecated("concurrency", "use --examples-at-once (--concurrency means tasks a worker handles at once elsewhere)")
 	f.Float64Var(&llmRPM, "llm-rpm", 0, "LLM requests/min for this process (0 = no limit)")
 	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
-	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (reforce)")
+	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them; agents other than reforce run through the runtime's seam in memory)")
+	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of an agent other than reforce, NAME=VALUE (repeatable; quorum agents lists them)")
 	f.BoolVar(&skipBad, "skip-bad-lines", false, "run even though some task lines are malformed or duplicated (they are listed and left out)")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
 	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
@@ -299,7 +317,7 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	}
 	fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (explored)\n", t.HighConf, t.LowConf)
 	if t.EX != nil {
-		fmt.Fprintf(w, "EX: %.4f (%d of %d), EX@%d: %.4f\n", *t.EX, t.Correct, t.Scored, rep.Votes, *t.EXAtK)
+		fmt.Fprintf(w, "EX: %.4f (%d of %d), EX@%d: %.4f\n", *t.EX, t.Correct, t.Scored, t.KOrVotes(rep.Votes), *t.EXAtK)
 	}
 	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
 		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)

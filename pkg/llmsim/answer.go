@@ -29,11 +29,45 @@ type Noise struct {
 	ExploreError float64
 	// Link is the probability of a correct schema-linking answer.
 	Link float64
+
+	// PExA (spec pexa-raise.md §4.2). A Noise that sets none of these five
+	// gets their defaults (see New), so skill settings written for ReFoRCE
+	// keep a working PExA.
+	//
+	// PlanMore is the probability that the Planner asks for a second (and
+	// last) batch of probes instead of proposing.
+	PlanMore float64
+	// NotEnoughInfo is the probability that the Test Case Generator calls a
+	// probe unanswerable.
+	NotEnoughInfo float64
+	// ProposeBoost multiplies the Proposer's probability of the gold SQL
+	// when its evidence names every gold table (0 = 1, no boost).
+	ProposeBoost float64
+	// VerifyCall is the probability that the Proposer calls the Semantic
+	// Verifier on a SQL that executed with Success.
+	VerifyCall float64
+	// Verify is the probability of a right verdict from the Semantic
+	// Verifier.
+	Verify float64
 }
 
 // DefaultNoise is a model that gets about half of its first answers right.
 func DefaultNoise() Noise {
-	return Noise{Gold: 0.5, SyntaxError: 0.15, Empty: 0.1, Wrong: 0.25, Fix: 0.5, ExploreRight: 0.8, ExploreError: 0.15, Link: 0.9}
+	n := Noise{Gold: 0.5, SyntaxError: 0.15, Empty: 0.1, Wrong: 0.25, Fix: 0.5, ExploreRight: 0.8, ExploreError: 0.15, Link: 0.9}
+	n.setPExADefaults()
+	return n
+}
+
+// setPExADefaults gives the PExA fields the spec's defaults: Table 10's
+// 1.26 plans per pass, rare unanswerable probes, and a verifier called on
+// most proposals and right nine times in ten.
+func (n *Noise) setPExADefaults() {
+	n.PlanMore, n.NotEnoughInfo, n.ProposeBoost, n.VerifyCall, n.Verify = 0.26, 0.02, 1.2, 0.9, 0.9
+}
+
+// pexaUnset reports whether none of the PExA fields is set.
+func (n Noise) pexaUnset() bool {
+	return n.PlanMore == 0 && n.NotEnoughInfo == 0 && n.ProposeBoost == 0 && n.VerifyCall == 0 && n.Verify == 0
 }
 
 type outcome int
@@ -46,8 +80,14 @@ const (
 )
 
 func (s *Server) draw(rng *rand.Rand, info *exampleInfo) outcome {
+	return s.drawBoosted(rng, info, 1)
+}
+
+// drawBoosted is draw with the probability of the gold SQL multiplied by
+// boost (still at most 0.98).
+func (s *Server) drawBoosted(rng *rand.Rand, info *exampleInfo, boost float64) outcome {
 	n := s.cfg.Noise
-	p := min(0.98, n.Gold*info.skill)
+	p := min(0.98, n.Gold*info.skill*boost)
 	r := rng.Float64()
 	if r < p {
 		return outGold

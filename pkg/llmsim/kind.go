@@ -1,6 +1,10 @@
 package llmsim
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/llm"
+)
 
 // Kind is what a request asks for. llmsim recognises every kind quorum's
 // agents send from phrases their prompts carry (the same phrases as the
@@ -24,6 +28,30 @@ const (
 	KindUnknown         Kind = "unknown"
 )
 
+// PExA request kinds (spec pexa-raise.md §4.2): the agent is named by a
+// marker in the conversation's first user message, the phase by its tail.
+const (
+	KindPExAPlan               Kind = "pexa_plan"
+	KindPExAPlanAfterProbes    Kind = "pexa_plan_after_probes"
+	KindPExAPlanAfterProposal  Kind = "pexa_plan_after_proposal"
+	KindPExATestcase           Kind = "pexa_testcase"
+	KindPExATestcaseFix        Kind = "pexa_testcase_fix"
+	KindPExAPropose            Kind = "pexa_propose"
+	KindPExAProposeNext        Kind = "pexa_propose_next"
+	KindPExAProposeAfterVerify Kind = "pexa_propose_after_verify"
+	KindPExAProposeFix         Kind = "pexa_propose_fix"
+	KindPExAVerify             Kind = "pexa_verify"
+)
+
+// PExAKinds lists the PExA kinds, in the order of the spec's table.
+func PExAKinds() []Kind {
+	return []Kind{KindPExAPlan, KindPExAPlanAfterProbes, KindPExAPlanAfterProposal, KindPExATestcase, KindPExATestcaseFix,
+		KindPExAPropose, KindPExAProposeNext, KindPExAProposeAfterVerify, KindPExAProposeFix, KindPExAVerify}
+}
+
+// isPExA reports whether k is one of the PExA kinds.
+func (k Kind) isPExA() bool { return strings.HasPrefix(string(k), "pexa_") }
+
 // Marker phrases, by kind. The agents' prompts contain them; tests on both
 // sides use these constants so a reworded prompt cannot silently turn into
 // "unknown" here.
@@ -43,6 +71,15 @@ const (
 	MarkerReaskOne        = "Please output one SQL only"
 	MarkerReaskFence      = "Please answer in ```sql"
 	MarkerReaskThinking   = "Please generate only one SQL with thinking process"
+)
+
+// PExA markers: each opens the first user message of one PExA conversation
+// (the paper's Figs. 3–6, word for word).
+const (
+	MarkerPExAPlan     = "You are an excellent SQL agent whose task is to manage complex SQL query writing"
+	MarkerPExATestcase = "Your task is to generate as many diverse SQL queries as possible for the question below"
+	MarkerPExAPropose  = "Your task is to generate a final SQL query for the given question. You are provided with a set of probes"
+	MarkerPExAVerify   = "You are a semantic verifier."
 )
 
 // Classify names the kind of a request from its last user message (the
@@ -77,4 +114,72 @@ func Classify(lastUser string) Kind {
 		return KindGenerate
 	}
 	return KindUnknown
+}
+
+// ClassifyConversation names the kind of a request from its whole
+// conversation. A PExA conversation is recognised by a marker in its first
+// user message and its phase by its tail: the last message, and for a tool
+// result the tool it answers (found through tool_call_id among the earlier
+// assistant tool calls). Anything else is classified by its last user
+// message, as Classify does.
+func ClassifyConversation(msgs []llm.Message) Kind {
+	first, last := -1, -1
+	for i, m := range msgs {
+		if m.Role == "user" {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return Classify("")
+	}
+	agent := pexaAgent(msgs[first].Content)
+	if agent == "" {
+		return Classify(msgs[last].Content)
+	}
+	c := newConvo(msgs, first)
+	switch agent {
+	case MarkerPExAVerify:
+		return KindPExAVerify
+	case MarkerPExAPlan:
+		group := c.lastToolGroup()
+		switch {
+		case len(group) == 0:
+			return KindPExAPlan
+		case hasTool(group, toolProposeFinalSQL):
+			return KindPExAPlanAfterProposal
+		case hasTool(group, toolGenerateTestcase):
+			return KindPExAPlanAfterProbes
+		case c.count(toolProposeFinalSQL) > 0:
+			// finish answered with an error after a proposal.
+			return KindPExAPlanAfterProposal
+		}
+		return KindPExAPlanAfterProbes
+	case MarkerPExATestcase:
+		if len(c.lastToolGroup()) > 0 {
+			return KindPExATestcaseFix
+		}
+		return KindPExATestcase
+	case MarkerPExAPropose:
+		m, ok := c.tail()
+		switch {
+		case !ok:
+			return KindPExAPropose
+		case m.Role == "user":
+			// The agent's guard feeds a failed final SQL back as a user
+			// message; anything else re-asks for the answer.
+			if isExecError(m.Content) {
+				return KindPExAProposeFix
+			}
+			return KindPExAProposeNext
+		case c.toolName(m) == toolSemanticVerifier:
+			return KindPExAProposeAfterVerify
+		case strings.HasPrefix(strings.TrimSpace(m.Content), "Success"):
+			return KindPExAProposeNext
+		}
+		return KindPExAProposeFix
+	}
+	return Classify(msgs[last].Content)
 }

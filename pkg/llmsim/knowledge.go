@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -75,9 +76,20 @@ func skillOf(seed uint64, id string) float64 {
 	return 0.35 + float64(h.Sum64()%1000)/1000
 }
 
-// find returns the example a request is about: the question that follows a
-// "Task: " marker, or failing that any question contained in the text.
+// probeTag is how llmsim tags the probes it writes as a PExA Planner, so
+// that a Test Case Generator request, which carries only the probe, still
+// names its example (spec §4.1 item 5). A real model never needs it.
+var probeTag = regexp.MustCompile(`\[llmsim:([^\]]+)\]`)
+
+// find returns the example a request is about: the one a probe tag names,
+// else the question that follows a "Task: " marker, or failing that any
+// question contained in the text.
 func (k *knowledge) find(text string) *exampleInfo {
+	for _, m := range probeTag.FindAllStringSubmatch(text, -1) {
+		if info, ok := k.examples[m[1]]; ok {
+			return info
+		}
+	}
 	for rest := text; ; {
 		i := strings.Index(rest, "Task: ")
 		if i < 0 {

@@ -90,6 +90,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Noise == (Noise{}) {
 		cfg.Noise = DefaultNoise()
+	} else if cfg.Noise.pexaUnset() {
+		cfg.Noise.setPExADefaults()
 	}
 	if cfg.Faults.HangFor == 0 {
 		cfg.Faults.HangFor = 10 * time.Minute
@@ -302,7 +304,8 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 		}
 		all.WriteByte(0)
 	}
-	kind := Classify(lastUser)
+	msgs := req.messages()
+	kind := ClassifyConversation(msgs)
 	info := s.know.find(all.String())
 	h := fnv.New64a()
 	var b [8]byte
@@ -318,6 +321,9 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 	if kind == KindUnknown || info == nil || info.gold == "" {
 		rep.kind = KindUnknown
 		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
+	} else if kind.isPExA() {
+		s.pexaReply(&rep, rng, req, choice, msgs, all.String())
+		return rep
 	} else {
 		rep.text = s.answer(rng, kind, info, lastUser)
 	}
@@ -326,6 +332,37 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 		rep.text, rep.finish = "", "tool_calls"
 	}
 	return rep
+}
+
+// pexaReply fills a PExA reply: the agent's own tool call when the request
+// offers that tool (tool_choice "none" or a missing tool turn it into text
+// saying what the model would do), else its text.
+func (s *Server) pexaReply(rep *reply, rng *rand.Rand, req chatRequest, choice toolChoice, msgs []llm.Message, all string) {
+	first := 0
+	for first < len(msgs) && msgs[first].Role != "user" {
+		first++
+	}
+	offered := func(name string) bool {
+		if choice.mode == llm.ToolChoiceNone {
+			return false
+		}
+		for _, t := range req.Tools {
+			if t.Function.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	text, call := s.pexa(rng, rep.kind, rep.info, newConvo(msgs, first), offered)
+	switch {
+	case call == nil:
+		rep.text = text
+	case offered(call.name):
+		rep.calls = []wireToolCall{{ID: s.callID(req, choice, all, 0), Type: "function", Function: wireFunction{Name: call.name, Arguments: call.arguments()}}}
+		rep.text, rep.finish = "", "tool_calls"
+	default:
+		rep.text = "I would call the " + call.name + " tool with " + call.arguments() + ", but this request does not offer it."
+	}
 }
 
 // fault injects a failure for this attempt; it reports whether it did.

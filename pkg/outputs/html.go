@@ -440,7 +440,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	data := map[string]any{
 		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
 		"Scenario": scenario, "Summary": summary,
-		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": r.Votes,
+		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes),
 		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
 			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
 			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},

@@ -74,22 +74,33 @@ type Report struct {
 
 // Totals summarise the examples.
 type Totals struct {
-	Examples      int       `json:"examples"`
-	Answered      int       `json:"answered"`
-	NoAnswer      int       `json:"no_answer"`
-	Failed        int       `json:"failed"`
-	HighConf      int       `json:"high_confidence"`
-	LowConf       int       `json:"low_confidence"`
-	Cost          cost.Cost `json:"cost"`
-	Scored        int       `json:"scored"`
-	Correct       int       `json:"correct"`
-	CorrectAtK    int       `json:"correct_at_k"`
-	EX            *float64  `json:"ex,omitempty"`
-	EXAtK         *float64  `json:"ex_at_k,omitempty"`
-	WallSeconds   float64   `json:"wall_seconds"`
-	CallsPerEx    float64   `json:"llm_calls_per_example"`
-	QueriesPerEx  float64   `json:"warehouse_queries_per_example"`
-	TokensPerCall float64   `json:"tokens_per_llm_call"`
+	Examples   int       `json:"examples"`
+	Answered   int       `json:"answered"`
+	NoAnswer   int       `json:"no_answer"`
+	Failed     int       `json:"failed"`
+	HighConf   int       `json:"high_confidence"`
+	LowConf    int       `json:"low_confidence"`
+	Cost       cost.Cost `json:"cost"`
+	Scored     int       `json:"scored"`
+	Correct    int       `json:"correct"`
+	CorrectAtK int       `json:"correct_at_k"`
+	EX         *float64  `json:"ex,omitempty"`
+	EXAtK      *float64  `json:"ex_at_k,omitempty"`
+	// K is the k of EX@k: the most candidates an example decided in one
+	// round had (ReFoRCE's votes, PExA's passes).
+	K             int     `json:"k,omitempty"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	CallsPerEx    float64 `json:"llm_calls_per_example"`
+	QueriesPerEx  float64 `json:"warehouse_queries_per_example"`
+	TokensPerCall float64 `json:"tokens_per_llm_call"`
+}
+
+// KOrVotes is the k of EX@k: the candidates seen, else the run's votes.
+func (t Totals) KOrVotes(votes int) int {
+	if t.K > 0 {
+		return t.K
+	}
+	return votes
 }
 
 // Summarize fills r.Totals from r.Examples.
@@ -112,6 +123,9 @@ func (r *Report) Summarize() {
 			t.LowConf++
 		}
 		t.Cost.Add(e.Cost)
+		if e.Rounds == 1 {
+			t.K = max(t.K, e.Candidates)
+		}
 		if e.Correct != nil {
 			t.Scored++
 			if *e.Correct {

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/local"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
+)
+
+// solveWithSeam runs an agent other than ReFoRCE in this process through
+// the runtime's seam (pkg/runtime/local): the same task code as on a
+// cluster, with goroutines for workers and memory for Redis.
+func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, def *agent.Definition, ag agent.Agent,
+	writer *outputs.Writer, seed uint64, votes, atOnce int, w io.Writer) []outputs.Example {
+	set := &sqlite.Set{}
+	defer set.Close()
+	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	started := time.Now()
+	results := make([]outputs.Example, len(examples))
+	sem := make(chan struct{}, max(1, atOnce))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	finished := 0
+	for i, e := range examples {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = solveExample(ctx, ds, e, def, ag, whs, writer, seed, votes)
+			mu.Lock()
+			finished++
+			results[i].FinishedSeconds = time.Since(started).Seconds()
+			fmt.Fprintf(w, "[%d/%d] %s: %s %s\n", finished, len(examples), e.ID, results[i].Status, results[i].Method)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent,
+	whs *dataset.Warehouses, writer *outputs.Writer, seed uint64, votes int) outputs.Example {
+	start := time.Now()
+	r := outputs.Example{InstanceID: e.ID, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
+	defer func() { r.LatencySeconds = time.Since(start).Seconds() }()
+	if !ds.Runnable(e.ID) {
+		var msgs []string
+		for _, p := range ds.Problems {
+			if p.Instance == e.ID {
+				msgs = append(msgs, p.Message)
+			}
+		}
+		r.Error = "not runnable: " + strings.Join(msgs, "; ")
+		return r
+	}
+	out, err := local.Solve(ctx, local.Config{Agent: ag, Def: def, Dataset: ds, Warehouses: whs, Run: "solve", Seed: seed, Votes: votes}, e)
+	if out != nil {
+		r.CostByStage, r.Cost = out.Cost, out.Cost.Total()
+		r.Rounds, r.Tasks, r.Candidates = out.Rounds, out.Tasks, len(out.Candidates)
+	}
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	d := out.Decision
+	r.Confidence, r.Method, r.ValidCandidates, r.AgreedCandidates = d.Confidence, d.Method, d.Valid, d.Agreed
+	failed, firstErr := 0, ""
+	for _, c := range out.Candidates {
+		if c.Status == agent.StatusFailed || c.Status == agent.StatusGaveUp {
+			failed++
+			if firstErr == "" {
+				firstErr = c.Error
+			}
+		}
+	}
+	switch {
+	case d.Winner != nil:
+		r.Status = "answered"
+		if err := writer.Answer(e.ID, d.Winner.SQL, d.Winner.CSV); err != nil {
+			r.Status, r.Error = "failed", err.Error()
+			return r
+		}
+	case failed > 0 && failed == len(out.Candidates):
+		r.Error = fmt.Sprintf("%d of %d candidates failed: %s", failed, len(out.Candidates), firstErr)
+		return r
+	default:
+		r.Status, r.Error = "no_answer", "no candidate produced rows"
+	}
+	if len(e.Gold.Results) > 0 && ds.GoldDir != "" {
+		dir := filepath.Join(ds.GoldDir, "exec_result")
+		score := func(c *agent.Candidate) bool {
+			if c == nil || c.Status != agent.StatusOK {
+				return false
+			}
+			f, err := eval.ReadCSV([]byte(c.CSV))
+			if err != nil {
+				return false
+			}
+			ok, err := eval.ScoreAgainstGold(f, dir, e.ID, e.Gold.Spec)
+			return err == nil && ok
+		}
+		correct := score(d.Winner)
+		atK := correct
+		for _, c := range out.Candidates {
+			atK = atK || score(c)
+		}
+		r.Correct, r.CorrectAtK = &correct, &atK
+	}
+	return r
+}

@@ -1,0 +1,359 @@
+// Package local runs an agent's examples in one process, through the same
+// seam as the cluster (Start, Execute, Decide, joins, the Store) but with
+// the queue and Redis replaced by goroutines and memory: what `quorum
+// solve` uses for agents other than ReFoRCE. Nothing survives the process;
+// for durability, quotas shared across machines and resume, use the
+// cluster.
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Config is what Solve runs with.
+type Config struct {
+	Agent agent.Agent
+	// Def declares the agent's kinds (unknown kinds are refused as in the
+	// cluster).
+	Def        *agent.Definition
+	Dataset    *dataset.Dataset
+	Warehouses *dataset.Warehouses
+	Run        string
+	Seed       uint64
+	Votes      int
+	// Tasks is how many tasks of one example run at once (default 8).
+	Tasks int
+	// Attempts per task before it is given up (default 3), as the queue's
+	// deliveries would.
+	Attempts int
+	Log      *zap.Logger
+}
+
+// Outcome is one example's end: the decision, every candidate, and what
+// the example cost.
+type Outcome struct {
+	Decision   *agent.Decision
+	Candidates []*agent.Candidate
+	Cost       cost.Ledger
+	Rounds     int
+	Tasks      int
+}
+
+// Solve runs one example to its decision.
+func Solve(ctx context.Context, cfg Config, e *dataset.Example) (*Outcome, error) {
+	if cfg.Tasks <= 0 {
+		cfg.Tasks = 8
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 3
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	x := &example{cfg: cfg, e: e, store: newStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
+		results: map[int]map[int]*agent.Candidate{}, expect: map[int]int{}, decided: make(chan error, 1)}
+	d, err := cfg.Agent.Start(ctx, x.context(ctx))
+	if err != nil {
+		return nil, err
+	}
+	x.open(ctx, d)
+	select {
+	case err := <-x.decided:
+		x.wg.Wait()
+		return x.out, err
+	case <-ctx.Done():
+		x.wg.Wait()
+		return x.out, ctx.Err()
+	}
+}
+
+type example struct {
+	cfg   Config
+	e     *dataset.Example
+	store *store
+	sem   chan struct{}
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	out      *Outcome
+	round    int
+	results  map[int]map[int]*agent.Candidate
+	expect   map[int]int
+	inflight int
+	deciding bool
+	done     bool
+	decided  chan error
+}
+
+func (x *example) context(ctx context.Context) *agent.Context {
+	return &agent.Context{Run: x.cfg.Run, Seed: x.cfg.Seed, Votes: x.cfg.Votes, Dataset: x.cfg.Dataset, Example: x.e,
+		Schema: x.cfg.Warehouses, Store: x.store, Ledger: cost.Ledger{}, Worker: "local",
+		Warehouse: func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) },
+		Log:       x.cfg.Log.With(zap.String("example", x.e.ID))}
+}
+
+// open starts a round's tasks.
+func (x *example) open(ctx context.Context, d *agent.Dispatch) {
+	x.mu.Lock()
+	x.round, x.deciding = d.Round, false
+	x.expect[d.Round] = d.Expect
+	x.out.Rounds = d.Round + 1
+	// Counted before any starts, so no task ending early sees the round
+	// idle.
+	x.inflight += len(d.Tasks)
+	x.mu.Unlock()
+	if len(d.Tasks) == 0 {
+		x.settle(ctx)
+	}
+	for _, t := range d.Tasks {
+		x.start(ctx, t)
+	}
+}
+
+// spawn starts a task that continues another (which is still counted
+// in flight, so the count never passes through zero).
+func (x *example) spawn(ctx context.Context, t agent.Task) {
+	x.mu.Lock()
+	x.inflight++
+	x.mu.Unlock()
+	x.start(ctx, t)
+}
+
+func (x *example) start(ctx context.Context, t agent.Task) {
+	x.mu.Lock()
+	x.out.Tasks++
+	x.mu.Unlock()
+	if k, ok := x.cfg.Def.Kind(t.Kind); !ok || (k.Pool != agent.Generator && k.Pool != agent.Explorer) {
+		x.finish(fmt.Errorf("agent %s dispatched a task of undeclared kind %q", x.cfg.Def.Name, t.Kind))
+		return
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		x.run(ctx, t)
+		x.mu.Lock()
+		x.inflight--
+		x.mu.Unlock()
+		x.settle(ctx)
+	}()
+}
+
+// run executes one task with its attempts; a task out of attempts gives up
+// its slots (or its join part) as the cluster does.
+func (x *example) run(ctx context.Context, t agent.Task) {
+	select {
+	case x.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-x.sem }()
+	var out *agent.Outcome
+	var err error
+	for attempt := 0; attempt < x.cfg.Attempts; attempt++ {
+		ac := x.context(ctx)
+		out, err = x.cfg.Agent.Execute(ctx, ac, t)
+		x.mu.Lock()
+		x.out.Cost.Merge(ac.Ledger)
+		x.mu.Unlock()
+		if err == nil || agent.IsPermanent(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		reason := fmt.Sprintf("the %s task failed: %v", t.Kind, err)
+		if t.Join != nil {
+			x.joined(ctx, t, agent.Part{Index: t.Join.Part, Lost: reason})
+			return
+		}
+		for _, slot := range t.Slots {
+			x.record(&agent.Candidate{Round: t.Round, Index: slot, Status: agent.StatusFailed, Error: reason})
+		}
+		return
+	}
+	for _, r := range out.Results {
+		x.record(&agent.Candidate{Round: t.Round, Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows,
+			CSV: r.CSV, Payload: r.Payload, Worker: "local"})
+	}
+	for _, n := range out.Next {
+		x.spawn(ctx, n)
+	}
+	if t.Join != nil {
+		x.joined(ctx, t, agent.Part{Index: t.Join.Part, Value: out.Part})
+	}
+}
+
+// joined records a part; the part that completes the join starts Then.
+func (x *example) joined(ctx context.Context, t agent.Task, p agent.Part) {
+	if x.store.addPart(t.Join.Group, p) == t.Join.Of {
+		x.spawn(ctx, t.Join.Then)
+	}
+}
+
+func (x *example) record(c *agent.Candidate) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.results[c.Round] == nil {
+		x.results[c.Round] = map[int]*agent.Candidate{}
+	}
+	if _, dup := x.results[c.Round][c.Index]; !dup {
+		x.results[c.Round][c.Index] = c
+	}
+}
+
+// settle decides the current round once its results are in, or once
+// nothing is left running (what the cluster's deadline does for a round
+// that cannot complete).
+func (x *example) settle(ctx context.Context) {
+	x.mu.Lock()
+	r := x.round
+	ready := !x.done && !x.deciding && (len(x.results[r]) >= x.expect[r] || x.inflight == 0)
+	if ready {
+		x.deciding = true // later settles wait for the next round
+	}
+	var cands []*agent.Candidate
+	for round := 0; ready && round <= r; round++ {
+		for _, c := range x.results[round] {
+			cands = append(cands, c)
+		}
+	}
+	x.mu.Unlock()
+	if !ready {
+		return
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].Round != cands[j].Round {
+			return cands[i].Round < cands[j].Round
+		}
+		return cands[i].Index < cands[j].Index
+	})
+	d, err := x.cfg.Agent.Decide(ctx, x.context(ctx), r, cands)
+	if err != nil {
+		x.finish(err)
+		return
+	}
+	if d.Next != nil {
+		x.open(ctx, d.Next)
+		return
+	}
+	x.mu.Lock()
+	x.out.Decision, x.out.Candidates = d, cands
+	x.mu.Unlock()
+	x.finish(nil)
+}
+
+func (x *example) finish(err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done {
+		return
+	}
+	x.done = true
+	x.decided <- err
+}
+
+// store is agent.Store in memory.
+type store struct {
+	mu    sync.Mutex
+	vals  map[string]string
+	once  map[string]*sync.Mutex
+	blobs map[string][]byte
+	parts map[string]map[int]agent.Part
+}
+
+func newStore() *store {
+	return &store{vals: map[string]string{}, once: map[string]*sync.Mutex{}, blobs: map[string][]byte{}, parts: map[string]map[int]agent.Part{}}
+}
+
+func (s *store) Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error) {
+	s.mu.Lock()
+	l, ok := s.once[name]
+	if !ok {
+		l = &sync.Mutex{}
+		s.once[name] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	if v, ok, _ := s.Get(ctx, "once:"+name); ok {
+		return v, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return "", err
+	}
+	return v, s.Set(ctx, "once:"+name, v)
+}
+
+func (s *store) Get(_ context.Context, name string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vals[name]
+	return v, ok, nil
+}
+
+func (s *store) Set(_ context.Context, name, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vals[name] = value
+	return nil
+}
+
+func (s *store) PutBlob(_ context.Context, b []byte) (string, error) {
+	sum := sha256.Sum256(b)
+	ref := "sha256:" + hex.EncodeToString(sum[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blobs[ref] = append([]byte(nil), b...)
+	return ref, nil
+}
+
+func (s *store) GetBlob(_ context.Context, ref string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.blobs[ref]
+	if !ok {
+		return nil, errors.New("blob " + ref + " not found")
+	}
+	return b, nil
+}
+
+func (s *store) addPart(group string, p agent.Part) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[group] == nil {
+		s.parts[group] = map[int]agent.Part{}
+	}
+	if _, dup := s.parts[group][p.Index]; !dup {
+		s.parts[group][p.Index] = p
+	}
+	return len(s.parts[group])
+}
+
+func (s *store) Parts(_ context.Context, group string) ([]agent.Part, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]agent.Part, 0, len(s.parts[group]))
+	for _, p := range s.parts[group] {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
