@@ -289,3 +289,50 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 		t.Errorf("the resumed run made %d LLM calls, the undisturbed one %d: finished work was redone", served, wantServed)
 	}
 }
+
+// TestPExAKilledWorkersWhileProbing: PExA over a cluster of processes, an
+// explorer and a generator SIGKILLed while probes are in flight: every
+// example is answered once, with the answers of an undisturbed run of the
+// same seed (planner turns, probes and proposals are computed once; a
+// killed probe is redelivered and its batch continues).
+func TestPExAKilledWorkersWhileProbing(t *testing.T) {
+	t.Parallel()
+	pexaRun := func(kill bool) snapshot {
+		c := newCluster(t)
+		c.start("voter", "voter")
+		gen := c.start("generator-1", "generator-worker")
+		c.start("generator-2", "generator-worker")
+		exp := c.start("explorer-1", "explorer-worker")
+		c.start("explorer-2", "explorer-worker")
+		out := filepath.Join(t.TempDir(), "out")
+		coord := c.start("coordinator", "coordinator", "--run-id", "pexa", "--dataset", demoDir(t), "--seed", "3", "--out", out,
+			"--agent", "pexa", "--limit", "16")
+		if kill {
+			time.Sleep(1200 * time.Millisecond)
+			for _, p := range []*exec.Cmd{exp, gen} {
+				if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				p.Wait()
+			}
+		}
+		wait(t, coord, c.logs, "coordinator", 4*time.Minute)
+		if kill {
+			b, _ := os.ReadFile(filepath.Join(c.logs, "explorer-2.log"))
+			if !strings.Contains(string(b), "redelivered message") {
+				t.Error("no task of the killed explorer was redelivered: the kill interrupted no probe")
+			}
+		}
+		return readOutputs(t, out)
+	}
+	want := pexaRun(false)
+	if len(want.examples) != 16 {
+		t.Fatalf("undisturbed PExA run finished %d examples, want 16", len(want.examples))
+	}
+	for id, s := range want.examples {
+		if !strings.HasPrefix(s, "answered/") || !strings.HasSuffix(s, "/4") {
+			t.Errorf("%s: %s, want answered with 4 passes", id, s)
+		}
+	}
+	compare(t, "PExA with an explorer and a generator killed", pexaRun(true), want)
+}

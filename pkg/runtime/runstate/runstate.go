@@ -8,6 +8,8 @@ package runstate
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -452,6 +454,9 @@ func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.Fin
 func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn func(ctx context.Context) (string, error)) (string, error) {
 	key := exKey(run, ex, agentName, "once", name)
 	lock := key + ":lock"
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
 	for {
 		v, err := s.rdb.Get(ctx, key).Result()
 		if err == nil {
@@ -460,20 +465,12 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 		if !errors.Is(err, redis.Nil) {
 			return "", err
 		}
-		got, err := s.rdb.SetNX(ctx, lock, "1", 5*time.Minute).Result()
+		got, err := s.rdb.SetNX(ctx, lock, token, onceLease).Result()
 		if err != nil {
 			return "", err
 		}
 		if got {
-			v, err := fn(ctx)
-			if err != nil {
-				s.rdb.Del(context.WithoutCancel(ctx), lock)
-				return "", err
-			}
-			if err := s.rdb.Set(ctx, key, v, 0).Err(); err != nil {
-				return "", err
-			}
-			return v, nil
+			return s.computeOnce(ctx, key, lock, token, fn)
 		}
 		select {
 		case <-ctx.Done():
@@ -481,6 +478,46 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// onceLease is how long a Once computation holds its lock without
+// renewing it: the holder renews it while it works (a planner turn or a
+// proposer loop can run for many minutes), so only a holder that died
+// lets another process take over, within this time.
+const onceLease = 15 * time.Second
+
+var (
+	renewLease   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+	releaseLease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+)
+
+func (s *Store) computeOnce(ctx context.Context, key, lock, token string, fn func(ctx context.Context) (string, error)) (string, error) {
+	rctx, stop := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(onceLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				_ = renewLease.Run(rctx, s.rdb, []string{lock}, token, onceLease.Milliseconds()).Err()
+			}
+		}
+	}()
+	v, err := fn(ctx)
+	stop()
+	<-renewed
+	if err == nil {
+		err = s.rdb.Set(ctx, key, v, 0).Err()
+	}
+	_ = releaseLease.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token).Err()
+	if err != nil {
+		return "", err
+	}
+	return v, nil
 }
 
 // Ping checks that Redis answers.
