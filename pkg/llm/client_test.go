@@ -369,3 +369,28 @@ func TestTokenLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 		t.Errorf("used %.1f%% of the token limit, want at least 80%%", 100*share)
 	}
 }
+
+// TestContinueFinalMessage: a prefix continuation carries vLLM's
+// continue_final_message and add_generation_prompt, and DeepSeek's
+// "prefix" on the final assistant message; other requests carry none.
+func TestContinueFinalMessage(t *testing.T) {
+	t.Parallel()
+	rec, url := recordedSim(t)
+	c := client(t, llm.Config{BaseURL: url + "/v1", Default: llm.ModelConfig{Name: "gpt-4o"}})
+	ctx := context.Background()
+	msgs := []llm.Message{llm.User("Question: " + demo(t).Examples[0].Question), llm.Assistant("Before thinking about the solution, ")}
+	if _, err := c.Chat(ctx, llm.Request{Role: llm.RoleGenerate, Messages: msgs, ContinueFinal: true, Stop: []string{"[EXECUTE]"}}); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := rec.body["messages"].([]any)
+	if rec.body["continue_final_message"] != true || rec.body["add_generation_prompt"] != false || len(last) != 2 ||
+		last[1].(map[string]any)["prefix"] != true || last[1].(map[string]any)["content"] != "Before thinking about the solution, " {
+		t.Errorf("continuation request: %v", rec.body)
+	}
+	if _, err := c.Chat(ctx, llm.Request{Role: llm.RoleGenerate, Messages: msgs[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.body["continue_final_message"]; ok {
+		t.Errorf("a plain request carries continue_final_message: %v", rec.body)
+	}
+}

@@ -99,6 +99,12 @@ type Request struct {
 	// Seed is OpenAI's reproducibility parameter; quorum derives one per
 	// candidate and step so simulated runs do not depend on scheduling.
 	Seed *int64
+	// ContinueFinal asks the endpoint to continue the last message, an
+	// assistant prefix, instead of starting a new one: vLLM's
+	// continue_final_message (with add_generation_prompt off) and the
+	// "prefix" flag of DeepSeek's and LiteLLM's prefix completion are
+	// sent together. The reply's Text is the continuation only.
+	ContinueFinal bool
 }
 
 // Usage is what one call cost.

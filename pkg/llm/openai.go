@@ -1,10 +1,12 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -377,7 +379,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			}
 			settle = s
 		}
-		capt := &capture{}
+		capt := &capture{continueFinal: req.ContinueFinal}
 		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), c.cfg.AttemptTimeout)
 		start := time.Now()
 		resp, err := ep.client.CreateChatCompletion(actx, oreq)
@@ -618,6 +620,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// continueFinalBody adds the prefix-continuation fields go-openai has no
+// names for: continue_final_message and add_generation_prompt (vLLM) and
+// "prefix" on the final assistant message (DeepSeek, LiteLLM).
+func continueFinalBody(req *http.Request) (*http.Request, error) {
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, fmt.Errorf("continue the final message: %w", err)
+	}
+	body["continue_final_message"] = true
+	body["add_generation_prompt"] = false
+	if msgs, ok := body["messages"].([]any); ok && len(msgs) > 0 {
+		if last, ok := msgs[len(msgs)-1].(map[string]any); ok && last["role"] == "assistant" {
+			last["prefix"] = true
+		}
+	}
+	if b, err = json.Marshal(body); err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(b))
+	out.ContentLength = int64(len(b))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return out, nil
+}
+
 // captureTransport records each response's headers for the attempt that
 // sent it (go-openai returns errors without them, and 429s carry
 // Retry-After there), and adds the configured custom headers.
@@ -631,6 +663,8 @@ type captureKey struct{}
 type capture struct {
 	mu sync.Mutex
 	h  http.Header
+	// continueFinal patches the request body for prefix continuation.
+	continueFinal bool
 }
 
 func (c *capture) header() http.Header {
@@ -640,6 +674,13 @@ func (c *capture) header() http.Header {
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && c.continueFinal && req.Body != nil {
+		patched, err := continueFinalBody(req)
+		if err != nil {
+			return nil, err
+		}
+		req = patched
+	}
 	if len(t.headers) > 0 {
 		req = req.Clone(req.Context())
 		for k, v := range t.headers {
