@@ -5,6 +5,7 @@ package agents
 
 import (
 	"github.com/quorumsql/quorum/pkg/agents/pexa"
+	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -14,7 +15,7 @@ const Default = "reforce"
 
 // Builtin returns a registry of the shipped agents.
 func Builtin() *agent.Registry {
-	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition())
+	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition(), raise.Definition())
 	if err != nil {
 		panic(err) // the shipped definitions are fixed: a test keeps them valid
 	}

@@ -384,3 +384,37 @@ func (q WithQuery) PrefixQuery(n int, limit int) string {
 	name := q.CTEs[n-1].Name
 	return q.Prefix + " " + strings.Join(parts, ",\n") + "\nSELECT * FROM \"" + strings.ReplaceAll(name, `"`, `""`) + "\" LIMIT " + strconv.Itoa(limit)
 }
+
+// Token is one significant token of SQL text: comments and space are left
+// out, bare words are lower-cased (SQL keywords and unquoted identifiers
+// are case-insensitive), literals and quoted identifiers kept as written.
+// Depth counts the parentheses it sits in.
+type Token struct {
+	Text  string
+	Word  bool
+	Depth int
+}
+
+// Tokens returns the significant tokens of s.
+func Tokens(s string, opt Options) []Token {
+	var out []Token
+	depth := 0
+	for _, t := range lex(s, opt) {
+		text := s[t.start:t.end]
+		switch t.kind {
+		case tokComment, tokSpace:
+			continue
+		case tokCloseParen:
+			depth = max(0, depth-1)
+		}
+		tok := Token{Text: text, Depth: depth}
+		if t.kind == tokWord {
+			tok.Text, tok.Word = strings.ToLower(text), true
+		}
+		out = append(out, tok)
+		if t.kind == tokOpenParen {
+			depth++
+		}
+	}
+	return out
+}

@@ -1,0 +1,337 @@
+package raise
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+)
+
+// RAISE's task kinds: a round's trajectory is one long task on the explore
+// pool (its commands hit the warehouse between LLM segments); it continues
+// into one final-generation task per model on the generate pool.
+const (
+	KindAgent = "agent"
+	KindFinal = "final"
+)
+
+// Options, recorded in the run's manifest.
+const (
+	OptRounds        = "rounds"
+	OptSegmentTokens = "segment-tokens"
+	OptTotalTokens   = "total-tokens"
+	OptMaxCalls      = "max-agent-calls"
+	OptMaxCommands   = "max-agent-commands"
+	OptMaxOps        = "max-ops"
+	OptRefine        = "refine"
+	OptStatic        = "static"
+	OptColumns       = "columns"
+	OptTransport     = "transport"
+	OptThinkTag      = "think-tag"
+)
+
+// Definition registers RAISE with the runtime.
+func Definition() *agent.Definition {
+	d := DefaultConfig()
+	return &agent.Definition{
+		Name: "raise",
+		Doc:  "RAISE (Granado et al.): a reasoning agent exploring through text commands, three final-generation models, column post-process; 8 rounds voted",
+		Kinds: []agent.Kind{
+			{Name: KindAgent, Pool: agent.Explorer, Doc: "one agent trajectory: LLM segments and the commands they run"},
+			{Name: KindFinal, Pool: agent.Generator, Doc: "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)"},
+		},
+		Options: []agent.Option{
+			{Name: OptRounds, Default: strconv.Itoa(d.Rounds), Usage: "independent trajectories, each with its final generations (the paper: 8)"},
+			{Name: OptSegmentTokens, Default: strconv.Itoa(d.SegmentTokens), Usage: "tokens without a command before the nudge"},
+			{Name: OptTotalTokens, Default: strconv.Itoa(d.TotalTokens), Usage: "generated tokens that end the trajectory"},
+			{Name: OptMaxCalls, Default: strconv.Itoa(d.MaxCalls), Usage: "safety cap on the trajectory's LLM calls"},
+			{Name: OptMaxCommands, Default: strconv.Itoa(d.MaxCommands), Usage: "safety cap on the trajectory's commands"},
+			{Name: OptMaxOps, Default: "0", Usage: "commands given to the final prompt, the first k (0 = all)"},
+			{Name: OptRefine, Default: strconv.Itoa(d.Refine), Usage: "final-generation retries after an error or an empty result"},
+			{Name: OptStatic, Default: "false", Usage: "the static agent: no run_query"},
+			{Name: OptColumns, Default: "true", Usage: "add final_b's answer after the column post-process"},
+			{Name: OptTransport, Default: d.Transport, Usage: "continue (prefill the assistant message: vLLM, DeepSeek) or multiturn (labelled fallback for endpoints without it)"},
+			{Name: OptThinkTag, Default: "false", Usage: "open the prefill with <think> (R1-style models)"},
+		},
+		New: newAgent,
+	}
+}
+
+// ConfigFromOptions reads the agent's options.
+func ConfigFromOptions(opts map[string]string) (Config, error) {
+	cfg := DefaultConfig()
+	var errs []error
+	num := func(name string, dst *int, least int) {
+		v, err := agent.OptionInt(opts, name)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case v < least:
+			errs = append(errs, fmt.Errorf("raise option %s=%d: use %d or more", name, v, least))
+		default:
+			*dst = v
+		}
+	}
+	flag := func(name string, dst *bool) {
+		v, err := agent.OptionBool(opts, name)
+		errs = append(errs, err)
+		*dst = v
+	}
+	num(OptRounds, &cfg.Rounds, 1)
+	num(OptSegmentTokens, &cfg.SegmentTokens, 16)
+	num(OptTotalTokens, &cfg.TotalTokens, 16)
+	num(OptMaxCalls, &cfg.MaxCalls, 1)
+	num(OptMaxCommands, &cfg.MaxCommands, 1)
+	num(OptMaxOps, &cfg.MaxOps, 0)
+	num(OptRefine, &cfg.Refine, 0)
+	flag(OptStatic, &cfg.Static)
+	flag(OptColumns, &cfg.Columns)
+	flag(OptThinkTag, &cfg.ThinkTag)
+	if v, ok := opts[OptTransport]; ok {
+		if v != TransportContinue && v != TransportMultiTurn {
+			errs = append(errs, fmt.Errorf("raise option transport=%q: use continue or multiturn", v))
+		}
+		cfg.Transport = v
+	}
+	return cfg, errors.Join(errs...)
+}
+
+type raise struct {
+	steps *Steps
+
+	mu    sync.Mutex
+	infos map[string]*dbinfo.Info
+}
+
+func newAgent(c agent.Config) (agent.Agent, error) {
+	cfg, err := ConfigFromOptions(c.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &raise{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: map[string]*dbinfo.Info{}}, nil
+}
+
+// perRound is the candidate slots of a round: the three finals, and the
+// post-processed final_b when Columns is on (D-R8).
+func (a *raise) perRound() int {
+	if a.steps.cfg.Columns {
+		return 4
+	}
+	return 3
+}
+
+// slot is a final's candidate index: final_a, final_b, [final_b after
+// the column post-process], final_c.
+func (a *raise) slot(round int, role llm.Role) int {
+	base := round * a.perRound()
+	switch role {
+	case RoleFinalA:
+		return base
+	case RoleFinalB:
+		return base + 1
+	case RoleColumns:
+		return base + 2
+	}
+	return base + a.perRound() - 1
+}
+
+func (a *raise) info(ctx context.Context, c *agent.Context) (*dbinfo.Info, error) {
+	db, _ := c.Dataset.Database(c.Example)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i, ok := a.infos[db.Key()]; ok {
+		return i, nil
+	}
+	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, dbinfo.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	a.infos[db.Key()] = i
+	return i, nil
+}
+
+type payload struct {
+	Round  int      `json:"round"`
+	Role   llm.Role `json:"role,omitempty"`
+	OpsRef string   `json:"ops_ref,omitempty"`
+}
+
+// Start opens the rounds: one trajectory task each, owing the round's
+// slots.
+func (a *raise) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, error) {
+	if _, err := a.info(ctx, c); err != nil {
+		return nil, agent.Unrunnable(fmt.Errorf("database information: %w", err))
+	}
+	n, per := a.steps.cfg.Rounds, a.perRound()
+	d := &agent.Dispatch{Round: 0, Expect: n * per}
+	for r := range n {
+		t, err := agent.NewTask(KindAgent, fmt.Sprintf("r%d.agent", r), 0, agent.Range(r*per, per), payload{Round: r})
+		if err != nil {
+			return nil, err
+		}
+		d.Tasks = append(d.Tasks, t)
+	}
+	return d, nil
+}
+
+func (a *raise) seed(c *agent.Context, round int, step string) func(int) int64 {
+	return func(i int) int64 {
+		return reforce.Seed(c.Seed, c.Example.ID, 0, round, fmt.Sprintf("raise/r%d/%s/%d", round, step, i))
+	}
+}
+
+// Execute runs one of RAISE's tasks.
+func (a *raise) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+	if a.steps.llm == nil {
+		return nil, errors.New("raise: this process has no LLM client")
+	}
+	var p payload
+	if err := t.Decode(&p); err != nil {
+		return nil, agent.Permanent(err)
+	}
+	switch t.Kind {
+	case KindAgent:
+		return a.trajectory(ctx, c, p)
+	case KindFinal:
+		return a.final(ctx, c, t, p)
+	}
+	return nil, agent.Permanent(fmt.Errorf("raise has no task kind %q", t.Kind))
+}
+
+// trajectory runs a round's agent once across the cluster (a redelivery
+// reuses the stored command log) and continues into the final tasks.
+func (a *raise) trajectory(ctx context.Context, c *agent.Context, p payload) (*agent.Outcome, error) {
+	ref, err := c.Store.Once(ctx, fmt.Sprintf("r%d.agent", p.Round), func(ctx context.Context) (string, error) {
+		info, err := a.info(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		wh, err := c.Warehouse(ctx)
+		if err != nil {
+			return "", agent.Permanent(err)
+		}
+		stage := c.Ledger.Stage("agent")
+		tools := &Tools{Info: info, WH: wh, Static: a.steps.cfg.Static, Cost: stage}
+		tr, err := a.steps.Run(ctx, tools, c.Example.Dialect, c.Example.Question, c.Example.ExternalKnowledge, a.seed(c, p.Round, "agent"), stage)
+		if err != nil {
+			return "", err
+		}
+		b, err := json.Marshal(tr)
+		if err != nil {
+			return "", err
+		}
+		return c.Store.PutBlob(ctx, b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &agent.Outcome{}
+	for _, role := range FinalRoles {
+		slots := []int{a.slot(p.Round, role)}
+		if role == RoleFinalB && a.steps.cfg.Columns {
+			slots = append(slots, a.slot(p.Round, RoleColumns))
+		}
+		t, err := agent.NewTask(KindFinal, fmt.Sprintf("r%d.%s", p.Round, role), 0, slots, payload{Round: p.Round, Role: role, OpsRef: ref})
+		if err != nil {
+			return nil, err
+		}
+		out.Next = append(out.Next, t)
+	}
+	return out, nil
+}
+
+// record is the agent's own record of a candidate.
+type record struct {
+	Round     int      `json:"round"`
+	Role      llm.Role `json:"role"`
+	Model     string   `json:"model,omitempty"`
+	Attempts  int      `json:"attempts,omitempty"`
+	Ops       int      `json:"ops"`
+	End       string   `json:"trajectory_end"`
+	Columns   bool     `json:"columns,omitempty"`
+	Selection string   `json:"selection"`
+}
+
+// final writes one model's candidate (and, for final_b, the column
+// post-process's).
+func (a *raise) final(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	b, err := c.Store.GetBlob(ctx, p.OpsRef)
+	if err != nil {
+		return nil, err
+	}
+	var tr Trajectory
+	if err := json.Unmarshal(b, &tr); err != nil {
+		return nil, agent.Permanent(fmt.Errorf("raise trajectory %s: %w", p.OpsRef, err))
+	}
+	ops := tr.Ops
+	if k := a.steps.cfg.MaxOps; k > 0 && len(ops) > k {
+		ops = ops[:k]
+	}
+	wh, err := c.Warehouse(ctx)
+	if err != nil {
+		return nil, agent.Permanent(err)
+	}
+	e := c.Example
+	stage := c.Ledger.Stage("final")
+	cand, err := a.steps.Final(ctx, wh, p.Role, e.Dialect, e.Question, e.ExternalKnowledge, ops, a.seed(c, p.Round, string(p.Role)), stage, stage)
+	if err != nil {
+		return nil, err
+	}
+	rec := record{Round: p.Round, Role: p.Role, Model: cand.Model, Attempts: cand.Attempts, Ops: len(ops), End: tr.End, Selection: "quorum-majority"}
+	out := &agent.Outcome{Results: []agent.Result{result(a.slot(p.Round, p.Role), cand, rec)}}
+	if p.Role != RoleFinalB || !a.steps.cfg.Columns {
+		return out, nil
+	}
+	slot := a.slot(p.Round, RoleColumns)
+	rec.Columns, rec.Role = true, RoleColumns
+	if cand.Status != "ok" {
+		out.Results = append(out.Results, agent.Result{Index: slot, Status: agent.StatusGaveUp, Error: "no final SQL to post-process"})
+		return out, nil
+	}
+	col, why, err := a.steps.Columns(ctx, wh, e.Dialect, e.Question, cand.SQL, a.seed(c, p.Round, "columns")(0), c.Ledger.Stage("columns"))
+	if err != nil {
+		return nil, err
+	}
+	if col == nil {
+		out.Results = append(out.Results, agent.Result{Index: slot, Status: agent.StatusGaveUp, Error: why})
+		return out, nil
+	}
+	rec.Model, rec.Attempts = col.Model, 1
+	out.Results = append(out.Results, result(slot, col, rec))
+	return out, nil
+}
+
+func result(index int, c *Candidate, rec record) agent.Result {
+	r := agent.Result{Index: index, SQL: c.SQL, Error: c.Error, Rows: c.Rows, CSV: c.CSV}
+	switch c.Status {
+	case "ok":
+		r.Status = agent.StatusOK
+	case "empty":
+		r.Status = agent.StatusEmpty
+	case "gave_up":
+		r.Status = agent.StatusGaveUp
+	default:
+		r.Status = agent.StatusError
+	}
+	r.Payload, _ = json.Marshal(rec)
+	return r
+}
+
+// Decide votes over every candidate of every round with ReFoRCE's rule.
+// The paper has no final selection (it reports best-of-N, §6 L427-L431):
+// this is quorum's addition, so its majority is labelled quorum_majority
+// (D-R11); compare only EX@k with the paper.
+func (a *raise) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
+	d := reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
+	if d.Method == string(reforce.MethodMajority) {
+		d.Method = "quorum_majority"
+	}
+	return d, nil
+}

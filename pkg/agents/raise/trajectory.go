@@ -1,0 +1,214 @@
+package raise
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// Transports of the trajectory (D-R2).
+const (
+	// TransportContinue continues one assistant message (vLLM
+	// continue_final_message, DeepSeek/LiteLLM prefix): the paper's
+	// uninterrupted generation.
+	TransportContinue = "continue"
+	// TransportMultiTurn emulates it for endpoints without prefill: each
+	// segment an assistant turn, each result a user turn. Not faithful;
+	// chosen explicitly.
+	TransportMultiTurn = "multiturn"
+)
+
+// Config holds the paper's controls and quorum's safety caps.
+type Config struct {
+	// Rounds are independent trajectories, each with its final
+	// generations (§5.2: 8).
+	Rounds int
+	// SegmentTokens: a segment this long without a command gets the nudge
+	// (§3.2 L207: 1,400); TotalTokens ends the trajectory (L212: 10,000).
+	SegmentTokens, TotalTokens int
+	// MaxCalls and MaxCommands are safety caps (D-R16).
+	MaxCalls, MaxCommands int
+	// MaxOps keeps the first k commands for the final prompt (0 = all;
+	// §5.1's depth curve).
+	MaxOps int
+	// Refine is the final generation's retries (§4 L287: up to 5).
+	Refine int
+	// Static removes run_query (§4 L273).
+	Static bool
+	// Columns adds the column post-process of one final model (§3.3).
+	Columns bool
+	// Transport is TransportContinue or TransportMultiTurn.
+	Transport string
+	// ThinkTag opens the prefill with "<think>\n" for R1-style models.
+	ThinkTag bool
+	// Temperature and TopP of the agent (D-R12: DeepSeek's 0.6 / 0.95).
+	Temperature, TopP float64
+}
+
+// DefaultConfig is the paper's setting.
+func DefaultConfig() Config {
+	return Config{Rounds: 8, SegmentTokens: 1400, TotalTokens: 10000, MaxCalls: 60, MaxCommands: 50, Refine: 5,
+		Columns: true, Transport: TransportContinue, Temperature: 0.6, TopP: 0.95}
+}
+
+// LLM roles: the agent, the three final models (the paper's
+// R1-distill, o3-mini and Claude 3.7 Sonnet) and the column post-process.
+const (
+	RoleAgent   llm.Role = "agent"
+	RoleFinalA  llm.Role = "final_a"
+	RoleFinalB  llm.Role = "final_b"
+	RoleFinalC  llm.Role = "final_c"
+	RoleColumns llm.Role = "columns"
+)
+
+// FinalRoles are the three final models in slot order.
+var FinalRoles = []llm.Role{RoleFinalA, RoleFinalB, RoleFinalC}
+
+// Trajectory is one agent run: the commands it executed with their
+// outputs, and how it ended.
+type Trajectory struct {
+	Ops    []Op   `json:"ops"`
+	Calls  int    `json:"calls"`
+	Tokens int    `json:"tokens"`
+	Nudges int    `json:"nudges"`
+	End    string `json:"end"`
+	// Answer is the agent's own final SQL, recorded but not used (Fig. 3
+	// caption: its answer is discarded).
+	Answer string `json:"answer,omitempty"`
+}
+
+// Trajectory ends.
+const (
+	EndAnswer   = "answer"       // the model stopped on its own
+	EndTokens   = "token_limit"  // 10,000 generated tokens
+	EndCalls    = "call_limit"   // safety cap
+	EndCommands = "command_cap"  // safety cap
+	EndLLM      = "llm_failure"  // a call failed after its retries
+	EndEmpty    = "empty_output" // the model produced nothing
+)
+
+// Steps runs RAISE's components.
+type Steps struct {
+	cfg Config
+	llm llm.Client
+}
+
+// Run is the agent loop (§2.3 of our spec): prefilled start phrase,
+// segments that stop at [EXECUTE] with the command run and its result
+// appended, the nudge after a segment of SegmentTokens without a command,
+// and the end at TotalTokens.
+func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, question, ek string, seed func(int) int64, c *cost.Cost) (*Trajectory, error) {
+	prompt := AgentPrompt(d, question, ek, s.cfg.Static)
+	prefix := PhraseStart + "\n"
+	if s.cfg.ThinkTag {
+		prefix = "<think>\n" + prefix
+	}
+	multi := s.cfg.Transport == TransportMultiTurn
+	// The conversation so far: one user prompt and one growing assistant
+	// message (continue), or alternating turns (multi-turn).
+	msgs := []llm.Message{llm.User(prompt), llm.Assistant(prefix)}
+	if multi {
+		msgs = []llm.Message{llm.User(prompt + MultiTurnStart())}
+	}
+	tr := &Trajectory{}
+	appendText := func(text string) {
+		if multi {
+			msgs = append(msgs, llm.User(strings.TrimSpace(text)))
+			return
+		}
+		msgs[1].Content += text
+	}
+	temp, topP := s.cfg.Temperature, s.cfg.TopP
+	for {
+		switch {
+		case tr.Calls >= s.cfg.MaxCalls:
+			tr.End = EndCalls
+			return tr, nil
+		case len(tr.Ops) >= s.cfg.MaxCommands:
+			tr.End = EndCommands
+			return tr, nil
+		}
+		sd := seed(tr.Calls)
+		req := llm.Request{Role: RoleAgent, Messages: append([]llm.Message(nil), msgs...), Stop: []string{TagExecute},
+			MaxTokens: s.cfg.SegmentTokens, Temperature: &temp, TopP: &topP, Seed: &sd, ContinueFinal: !multi}
+		resp, err := s.llm.Chat(ctx, req)
+		tr.Calls++
+		var ce *llm.CallError
+		if errors.As(err, &ce) {
+			c.Call(ce.Usage, true)
+			tr.End = EndLLM
+			return tr, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.Call(resp.Usage, false)
+		seg := resp.Text
+		tr.Tokens += resp.Usage.CompletionTokens
+		if multi {
+			msgs = append(msgs, llm.Assistant(seg))
+		} else {
+			msgs[1].Content += seg
+		}
+		name, args, hasCmd := LastCommand(seg)
+		switch {
+		case resp.FinishReason == "length":
+			// SegmentTokens without a tool call: the nudge (rule 2), never
+			// parsed as a command.
+			tr.Nudges++
+			appendText("\n" + Nudge + "\n")
+		case hasCmd && endsAtCommand(seg):
+			// The model hit the [EXECUTE] stop (D-R5).
+			if !multi {
+				msgs[1].Content += TagExecute
+			}
+			out, err := tools.Run(ctx, name, args)
+			if err != nil {
+				return nil, err
+			}
+			tr.Ops = append(tr.Ops, Op{Command: commandText(name, args), Output: out})
+			appendText("\n" + TagResult + "\n" + out + "\n" + TagEnd + "\n")
+		case strings.TrimSpace(seg) == "":
+			tr.End = EndEmpty
+			return tr, nil
+		default:
+			tr.End, tr.Answer = EndAnswer, lastSQL(seg)
+			return tr, nil
+		}
+		if tr.Tokens >= s.cfg.TotalTokens {
+			// Rule 3. The forced final answer would be discarded (Fig. 3
+			// caption), so it is not asked for (D-R4).
+			appendText("\n" + PhraseTerminate + "\n")
+			tr.End = EndTokens
+			return tr, nil
+		}
+	}
+}
+
+// endsAtCommand tells a segment stopped at [EXECUTE] from a natural end:
+// it ends with its last command's closing parenthesis, not with a closed
+// ```sql block (OpenAI-style APIs report both as "stop"; D-R5).
+func endsAtCommand(seg string) bool {
+	t := strings.TrimRight(seg, " \t\n")
+	i := strings.LastIndex(t, TagRun)
+	return i >= 0 && !strings.HasSuffix(t, "```") && strings.HasSuffix(t, ")")
+}
+
+func commandText(name, args string) string { return name + "(" + args + ")" }
+
+// lastSQL is the last ```sql block of a text.
+func lastSQL(text string) string {
+	i := strings.LastIndex(text, "```sql")
+	if i < 0 {
+		return ""
+	}
+	rest := text[i+len("```sql"):]
+	if j := strings.Index(rest, "```"); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.TrimSpace(rest)
+}
