@@ -4,6 +4,7 @@
 package agents
 
 import (
+	"github.com/quorumsql/quorum/pkg/agents/ensemble"
 	"github.com/quorumsql/quorum/pkg/agents/pexa"
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
@@ -15,7 +16,8 @@ const Default = "reforce"
 
 // Builtin returns a registry of the shipped agents.
 func Builtin() *agent.Registry {
-	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition(), raise.Definition())
+	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition(), raise.Definition(),
+		ensemble.Definition(reforce.Definition(), pexa.Definition(), raise.Definition()))
 	if err != nil {
 		panic(err) // the shipped definitions are fixed: a test keeps them valid
 	}

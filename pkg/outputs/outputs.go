@@ -54,6 +54,22 @@ type Example struct {
 	Correct    *bool  `json:"correct,omitempty"`
 	CorrectAtK *bool  `json:"correct_at_k,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Members are an ensemble's member decisions (their answers are in
+	// members/<agent>/), and Rule how they were combined.
+	Members []Member `json:"members,omitempty"`
+	Rule    string   `json:"rule,omitempty"`
+}
+
+// Member is one member agent's decision of an ensemble example.
+type Member struct {
+	Agent      string `json:"agent"`
+	Status     string `json:"status"`
+	Confidence string `json:"confidence,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Valid      int    `json:"valid_candidates"`
+	// Agrees says whether its answer agrees with the ensemble's.
+	Agrees  bool  `json:"agrees_with_final"`
+	Correct *bool `json:"correct,omitempty"`
 }
 
 // Report is run.json.
@@ -162,6 +178,13 @@ func NewWriter(dir string) (*Writer, error) {
 		return nil, fmt.Errorf("output folder %s: %w", dir, err)
 	}
 	return &Writer{Dir: dir}, nil
+}
+
+// Member returns the writer of an ensemble member's answers,
+// members/<agent>/ inside the run's folder (quorum eval scores it like any
+// predictions folder).
+func (w *Writer) Member(agent string) (*Writer, error) {
+	return NewWriter(filepath.Join(w.Dir, "members", agent))
 }
 
 // Answer writes <id>.sql and <id>.csv atomically (a crash never leaves a

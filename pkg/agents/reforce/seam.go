@@ -424,3 +424,13 @@ func toRuntime(cands []*agent.Candidate, rc []*Candidate, v Decision) *agent.Dec
 	}
 	return out
 }
+
+// Clusters groups the runtime's candidates by answer agreement with
+// ReFoRCE's rule (the first member of a cluster represents it); it returns
+// positions in cands, largest cluster first. Candidates without a valid
+// result are in no cluster.
+func Clusters(cands []*agent.Candidate) [][]int {
+	rc, _ := fromRuntime(cands)
+	groups, _ := clusters(rc)
+	return groups
+}

@@ -176,6 +176,21 @@ type Decision struct {
 	// Agreed lists the indices of the candidates whose answers agree with
 	// the winner's, itself included.
 	Agreed []int
+	// Members are the decisions of the agents a composite agent (the
+	// ensemble) combined, with Rule naming how.
+	Members []Member
+	Rule    string
+}
+
+// Member is one member agent's own decision inside a composite one.
+type Member struct {
+	Agent      string
+	Winner     *Candidate
+	Confidence string
+	Method     string
+	Valid      int
+	// Agrees is whether the member's answer agrees with the final one.
+	Agrees bool
 }
 
 // Store is the durable, cluster-wide storage the runtime lends an agent,

@@ -405,6 +405,22 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 }
 
 func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
+	for _, m := range f.Members {
+		if m.Status != "answered" {
+			continue
+		}
+		csv, err := c.env.Blobs.GetString(ctx, m.CSVRef)
+		if err != nil {
+			return err
+		}
+		mw, err := c.w.Member(m.Agent)
+		if err != nil {
+			return err
+		}
+		if err := mw.Answer(f.Example, m.SQL, csv); err != nil {
+			return err
+		}
+	}
 	if f.Status != "answered" {
 		return nil
 	}
@@ -500,7 +516,11 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		r := outputs.Example{InstanceID: id, Agent: f.Agent, AgreedCandidates: f.Agreed, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
 			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), CostByStage: f.Cost, Error: f.Error,
 			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks,
-			ServiceSeconds: f.ServiceSeconds}
+			ServiceSeconds: f.ServiceSeconds, Rule: f.Rule}
+		for _, m := range f.Members {
+			r.Members = append(r.Members, outputs.Member{Agent: m.Agent, Status: m.Status, Confidence: m.Confidence, Method: m.Method,
+				Valid: m.Valid, Agrees: m.Agrees})
+		}
 		if at, ok := c.arrived[id]; ok {
 			r.FinishedSeconds = at.Sub(started).Seconds()
 		}
@@ -514,6 +534,10 @@ func (c *coord) report(started time.Time) *outputs.Report {
 			if len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "" {
 				correct, atK := c.score(ctx, e, f)
 				r.Correct, r.CorrectAtK = &correct, &atK
+				for i, m := range f.Members {
+					ok := m.Status == "answered" && c.scoreRef(ctx, e, m.CSVRef)
+					r.Members[i].Correct = &ok
+				}
 			}
 		}
 		rep.Examples = append(rep.Examples, r)
@@ -522,23 +546,25 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	return rep
 }
 
-func (c *coord) score(ctx context.Context, e *dataset.Example, f *message.FinalAnswer) (correct, atK bool) {
-	dir := filepath.Join(c.run.DS.GoldDir, "exec_result")
-	one := func(ref string) bool {
-		if ref == "" {
-			return false
-		}
-		csv, err := c.env.Blobs.GetString(ctx, ref)
-		if err != nil {
-			return false
-		}
-		fr, err := eval.ReadCSV([]byte(csv))
-		if err != nil {
-			return false
-		}
-		ok, err := eval.ScoreAgainstGold(fr, dir, e.ID, e.Gold.Spec)
-		return err == nil && ok
+// scoreRef scores one stored result against the example's gold.
+func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bool {
+	if ref == "" {
+		return false
 	}
+	csv, err := c.env.Blobs.GetString(ctx, ref)
+	if err != nil {
+		return false
+	}
+	fr, err := eval.ReadCSV([]byte(csv))
+	if err != nil {
+		return false
+	}
+	ok, err := eval.ScoreAgainstGold(fr, filepath.Join(c.run.DS.GoldDir, "exec_result"), e.ID, e.Gold.Spec)
+	return err == nil && ok
+}
+
+func (c *coord) score(ctx context.Context, e *dataset.Example, f *message.FinalAnswer) (correct, atK bool) {
+	one := func(ref string) bool { return c.scoreRef(ctx, e, ref) }
 	correct = f.Status == "answered" && one(f.CSVRef)
 	atK = correct
 	for _, ref := range f.CandidateRefs {

@@ -78,6 +78,18 @@ type CandidateResult struct {
 	Started time.Time `json:"started,omitzero"`
 }
 
+// MemberAnswer is one member agent's decision in a composite answer.
+type MemberAnswer struct {
+	Agent      string `json:"agent"`
+	Status     string `json:"status"` // answered or no_answer
+	SQL        string `json:"sql,omitempty"`
+	CSVRef     string `json:"csv_ref,omitempty"`
+	Confidence string `json:"confidence,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Valid      int    `json:"valid"`
+	Agrees     bool   `json:"agrees"`
+}
+
 // Part is one recorded part of a join: the task's value or why it was
 // lost, with what it cost (the continuation carries the parts' costs).
 type Part struct {
@@ -106,9 +118,13 @@ type FinalAnswer struct {
 	// final one.
 	Agreed []int `json:"agreed,omitempty"`
 	// CandidateRefs are every valid candidate's result blob, for EX@k.
-	CandidateRefs []string    `json:"candidate_refs,omitempty"`
-	Cost          cost.Ledger `json:"cost"`
-	Error         string      `json:"error,omitempty"`
+	CandidateRefs []string `json:"candidate_refs,omitempty"`
+	// Members are a composite agent's member decisions, and Rule how they
+	// were combined.
+	Members []MemberAnswer `json:"members,omitempty"`
+	Rule    string         `json:"rule,omitempty"`
+	Cost    cost.Ledger    `json:"cost"`
+	Error   string         `json:"error,omitempty"`
 	// CriticalPathSeconds is the slowest candidate chain of each round,
 	// added up: what the example would take with unlimited workers.
 	CriticalPathSeconds float64 `json:"critical_path_seconds"`

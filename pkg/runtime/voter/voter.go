@@ -286,6 +286,16 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 			f.CSVRef = res.CSVRef
 		}
 	}
+	f.Rule = d.Rule
+	for _, m := range d.Members {
+		a := message.MemberAnswer{Agent: m.Agent, Status: "no_answer", Confidence: m.Confidence, Method: m.Method, Valid: m.Valid, Agrees: m.Agrees}
+		for i, res := range results {
+			if m.Winner != nil && m.Winner == cands[i] {
+				a.Status, a.SQL, a.CSVRef = "answered", res.SQL, res.CSVRef
+			}
+		}
+		f.Members = append(f.Members, a)
+	}
 	for _, s := range slowest {
 		f.CriticalPathSeconds += s
 	}
