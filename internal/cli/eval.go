@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,30 +17,59 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
+// Metrics of quorum eval.
+const (
+	metricSpider2 = "spider2"
+	metricBird    = "bird"
+)
+
+// birdQueryTimeout is BIRD's evaluation.py meta_time_out: a query that runs
+// longer scores 0.
+const birdQueryTimeout = 30 * time.Second
+
 func newEvalCmd() *cobra.Command {
 	var (
-		df                            datasetFlags
-		goldDir, predDir, mode, dsDir string
-		asJSON                        bool
+		df                                    datasetFlags
+		goldDir, predDir, mode, dsDir, metric string
+		asJSON                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval --gold GOLD_DIR --pred PRED_DIR",
-		Short: "Score predictions with Spider 2.0's official rules",
+		Short: "Score predictions with Spider 2.0's or BIRD's official rules",
 		Long: `eval scores predictions exactly as Spider 2.0's evaluate.py (lite) does:
 pandas-style CSV typing, missing values as 0, numbers within 0.01, columns
 matched by values, condition_cols, ignore_order and gold variants _a/_b/...
 
 GOLD_DIR holds one *_eval.jsonl and exec_result/. PRED_DIR holds
 <instance_id>.csv (exec_result mode) or <instance_id>.sql (sql mode, executed
-on the example's database found through --dataset).`,
+on the example's database found through --dataset).
+
+With --metric bird it scores as BIRD's evaluation.py does: an example is
+right when the set of predicted rows equals the set of gold rows (order and
+duplicates ignored, NULL equal to NULL, 1 equal to 1.0, strings exact). In
+sql mode the prediction <instance_id>.sql and the example's gold SQL from the
+dataset (--dataset, a BIRD folder with dev.json and dev_databases/; --gold
+may name the same folder or its task file) both run on the example's SQLite
+database, each for at most 30 s. Instance ids are <task file stem>_<question_id>,
+e.g. dev_0. In exec_result mode GOLD_DIR holds <instance_id>.csv gold results
+(directly or in exec_result/), and --dataset, when given, supplies the
+difficulties. The report adds BIRD's breakdown by difficulty (simple,
+moderate, challenging) when the examples have one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if goldDir == "" || predDir == "" {
-				return fmt.Errorf("both --gold and --pred are required")
-			}
 			m, err := eval.ParseMode(mode)
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
+			}
+			switch metric {
+			case metricSpider2:
+			case metricBird:
+				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON)
+			default:
+				return fmt.Errorf("--metric: unknown metric %q: use spider2 or bird", metric)
+			}
+			if goldDir == "" || predDir == "" {
+				return fmt.Errorf("both --gold and --pred are required")
 			}
 			cfg := eval.Config{GoldDir: goldDir, PredDir: predDir, Mode: m}
 			if m == eval.ModeSQL {
@@ -68,15 +100,145 @@ on the example's database found through --dataset).`,
 		},
 	}
 	df.register(cmd)
-	cmd.Flags().StringVar(&goldDir, "gold", "", "gold folder with *_eval.jsonl and exec_result/")
+	cmd.Flags().StringVar(&goldDir, "gold", "", "gold folder with *_eval.jsonl and exec_result/ (bird: gold CSVs, or in sql mode the dataset folder)")
 	cmd.Flags().StringVar(&predDir, "pred", "", "folder of predictions (<instance_id>.csv or .sql)")
 	cmd.Flags().StringVar(&mode, "mode", string(eval.ModeExecResult), "exec_result or sql")
 	cmd.Flags().StringVar(&dsDir, "dataset", "", "dataset folder (sql mode): where each example's database is")
+	cmd.Flags().StringVar(&metric, "metric", metricSpider2, "scoring rules: spider2 (Spider 2.0's evaluate.py) or bird (BIRD's execution accuracy)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the scores as JSON")
 	return cmd
 }
 
+// runBirdEval is quorum eval --metric bird.
+func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON bool) error {
+	if predDir == "" {
+		return fmt.Errorf("--pred is required")
+	}
+	cfg := eval.BirdConfig{PredDir: predDir, Mode: m, Workers: 4}
+	var ds *dataset.Dataset
+	switch m {
+	case eval.ModeSQL:
+		root, err := birdDatasetRoot(df, goldDir, dsDir)
+		if err != nil {
+			return err
+		}
+		if ds, err = df.load(root); err != nil {
+			return err
+		}
+		for _, e := range ds.Examples {
+			if strings.TrimSpace(e.Gold.SQL) != "" {
+				cfg.Tasks = append(cfg.Tasks, eval.BirdTask{InstanceID: e.ID, GoldSQL: e.Gold.SQL, Difficulty: e.Difficulty})
+			}
+		}
+		if len(cfg.Tasks) == 0 {
+			return fmt.Errorf("dataset %s has no example with gold SQL (BIRD's \"SQL\" or Spider's \"query\")", root)
+		}
+		set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: birdQueryTimeout}}
+		defer set.Close()
+		cfg.Runner = &dataset.Warehouses{DS: ds, SQLite: set}
+	case eval.ModeExecResult:
+		if goldDir == "" {
+			return fmt.Errorf("exec_result mode compares CSVs: pass --gold DIR with the gold <instance_id>.csv results")
+		}
+		cfg.GoldDir = goldDir
+		if dsDir != "" {
+			var err error
+			if ds, err = df.load(dsDir); err != nil {
+				return err
+			}
+			for _, e := range ds.Examples {
+				cfg.Tasks = append(cfg.Tasks, eval.BirdTask{InstanceID: e.ID, GoldSQL: e.Gold.SQL, Difficulty: e.Difficulty})
+			}
+		}
+	}
+	rep, err := eval.EvaluateBird(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if rep.Instances == nil {
+			rep.Instances = []eval.InstanceScore{}
+		}
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+	}
+	why := "its instance is not a gold example of the dataset"
+	if m == eval.ModeExecResult {
+		why = "its instance has no gold CSV"
+	}
+	printReportAs(cmd.OutOrStdout(), &rep.Report, why)
+	printDifficulties(cmd.OutOrStdout(), rep.ByDifficulty)
+	return nil
+}
+
+// birdDatasetRoot picks the dataset of a BIRD sql-mode evaluation: --dataset,
+// else --gold. --gold may also name the task file (dev.json), which then
+// selects it as --tasks would.
+func birdDatasetRoot(df *datasetFlags, goldDir, dsDir string) (string, error) {
+	if goldDir != "" {
+		st, err := os.Stat(goldDir)
+		if err != nil {
+			return "", fmt.Errorf("--gold: %w", err)
+		}
+		if !st.IsDir() {
+			if df.tasks == "" {
+				df.tasks = goldDir
+			}
+			if dsDir == "" {
+				dsDir = filepath.Dir(goldDir)
+			}
+		} else if dsDir != "" && !samePath(goldDir, dsDir) {
+			return "", fmt.Errorf("BIRD's sql mode reads the gold SQL from the dataset: --gold %s and --dataset %s must be the same folder (or pass only --dataset)", goldDir, dsDir)
+		} else if dsDir == "" {
+			dsDir = goldDir
+		}
+	}
+	if dsDir == "" {
+		return "", fmt.Errorf("BIRD's sql mode runs the predicted and the gold SQL on each example's database: pass --dataset DIR (the folder with dev.json and dev_databases/)")
+	}
+	return dsDir, nil
+}
+
+func samePath(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	if aa == bb {
+		return true
+	}
+	sa, err1 := os.Stat(aa)
+	sb, err2 := os.Stat(bb)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// printDifficulties prints BIRD's accuracy table by difficulty, over all gold
+// examples (missing predictions scored wrong).
+func printDifficulties(w io.Writer, scores []eval.DifficultyScore) {
+	if len(scores) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIFFICULTY\tCOUNT\tCORRECT\tEX")
+	correct, total := 0, 0
+	for _, d := range scores {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\n", d.Difficulty, d.Gold, d.Correct, d.EX)
+		correct += d.Correct
+		total += d.Gold
+	}
+	if total > 0 {
+		fmt.Fprintf(tw, "total\t%d\t%d\t%.4f\n", total, correct, float64(correct)/float64(total))
+	}
+	tw.Flush()
+}
+
 func printReport(w io.Writer, rep *eval.Report) {
+	printReportAs(w, rep, "its instance is not in the eval config")
+}
+
+// printReportAs prints a report, saying why ignored files were ignored.
+func printReportAs(w io.Writer, rep *eval.Report, ignoredWhy string) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INSTANCE\tSCORE\tERROR")
 	for _, s := range rep.Instances {
@@ -84,7 +246,7 @@ func printReport(w io.Writer, rep *eval.Report) {
 	}
 	tw.Flush()
 	for _, f := range rep.Ignored {
-		fmt.Fprintf(w, "ignored %s: its instance is not in the eval config\n", f)
+		fmt.Fprintf(w, "ignored %s: %s\n", f, ignoredWhy)
 	}
 	if len(rep.Missing) > 0 {
 		more := ""

@@ -3,7 +3,8 @@
 //
 // Two layouts are read: Spider 2.0's (a task JSONL at the root, resource/,
 // evaluation_suite/gold/) and Spider 1.0 / BIRD's (dev.json beside
-// database/<db>/<db>.sqlite). Problems with single examples (a malformed line,
+// database/<db>/<db>.sqlite, or BIRD's dev_databases/<db>/<db>.sqlite with
+// its database_description/<table>.csv column documentation). Problems with single examples (a malformed line,
 // an unknown database, a missing document or sqlite file) are collected, each
 // naming its file and line, instead of stopping at the first.
 package dataset
@@ -38,7 +39,10 @@ type Example struct {
 	ExternalKnowledge     string
 	ExternalKnowledgeFile string
 	Temporal              bool
-	Gold                  Gold
+	// Difficulty is BIRD's difficulty label (simple, moderate,
+	// challenging); empty when the dataset has none.
+	Difficulty string
+	Gold       Gold
 	// Source is "file:line" of the task line.
 	Source string
 }
@@ -64,6 +68,11 @@ type Database struct {
 	MetaDir string
 	// SQLitePath is the local database file (SQLite only).
 	SQLitePath string
+	// Descriptions is BIRD's column documentation, read from
+	// DescriptionDir (<db>/database_description/*.csv); nil when the
+	// dataset has none for this database.
+	Descriptions   Descriptions
+	DescriptionDir string
 }
 
 // Key identifies a database within a dataset.
@@ -128,11 +137,15 @@ func Load(root string, opt Options) (*Dataset, error) {
 	}
 	ds := &Dataset{Root: root, Databases: map[string]*Database{}, blocked: map[string]bool{}}
 	if opt.TaskFile == "" {
+	find:
 		for _, name := range []string{"dev.json", "train.json", "test.json"} {
-			if _, err := os.Stat(filepath.Join(root, name)); err == nil {
-				if _, err := os.Stat(filepath.Join(root, "database")); err == nil {
+			if _, err := os.Stat(filepath.Join(root, name)); err != nil {
+				continue
+			}
+			for _, dir := range databaseDirs(name) {
+				if st, err := os.Stat(filepath.Join(root, dir)); err == nil && st.IsDir() {
 					opt.TaskFile = filepath.Join(root, name)
-					break
+					break find
 				}
 			}
 		}

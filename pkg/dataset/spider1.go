@@ -20,6 +20,22 @@ type spider1Entry struct {
 	SQL        string          `json:"SQL"`
 	Evidence   string          `json:"evidence"`
 	QuestionID json.RawMessage `json:"question_id"`
+	Difficulty string          `json:"difficulty"`
+}
+
+// databaseDirs are the folders, relative to the dataset root, that may hold
+// <db>/<db>.sqlite for a task file: Spider 1.0's database/, BIRD's
+// <split>_databases/ (dev_databases/ beside dev.json, train_databases/
+// beside train.json), then BIRD's other splits.
+func databaseDirs(taskFile string) []string {
+	stem := strings.TrimSuffix(filepath.Base(taskFile), filepath.Ext(taskFile))
+	dirs := []string{"database", stem + "_databases"}
+	for _, d := range []string{"dev_databases", "train_databases", "test_databases"} {
+		if d != dirs[1] {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 func (ds *Dataset) loadSpider1(opt Options) error {
@@ -37,6 +53,16 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		return fmt.Errorf("%s: not a JSON array of examples: %w", task, err)
 	}
 	stem := strings.TrimSuffix(filepath.Base(task), filepath.Ext(task))
+	dbDirs := databaseDirs(task)
+	// mainDir is the databases folder named in problems: the first that
+	// exists, else Spider 1.0's database/.
+	mainDir := dbDirs[0]
+	for _, d := range dbDirs {
+		if st, err := os.Stat(filepath.Join(ds.Root, d)); err == nil && st.IsDir() {
+			mainDir = d
+			break
+		}
+	}
 	seen := map[string]bool{}
 	for i, r := range raw {
 		var en spider1Entry
@@ -57,7 +83,8 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		}
 		seen[id] = true
 		e := &Example{ID: id, DB: en.DBID, Dialect: warehouse.SQLite, Question: en.Question,
-			ExternalKnowledge: en.Evidence, Source: fmt.Sprintf("%s[%d]", task, i)}
+			ExternalKnowledge: en.Evidence, Difficulty: strings.ToLower(strings.TrimSpace(en.Difficulty)),
+			Source: fmt.Sprintf("%s[%d]", task, i)}
 		ds.checkSize(task, 0, e)
 		if opt.Dialect != "" {
 			e.Dialect = opt.Dialect
@@ -70,23 +97,45 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		}
 		key := string(e.Dialect) + "/" + e.DB
 		if _, ok := ds.Databases[key]; !ok {
-			db := &Database{Name: e.DB, Dialect: e.Dialect}
-			var candidates []string
-			if opt.SQLiteDir != "" {
-				candidates = append(candidates, filepath.Join(opt.SQLiteDir, e.DB+".sqlite"))
-			}
-			candidates = append(candidates, filepath.Join(ds.Root, "database", e.DB, e.DB+".sqlite"))
-			for _, p := range candidates {
-				if st, err := os.Stat(p); err == nil && !st.IsDir() {
-					db.SQLitePath = p
-					break
-				}
-			}
-			ds.Databases[key] = db
+			ds.Databases[key] = ds.resolveSpider1Database(e, dbDirs, opt)
 		}
 		if ds.Databases[key].SQLitePath == "" {
-			ds.problem(task, 0, id, "missing sqlite file database/%s/%s.sqlite for database %q", e.DB, e.DB, e.DB)
+			ds.problem(task, 0, id, "missing sqlite file %s/%s/%s.sqlite for database %q", mainDir, e.DB, e.DB, e.DB)
 		}
 	}
 	return nil
+}
+
+// resolveSpider1Database finds e's sqlite file (--sqlite-dir first, as
+// <db>.sqlite or <db>/<db>.sqlite, then each databases folder) and BIRD's
+// description folder: beside the sqlite file, else in any databases folder.
+func (ds *Dataset) resolveSpider1Database(e *Example, dbDirs []string, opt Options) *Database {
+	db := &Database{Name: e.DB, Dialect: e.Dialect}
+	var candidates []string
+	if opt.SQLiteDir != "" {
+		candidates = append(candidates, filepath.Join(opt.SQLiteDir, e.DB+".sqlite"), filepath.Join(opt.SQLiteDir, e.DB, e.DB+".sqlite"))
+	}
+	for _, d := range dbDirs {
+		candidates = append(candidates, filepath.Join(ds.Root, d, e.DB, e.DB+".sqlite"))
+	}
+	for _, p := range candidates {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			db.SQLitePath = p
+			break
+		}
+	}
+	var descDirs []string
+	if db.SQLitePath != "" {
+		descDirs = append(descDirs, filepath.Join(filepath.Dir(db.SQLitePath), DescriptionDirName))
+	}
+	for _, d := range dbDirs {
+		descDirs = append(descDirs, filepath.Join(ds.Root, d, e.DB, DescriptionDirName))
+	}
+	for _, dir := range descDirs {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			ds.loadDescriptions(db, dir)
+			break
+		}
+	}
+	return db
 }

@@ -35,7 +35,7 @@ func findTaskFile(root string) (string, error) {
 	}
 	switch len(tasks) {
 	case 0:
-		return "", fmt.Errorf("dataset %s has no task file: expected a Spider 2.0 *.jsonl at its root, or dev.json with database/ (Spider 1.0/BIRD)", root)
+		return "", fmt.Errorf("dataset %s has no task file: expected a Spider 2.0 *.jsonl at its root, or dev.json with database/ (Spider 1.0) or dev_databases/ (BIRD)", root)
 	case 1:
 		return tasks[0], nil
 	}

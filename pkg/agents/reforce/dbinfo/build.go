@@ -44,8 +44,11 @@ func FromMetadata(s *dataset.Schema, db *dataset.Database, opt Options) *Info {
 
 // FromSQLite builds the table information straight from a live SQLite
 // database: tables in catalogue order, declared column types and the first
-// three rows of each table.
-func FromSQLite(ctx context.Context, wh warehouse.Warehouse, name string, opt Options) (*Info, error) {
+// three rows of each table. When column documentation is given (BIRD's
+// database_description, dataset.Database.Descriptions), each documented
+// column's Description is its ColumnDoc.Text(), matched by table and column
+// name without regard to case.
+func FromSQLite(ctx context.Context, wh warehouse.Warehouse, name string, opt Options, docs ...dataset.Descriptions) (*Info, error) {
 	info := &Info{Database: name, Dialect: warehouse.SQLite, opt: opt}
 	res, err := wh.Query(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'", warehouse.Limits{})
 	if err != nil {
@@ -61,7 +64,14 @@ func FromSQLite(ctx context.Context, wh warehouse.Warehouse, name string, opt Op
 		}
 		bl := &Block{FullName: table, Name: table}
 		for _, c := range cols.Rows {
-			bl.Columns = append(bl.Columns, Column{Name: c[0].Str, Type: c[1].Str})
+			col := Column{Name: c[0].Str, Type: c[1].Str}
+			for _, d := range docs {
+				if doc, ok := d.Column(table, col.Name); ok {
+					col.Description = doc.Text()
+					break
+				}
+			}
+			bl.Columns = append(bl.Columns, col)
 		}
 		if opt.SampleRows {
 			rows, err := wh.Query(ctx, `SELECT * FROM "`+strings.ReplaceAll(table, `"`, `""`)+`" LIMIT 3`, warehouse.Limits{MaxBytes: 64 << 10})
@@ -89,7 +99,8 @@ type Opener interface {
 }
 
 // ForExample builds the table information of e's database: from its Spider
-// 2.0 metadata when the dataset has it, otherwise from the live SQLite file.
+// 2.0 metadata when the dataset has it, otherwise from the live SQLite file,
+// with the database's BIRD column descriptions when it has them.
 func ForExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, open Opener, opt Options) (*Info, error) {
 	db, ok := ds.Database(e)
 	if !ok {
@@ -109,5 +120,5 @@ func ForExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, op
 	if err != nil {
 		return nil, err
 	}
-	return FromSQLite(ctx, wh, db.Name, opt)
+	return FromSQLite(ctx, wh, db.Name, opt, db.Descriptions)
 }

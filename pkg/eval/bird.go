@@ -1,0 +1,432 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// BIRD's execution accuracy (evaluation.py in the BIRD benchmark) runs the
+// predicted and the gold SQL on the example's SQLite database and scores 1
+// when set(predicted rows) == set(gold rows): rows are tuples, their order
+// and duplicates do not matter, and cells compare as Python values do —
+// None equals None, 1 == 1.0 (ints and floats by exact numeric value, so
+// 0.1+0.2 != 0.3), strings exactly and case-sensitively, bytes never equal
+// to str. Rows of different widths are different tuples. Two empty results
+// are equal.
+
+// BirdEqual reports whether two query results are equal under BIRD's rule.
+// The rows are the cells a SQLite query returned (warehouse.Result.Rows), as
+// Python's sqlite3 fetchall() would give them.
+func BirdEqual(pred, gold [][]warehouse.Value) bool {
+	return sameKeySet(rowKeys(pred, valueKey), rowKeys(gold, valueKey))
+}
+
+// BirdEqualFrames is BirdEqual for tables read from CSV (exec_result mode):
+// cells are typed per column as ReadCSV types them, and a missing cell
+// (NaN) plays SQL NULL's part, equal to another missing cell.
+func BirdEqualFrames(pred, gold *Frame) bool {
+	return sameKeySet(frameKeys(pred), frameKeys(gold))
+}
+
+func rowKeys(rows [][]warehouse.Value, key func(*strings.Builder, warehouse.Value)) map[string]struct{} {
+	out := make(map[string]struct{}, len(rows))
+	var b strings.Builder
+	for _, r := range rows {
+		b.Reset()
+		for _, v := range r {
+			key(&b, v)
+		}
+		out[b.String()] = struct{}{}
+	}
+	return out
+}
+
+func frameKeys(f *Frame) map[string]struct{} {
+	if f == nil {
+		return map[string]struct{}{}
+	}
+	out := make(map[string]struct{}, f.Rows)
+	var b strings.Builder
+	for r := 0; r < f.Rows; r++ {
+		b.Reset()
+		for _, c := range f.Columns {
+			pyKey(&b, c.Cells[r])
+		}
+		out[b.String()] = struct{}{}
+	}
+	return out
+}
+
+func sameKeySet(a, b map[string]struct{}) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Cell keys are self-delimiting, so a row's key is the concatenation of its
+// cells' keys, and two cells have the same key exactly when Python finds
+// them equal: "N;" for None; "i<integer>;" for every number with an
+// integral value (1, 1.0 and True are equal in Python and hash alike);
+// "f<repr>;" for other floats; "s<len>:<text>" for str and "b<len>:<bytes>"
+// for bytes.
+
+func valueKey(b *strings.Builder, v warehouse.Value) {
+	switch v.Kind {
+	case warehouse.Null:
+		b.WriteString("N;")
+	case warehouse.Int:
+		b.WriteString("i" + strconv.FormatInt(v.Int, 10) + ";")
+	case warehouse.Float:
+		floatKey(b, v.Float)
+	case warehouse.Bool:
+		boolKey(b, v.Bool)
+	case warehouse.Text:
+		b.WriteString("s" + strconv.Itoa(len(v.Str)) + ":" + v.Str)
+	case warehouse.Bytes:
+		b.WriteString("b" + strconv.Itoa(len(v.Str)) + ":" + v.Str)
+	default:
+		b.WriteString("?" + strconv.Itoa(int(v.Kind)) + ";")
+	}
+}
+
+func pyKey(b *strings.Builder, v PyValue) {
+	switch v.Kind {
+	case PyNaN:
+		b.WriteString("N;")
+	case PyInt:
+		if v.Unsigned {
+			b.WriteString("i" + strconv.FormatUint(v.U, 10) + ";")
+		} else {
+			b.WriteString("i" + strconv.FormatInt(v.I, 10) + ";")
+		}
+	case PyFloat:
+		floatKey(b, v.F)
+	case PyBool:
+		boolKey(b, v.B)
+	case PyStr:
+		b.WriteString("s" + strconv.Itoa(len(v.S)) + ":" + v.S)
+	default:
+		b.WriteString("?" + strconv.Itoa(int(v.Kind)) + ";")
+	}
+}
+
+func boolKey(b *strings.Builder, v bool) {
+	if v {
+		b.WriteString("i1;")
+	} else {
+		b.WriteString("i0;")
+	}
+}
+
+// floatKey writes an integral float as the int it equals exactly (Python:
+// 2.0 == 2 and 2.0**64 == 2**64), any other float by its shortest repr,
+// which is unique per float64.
+func floatKey(b *strings.Builder, f float64) {
+	switch {
+	case math.IsNaN(f):
+		b.WriteString("fnan;")
+	case math.IsInf(f, 1):
+		b.WriteString("finf;")
+	case math.IsInf(f, -1):
+		b.WriteString("f-inf;")
+	case f == math.Trunc(f):
+		if f >= -(1<<63) && f < 1<<63 {
+			b.WriteString("i" + strconv.FormatInt(int64(f), 10) + ";")
+		} else {
+			i, _ := big.NewFloat(f).Int(nil)
+			b.WriteString("i" + i.String() + ";")
+		}
+	default:
+		b.WriteString("f" + strconv.FormatFloat(f, 'g', -1, 64) + ";")
+	}
+}
+
+// Difficulties are BIRD's difficulty labels in report order.
+var Difficulties = []string{"simple", "moderate", "challenging"}
+
+// BirdTask is one gold example of a BIRD evaluation.
+type BirdTask struct {
+	InstanceID string
+	// GoldSQL is executed in sql mode.
+	GoldSQL string
+	// Difficulty is simple, moderate, challenging, or empty when unknown.
+	Difficulty string
+}
+
+// BirdConfig configures a BIRD evaluation.
+type BirdConfig struct {
+	// Tasks are the gold examples. In sql mode they are the gold set, each
+	// with its GoldSQL. In exec_result mode the gold set is the CSVs of
+	// GoldDir and Tasks, when given, only supply difficulties.
+	Tasks []BirdTask
+	// GoldDir (exec_result mode) holds the gold results <instance_id>.csv,
+	// directly or in exec_result/.
+	GoldDir string
+	// PredDir holds <instance_id>.sql (sql mode) or <instance_id>.csv.
+	PredDir string
+	Mode    Mode
+	// Runner executes both the predicted and the gold SQL (sql mode).
+	Runner SQLRunner
+	// Workers scores this many instances at once; default 1.
+	Workers int
+}
+
+// DifficultyScore is BIRD's per-difficulty accuracy, over every gold
+// example of that difficulty (a missing prediction counts as wrong).
+type DifficultyScore struct {
+	Difficulty string  `json:"difficulty"`
+	Correct    int     `json:"correct"`
+	Gold       int     `json:"gold"`
+	EX         float64 `json:"ex"`
+}
+
+// BirdReport is a Report plus BIRD's breakdown by difficulty, present when
+// any gold example's difficulty is known; its JSON form adds
+// "by_difficulty" to the Report's fields.
+type BirdReport struct {
+	Report
+	ByDifficulty []DifficultyScore `json:"by_difficulty,omitempty"`
+}
+
+// EvaluateBird scores predictions with BIRD's execution accuracy. As in
+// Evaluate, a failure on one instance (an SQL error, a timeout, an
+// unreadable file) scores it 0 and is recorded; only problems with the
+// folders themselves, or a cancelled context, return an error.
+func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
+	tasks := map[string]BirdTask{}
+	var order []string
+	for _, t := range cfg.Tasks {
+		if _, dup := tasks[t.InstanceID]; !dup {
+			order = append(order, t.InstanceID)
+		}
+		tasks[t.InstanceID] = t
+	}
+	gold := map[string]string{} // id -> gold CSV path (exec_result mode)
+	ext := ".csv"
+	switch cfg.Mode {
+	case ModeSQL:
+		ext = ".sql"
+		if cfg.Runner == nil {
+			return nil, errors.New("BIRD's sql mode executes the predicted and the gold SQL and needs the dataset (--dataset DIR)")
+		}
+		for id, t := range tasks {
+			if strings.TrimSpace(t.GoldSQL) == "" {
+				return nil, fmt.Errorf("instance %s has no gold SQL", id)
+			}
+		}
+	case ModeExecResult:
+		dir := cfg.GoldDir
+		if st, err := os.Stat(filepath.Join(dir, "exec_result")); err == nil && st.IsDir() {
+			dir = filepath.Join(dir, "exec_result")
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("gold folder: %w", err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".csv") {
+				gold[strings.TrimSuffix(e.Name(), ".csv")] = filepath.Join(dir, e.Name())
+			}
+		}
+		if len(gold) == 0 {
+			return nil, fmt.Errorf("gold folder %s has no <instance_id>.csv gold results", dir)
+		}
+		order = order[:0]
+		for id := range gold {
+			order = append(order, id)
+		}
+	default:
+		return nil, fmt.Errorf("unknown evaluation mode %q", cfg.Mode)
+	}
+	entries, err := os.ReadDir(cfg.PredDir)
+	if err != nil {
+		return nil, fmt.Errorf("prediction folder: %w", err)
+	}
+	isGold := func(id string) bool {
+		if cfg.Mode == ModeSQL {
+			_, ok := tasks[id]
+			return ok
+		}
+		_, ok := gold[id]
+		return ok
+	}
+	rep := &BirdReport{}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ext) {
+			continue
+		}
+		id := strings.TrimSuffix(e.Name(), ext)
+		if !isGold(id) {
+			rep.Ignored = append(rep.Ignored, e.Name())
+			continue
+		}
+		ids = append(ids, id)
+	}
+	scores := make([]InstanceScore, len(ids))
+	workers := max(cfg.Workers, 1)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(workers, max(len(ids), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				id := ids[i]
+				s := InstanceScore{InstanceID: id}
+				ok, err := birdScoreOne(ctx, cfg, id, filepath.Join(cfg.PredDir, id+ext), tasks[id], gold[id])
+				switch {
+				case err != nil:
+					s.Error = err.Error()
+				case ok:
+					s.Score = 1
+				default:
+					s.Error = "result mismatch: the predicted rows are not the gold rows (compared as sets)"
+				}
+				scores[i] = s
+			}
+		}()
+	}
+	for i := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.Instances = scores
+	sort.Slice(rep.Instances, func(i, j int) bool { return rep.Instances[i].InstanceID < rep.Instances[j].InstanceID })
+	correct := map[string]bool{}
+	for _, s := range rep.Instances {
+		rep.Correct += s.Score
+		correct[s.InstanceID] = s.Score == 1
+	}
+	rep.Total = len(rep.Instances)
+	if rep.Total > 0 {
+		rep.EX = float64(rep.Correct) / float64(rep.Total)
+	}
+	rep.Missing = []string{}
+	for _, id := range order {
+		if _, scored := correct[id]; !scored {
+			rep.Missing = append(rep.Missing, id)
+		}
+	}
+	sort.Strings(rep.Missing)
+	rep.Gold = len(order)
+	if rep.Gold > 0 {
+		rep.EXAllGold = float64(rep.Correct) / float64(rep.Gold)
+	}
+	rep.ByDifficulty = byDifficulty(order, tasks, correct)
+	return rep, nil
+}
+
+// byDifficulty counts every gold example under its difficulty: BIRD's
+// three labels first, then any other label in name order, then "unknown"
+// for examples without one. Nil when no difficulty is known.
+func byDifficulty(ids []string, tasks map[string]BirdTask, correct map[string]bool) []DifficultyScore {
+	counts := map[string]*DifficultyScore{}
+	known := false
+	for _, id := range ids {
+		d := strings.ToLower(strings.TrimSpace(tasks[id].Difficulty))
+		if d == "" {
+			d = "unknown"
+		} else {
+			known = true
+		}
+		c := counts[d]
+		if c == nil {
+			c = &DifficultyScore{Difficulty: d}
+			counts[d] = c
+		}
+		c.Gold++
+		if correct[id] {
+			c.Correct++
+		}
+	}
+	if !known {
+		return nil
+	}
+	var out []DifficultyScore
+	add := func(d string) {
+		if c := counts[d]; c != nil {
+			c.EX = float64(c.Correct) / float64(c.Gold)
+			out = append(out, *c)
+			delete(counts, d)
+		}
+	}
+	for _, d := range Difficulties {
+		add(d)
+	}
+	var rest []string
+	for d := range counts {
+		if d != "unknown" {
+			rest = append(rest, d)
+		}
+	}
+	sort.Strings(rest)
+	for _, d := range rest {
+		add(d)
+	}
+	add("unknown")
+	return out
+}
+
+func birdScoreOne(ctx context.Context, cfg BirdConfig, id, predPath string, t BirdTask, goldCSV string) (bool, error) {
+	data, err := os.ReadFile(predPath)
+	if err != nil {
+		return false, err
+	}
+	if cfg.Mode == ModeExecResult {
+		pred, err := ReadCSV(data)
+		if err != nil {
+			return false, fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
+		}
+		g, err := ReadCSVFile(goldCSV)
+		if err != nil {
+			return false, fmt.Errorf("gold %w", err)
+		}
+		return BirdEqualFrames(pred, g), nil
+	}
+	// BIRD executes the prediction first, then the gold query.
+	pred, err := runBird(ctx, cfg.Runner, id, PredictionSQL(string(data)))
+	if err != nil {
+		return false, err
+	}
+	g, err := runBird(ctx, cfg.Runner, id, t.GoldSQL)
+	if err != nil {
+		return false, fmt.Errorf("gold SQL: %w", err)
+	}
+	return BirdEqual(pred.Rows, g.Rows), nil
+}
+
+func runBird(ctx context.Context, r SQLRunner, id, sql string) (*warehouse.Result, error) {
+	res, _, err := r.RunInstanceSQL(ctx, id, sql)
+	if err != nil {
+		return nil, err
+	}
+	if res.Truncated {
+		return nil, fmt.Errorf("the result was cut at a %s limit, so its rows cannot be compared", res.TruncatedBy)
+	}
+	return res, nil
+}
