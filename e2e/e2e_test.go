@@ -290,49 +290,66 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	}
 }
 
-// TestPExAKilledWorkersWhileProbing: PExA over a cluster of processes, an
-// explorer and a generator SIGKILLed while probes are in flight: every
-// example is answered once, with the answers of an undisturbed run of the
-// same seed (planner turns, probes and proposals are computed once; a
-// killed probe is redelivered and its batch continues).
-func TestPExAKilledWorkersWhileProbing(t *testing.T) {
-	t.Parallel()
-	pexaRun := func(kill bool) snapshot {
-		c := newCluster(t)
-		c.start("voter", "voter")
-		gen := c.start("generator-1", "generator-worker")
-		c.start("generator-2", "generator-worker")
-		exp := c.start("explorer-1", "explorer-worker")
-		c.start("explorer-2", "explorer-worker")
-		out := filepath.Join(t.TempDir(), "out")
-		coord := c.start("coordinator", "coordinator", "--run-id", "pexa", "--dataset", demoDir(t), "--seed", "3", "--out", out,
-			"--agent", "pexa", "--limit", "16")
-		if kill {
-			time.Sleep(1200 * time.Millisecond)
-			for _, p := range []*exec.Cmd{exp, gen} {
-				if err := p.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
+// TestAgentsSurviveKilledWorkers: PExA, RAISE and the ensemble over a
+// cluster of processes, an explorer and a generator SIGKILLed while their
+// tasks are in flight (probes, trajectories, all three members' tasks):
+// every example is answered once, with the answers of an undisturbed run of
+// the same seed (planner turns, probes, trajectories and proposals are
+// computed once; a killed task is redelivered and its fan-out continues).
+func TestAgentsSurviveKilledWorkers(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		args       []string
+		examples   int
+		candidates string
+	}{
+		{"pexa", []string{"--agent", "pexa", "--limit", "16"}, 16, "/4"},
+		{"raise", []string{"--agent", "raise", "--agent-option", "rounds=3", "--limit", "10"}, 10, "/12"},
+		{"ensemble", []string{"--agent", "ensemble", "--agent-option", "raise.rounds=2", "--agent-option", "pexa.passes=2", "--votes", "4", "--limit", "8"}, 8, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			want := runKilled(t, tt.args, false)
+			if len(want.examples) != tt.examples {
+				t.Fatalf("undisturbed %s run finished %d examples, want %d", tt.name, len(want.examples), tt.examples)
+			}
+			for id, s := range want.examples {
+				if !strings.HasPrefix(s, "answered/") || !strings.HasSuffix(s, tt.candidates) {
+					t.Errorf("%s: %s, want answered with %s candidates", id, s, strings.TrimPrefix(tt.candidates, "/"))
 				}
-				p.Wait()
 			}
-		}
-		wait(t, coord, c.logs, "coordinator", 4*time.Minute)
-		if kill {
-			b, _ := os.ReadFile(filepath.Join(c.logs, "explorer-2.log"))
-			if !strings.Contains(string(b), "redelivered message") {
-				t.Error("no task of the killed explorer was redelivered: the kill interrupted no probe")
+			compare(t, tt.name+" with an explorer and a generator killed", runKilled(t, tt.args, true), want)
+		})
+	}
+}
+
+// runKilled runs the demo with args over two generators, two explorers and
+// a voter, killing one explorer and one generator mid-run when kill is set.
+func runKilled(t *testing.T, args []string, kill bool) snapshot {
+	c := newCluster(t)
+	c.start("voter", "voter")
+	gen := c.start("generator-1", "generator-worker")
+	c.start("generator-2", "generator-worker")
+	exp := c.start("explorer-1", "explorer-worker")
+	c.start("explorer-2", "explorer-worker")
+	out := filepath.Join(t.TempDir(), "out")
+	coord := c.start("coordinator", "coordinator", append([]string{"--run-id", "killed", "--dataset", demoDir(t), "--seed", "3", "--out", out}, args...)...)
+	if kill {
+		time.Sleep(1200 * time.Millisecond)
+		for _, p := range []*exec.Cmd{exp, gen} {
+			if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
 			}
-		}
-		return readOutputs(t, out)
-	}
-	want := pexaRun(false)
-	if len(want.examples) != 16 {
-		t.Fatalf("undisturbed PExA run finished %d examples, want 16", len(want.examples))
-	}
-	for id, s := range want.examples {
-		if !strings.HasPrefix(s, "answered/") || !strings.HasSuffix(s, "/4") {
-			t.Errorf("%s: %s, want answered with 4 passes", id, s)
+			p.Wait()
 		}
 	}
-	compare(t, "PExA with an explorer and a generator killed", pexaRun(true), want)
+	wait(t, coord, c.logs, "coordinator", 4*time.Minute)
+	if kill {
+		b, _ := os.ReadFile(filepath.Join(c.logs, "explorer-2.log"))
+		g, _ := os.ReadFile(filepath.Join(c.logs, "generator-2.log"))
+		if !strings.Contains(string(b)+string(g), "redelivered message") {
+			t.Error("no task of the killed workers was redelivered: the kills interrupted nothing")
+		}
+	}
+	return readOutputs(t, out)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
+		compare                 []string
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
 	)
@@ -79,6 +81,9 @@ HTML report. Flags override the scenario file.`,
 			if err := sc.Validate(); err != nil {
 				return err
 			}
+			if len(compare) > 0 {
+				return benchCompare(cmd, sc, compare, work, out, asJSON)
+			}
 			fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
 			start := time.Now()
 			rep, err := bench.Run(cmd.Context(), sc, work, progress)
@@ -120,6 +125,7 @@ HTML report. Flags override the scenario file.`,
 	f.IntVar(&sc.Examples, "examples", sc.Examples, "examples in the run")
 	f.IntVar(&sc.Votes, "votes", sc.Votes, "candidates per example")
 	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
+	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the generator slots, -1 = every example at once)")
 	f.IntVar(&sc.RPM, "rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
 	f.IntVar(&sc.TPM, "tpm", sc.TPM, "provider tokens/min (0 = none)")
@@ -131,6 +137,46 @@ HTML report. Flags override the scenario file.`,
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
 	return cmd
+}
+
+// benchCompare runs each agent in turn and writes the comparison.
+func benchCompare(cmd *cobra.Command, sc bench.Scenario, names []string, work, out string, asJSON bool) error {
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "bench %s: comparing %s on %d examples, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, strings.Join(names, ", "), sc.Examples, sc.RPM)
+	c, err := bench.Compare(cmd.Context(), sc, names, work, progress)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "bench.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := bench.CompareHTML(f, c); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		j, _ := json.Marshal(c)
+		fmt.Fprintln(w, string(j))
+		return nil
+	}
+	fmt.Fprintf(w, "\n%-10s %8s %8s %10s %12s %9s %8s %7s %5s (EX figures are the SIMULATED LLM's)\n", "agent", "EX", "EX@k", "calls/ex", "tokens/ex", "queries/ex", "wall s", "quota", "429s")
+	for _, a := range c.Agents {
+		fmt.Fprintf(w, "%-10s %8.4f %8.4f %10.1f %12.0f %9.1f %8.1f %7.3f %5d\n", a.Agent, a.EX, a.EXAtK, a.CallsPerExample, a.TokensPerExample, a.QueriesPerEx, a.Wall, a.QuotaRatio, a.RateLimited)
+	}
+	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
+	return nil
 }
 
 func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {

@@ -261,7 +261,7 @@ func TestUnknownAgentFailsAtOnce(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch": the agents are reforce`},
+		{[]string{"run", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch": the agents are ensemble, pexa, raise, reforce`},
 		{[]string{"solve", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},
 		{[]string{"bench", "--agent", "nosuch", "--examples", "1"}, `unknown agent "nosuch"`},
 		{[]string{"coordinator", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},

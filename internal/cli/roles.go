@@ -133,7 +133,7 @@ func failedExamples(rep *outputs.Report) error {
 
 // window is the admission window for a coordinator whose generators take
 // slots tasks at once in all (0 when unknown) within an LLM quota.
-func (f *runFlags) window(slots, votes int, rpm, tpm float64) int {
+func (f *runFlags) window(slots int, m *runstate.Manifest, rpm, tpm float64) int {
 	switch {
 	case f.maxInFlight < 0:
 		return 0
@@ -142,7 +142,11 @@ func (f *runFlags) window(slots, votes int, rpm, tpm float64) int {
 	case slots <= 0:
 		return 64
 	}
-	return coordinator.Window(slots, votes, rpm, tpm)
+	load := agent.Load{Width: m.Votes, Calls: 2 * m.Votes}
+	if def, err := agents.Builtin().Lookup(m.Agent); err == nil {
+		load = def.LoadOf(m.AgentOptions, m.Votes)
+	}
+	return coordinator.Window(slots, load, rpm, tpm)
 }
 
 // sameAgent refuses to resume a run with another agent than it started
@@ -293,7 +297,7 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
-				MaxInFlight: rf.window(0, m.Votes, 0, 0)})
+				MaxInFlight: rf.window(0, m, 0, 0)})
 			var aborted *coordinator.Aborted
 			if err != nil && (cmd.Context().Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}

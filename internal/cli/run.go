@@ -123,7 +123,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				}
 			}()
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.concurrency, m.Votes, cf.llmRPM, cf.llmTPM)})
+				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM)})
 			close(finished)
 			var aborted *coordinator.Aborted
 			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {

@@ -77,7 +77,7 @@ type Scenario struct {
 func Standard() Scenario {
 	return Scenario{Name: "spider2-size", Dataset: "examples/demo", Examples: 547, Votes: 8, Seed: 1,
 		RPM: 3000, FirstTokenMS: 300, TokensPerSecond: 150, Jitter: 0.3, PGold: 0.5,
-		Generators: 4, GeneratorConcurrency: 24, Explorers: 2, ExplorerConcurrency: 8,
+		Generators: 4, GeneratorConcurrency: 24, Explorers: 2, ExplorerConcurrency: 24,
 		Scaling: []int{1, 2, 4, 8, 16}, ScalingExamples: 48, ScalingConcurrency: 4}
 }
 
@@ -334,7 +334,7 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(generators*sc.GeneratorConcurrency, sc.Votes, quota.RequestsPerMinute, quota.TokensPerMinute)
+		window = coordinator.Window(generators*sc.GeneratorConcurrency, def.LoadOf(opts, sc.Votes), quota.RequestsPerMinute, quota.TokensPerMinute)
 	}
 	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress,
 		MaxInFlight: window})

@@ -49,12 +49,28 @@ type Noise struct {
 	// Verify is the probability of a right verdict from the Semantic
 	// Verifier.
 	Verify float64
+
+	// RAISE (spec pexa-raise.md §4.2). A Noise that sets none of these
+	// three gets their defaults (see New), as for PExA's.
+	//
+	// Ramble is the probability that a step of the agent's script is
+	// preceded by about 2,000 tokens of thinking without a command, so a
+	// 1,400-token segment cap cuts it and the agent's nudge path runs.
+	Ramble float64
+	// AgentCommands bounds the commands of a trajectory, [least, most];
+	// [0, 0] is not a usable range and always means the default.
+	AgentCommands [2]int
+	// ColumnFix is the probability that the column post-process gives a
+	// query that differs from the gold SQL only in its select list the
+	// gold's select list.
+	ColumnFix float64
 }
 
 // DefaultNoise is a model that gets about half of its first answers right.
 func DefaultNoise() Noise {
 	n := Noise{Gold: 0.5, SyntaxError: 0.15, Empty: 0.1, Wrong: 0.25, Fix: 0.5, ExploreRight: 0.8, ExploreError: 0.15, Link: 0.9}
 	n.setPExADefaults()
+	n.setRAISEDefaults()
 	return n
 }
 

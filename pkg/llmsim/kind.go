@@ -41,12 +41,24 @@ const (
 	KindPExAProposeAfterVerify Kind = "pexa_propose_after_verify"
 	KindPExAProposeFix         Kind = "pexa_propose_fix"
 	KindPExAVerify             Kind = "pexa_verify"
+	// The no-proposer ablation's Planner (Table 2 "w/o proposer"), which
+	// runs and checks its own SQL: after its execute_sql (or a finish the
+	// agent's guard refused), and after its semantic_verifier.
+	KindPExAPlanAfterSQL    Kind = "pexa_plan_after_sql"
+	KindPExAPlanAfterVerify Kind = "pexa_plan_after_verify"
 )
 
 // PExAKinds lists the PExA kinds, in the order of the spec's table.
 func PExAKinds() []Kind {
 	return []Kind{KindPExAPlan, KindPExAPlanAfterProbes, KindPExAPlanAfterProposal, KindPExATestcase, KindPExATestcaseFix,
 		KindPExAPropose, KindPExAProposeNext, KindPExAProposeAfterVerify, KindPExAProposeFix, KindPExAVerify}
+}
+
+// PExANoProposerKinds lists the kinds only the no-proposer ablation's
+// Planner asks for (the rest of its pass uses PExAKinds' planner and test
+// case kinds).
+func PExANoProposerKinds() []Kind {
+	return []Kind{KindPExAPlanAfterSQL, KindPExAPlanAfterVerify}
 }
 
 // isPExA reports whether k is one of the PExA kinds.
@@ -80,6 +92,34 @@ const (
 	MarkerPExATestcase = "Your task is to generate as many diverse SQL queries as possible for the question below"
 	MarkerPExAPropose  = "Your task is to generate a final SQL query for the given question. You are provided with a set of probes"
 	MarkerPExAVerify   = "You are a semantic verifier."
+)
+
+// RAISE request kinds (spec pexa-raise.md §4.2): the agent's trajectory
+// segments, the final generation and its retries, and the column
+// post-process, each named by a marker in the first user message.
+const (
+	KindRAISEAgent   Kind = "raise_agent"
+	KindRAISEFinal   Kind = "raise_final"
+	KindRAISERefine  Kind = "raise_refine"
+	KindRAISEColumns Kind = "raise_columns"
+)
+
+// RAISEKinds lists the RAISE kinds, in the order of the spec's table.
+func RAISEKinds() []Kind {
+	return []Kind{KindRAISEAgent, KindRAISEFinal, KindRAISERefine, KindRAISEColumns}
+}
+
+// isRAISE reports whether k is one of the RAISE kinds.
+func (k Kind) isRAISE() bool { return strings.HasPrefix(string(k), "raise_") }
+
+// RAISE markers (spec §2.8): the agent prompt shows the command syntax, the
+// final-generation prompt opens with the first, the column prompt asks the
+// second; a final prompt that lists failed attempts is a retry.
+const (
+	MarkerRAISEAgent    = "[RUN] command(arguments) [EXECUTE]"
+	MarkerRAISEFinal    = "Below are the operations a data analyst executed"
+	MarkerRAISEColumns  = "what columns should be selected to answer the question, and in what order"
+	MarkerRAISEAttempts = "Previous attempts that did not work:"
 )
 
 // Classify names the kind of a request from its last user message (the
@@ -135,6 +175,9 @@ func ClassifyConversation(msgs []llm.Message) Kind {
 	if first < 0 {
 		return Classify("")
 	}
+	if k := raiseKind(msgs[first].Content); k != "" {
+		return k
+	}
 	agent := pexaAgent(msgs[first].Content)
 	if agent == "" {
 		return Classify(msgs[last].Content)
@@ -152,6 +195,11 @@ func ClassifyConversation(msgs []llm.Message) Kind {
 			return KindPExAPlanAfterProposal
 		case hasTool(group, toolGenerateTestcase):
 			return KindPExAPlanAfterProbes
+		case hasTool(group, toolSemanticVerifier):
+			// The no-proposer Planner's own tools.
+			return KindPExAPlanAfterVerify
+		case hasTool(group, toolExecuteSQL), hasSQLFinish(group):
+			return KindPExAPlanAfterSQL
 		case c.count(toolProposeFinalSQL) > 0:
 			// finish answered with an error after a proposal.
 			return KindPExAPlanAfterProposal

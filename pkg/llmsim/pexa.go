@@ -247,7 +247,54 @@ func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, off
 				return "", &pexaCall{toolGenerateTestcase, map[string]any{"probes": more}}
 			}
 		}
+		if !offered(toolProposeFinalSQL) && offered(toolExecuteSQL) {
+			// The no-proposer Planner (Table 2 "w/o proposer") writes the
+			// final SQL itself, drawn as the Proposer's from its evidence:
+			// the probes' results.
+			return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.proposeSQL(rng, info, c.probeResults())}}
+		}
 		return "", &pexaCall{toolProposeFinalSQL, noArgs}
+	case KindPExAPlanAfterSQL:
+		// As the Proposer after its execute_sql: a revision after an
+		// error (the agent's finish guard included), else perhaps the
+		// verifier, then finish with the SQL.
+		var last toolMsg
+		for _, tm := range c.lastToolGroup() {
+			if tm.name == toolExecuteSQL || tm.name == toolFinish && argSQL(tm.call) != "" {
+				last = tm
+			}
+		}
+		sql := argSQL(last.call)
+		switch {
+		case last.name != "" && isExecError(last.content):
+			return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.revise(rng, info)}}
+		case sql != "" && strings.HasPrefix(strings.TrimSpace(last.content), "Success"):
+			if m, _ := c.tail(); m.Role == "tool" && offered(toolSemanticVerifier) && rng.Float64() < n.VerifyCall {
+				return "", &pexaCall{toolSemanticVerifier, map[string]any{"sql_query": sql}}
+			}
+			return "", &pexaCall{toolFinish, map[string]any{"sql_query": sql}}
+		}
+		if sql = c.lastSuccessfulSQL(); sql != "" {
+			return "", &pexaCall{toolFinish, map[string]any{"sql_query": sql}}
+		}
+		return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.revise(rng, info)}}
+	case KindPExAPlanAfterVerify:
+		// As the Proposer after a verdict: finish on a passed check,
+		// revise after a Semantic Error (at most maxVerifyRevisions).
+		var v toolMsg
+		for _, tm := range c.lastToolGroup() {
+			if tm.name == toolSemanticVerifier {
+				v = tm
+			}
+		}
+		sql := argSQL(v.call)
+		if sql == "" {
+			sql = c.lastSuccessfulSQL()
+		}
+		if sql == "" || strings.HasPrefix(strings.TrimSpace(v.content), "Semantic Error") && c.semanticErrors() <= maxVerifyRevisions {
+			return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.revise(rng, info)}}
+		}
+		return "", &pexaCall{toolFinish, map[string]any{"sql_query": sql}}
 	case KindPExAPlanAfterProposal:
 		res := ""
 		if rs := c.results(toolProposeFinalSQL); len(rs) > 0 {
@@ -267,12 +314,7 @@ func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, off
 		pp := s.parseProbe(info, probeOf(first))
 		return "", &pexaCall{toolExecuteSQL, map[string]any{"queries": s.testcaseFix(info, pp, c)}}
 	case KindPExAPropose:
-		boost := 1.0
-		if n.ProposeBoost > 0 && s.evidenceNamesGold(info, first) {
-			boost = n.ProposeBoost
-		}
-		sql := s.sqlFor(rng, info, s.drawBoosted(rng, info, boost))
-		return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": sql}}
+		return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.proposeSQL(rng, info, first)}}
 	case KindPExAProposeNext:
 		m, _ := c.tail()
 		sql := ""
@@ -295,13 +337,7 @@ func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, off
 		if sql == "" {
 			sql = c.lastSuccessfulSQL()
 		}
-		semErrors := 0
-		for _, r := range c.results(toolSemanticVerifier) {
-			if strings.HasPrefix(strings.TrimSpace(r.content), "Semantic Error") {
-				semErrors++
-			}
-		}
-		if sql == "" || strings.HasPrefix(strings.TrimSpace(m.Content), "Semantic Error") && semErrors <= maxVerifyRevisions {
+		if sql == "" || strings.HasPrefix(strings.TrimSpace(m.Content), "Semantic Error") && c.semanticErrors() <= maxVerifyRevisions {
 			return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.revise(rng, info)}}
 		}
 		return finalSQL(sql), nil
@@ -311,6 +347,51 @@ func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, off
 		return s.verify(rng, info, first), nil
 	}
 	return "", nil
+}
+
+// proposeSQL is a Proposer's SQL (or the no-proposer Planner's): the gold
+// SQL's probability multiplied by ProposeBoost when the evidence names
+// every gold table.
+func (s *Server) proposeSQL(rng *rand.Rand, info *exampleInfo, evidence string) string {
+	boost := 1.0
+	if n := s.cfg.Noise; n.ProposeBoost > 0 && s.evidenceNamesGold(info, evidence) {
+		boost = n.ProposeBoost
+	}
+	return s.sqlFor(rng, info, s.drawBoosted(rng, info, boost))
+}
+
+// semanticErrors is how many verdicts in the conversation were Semantic
+// Errors.
+func (c convo) semanticErrors() int {
+	n := 0
+	for _, r := range c.results(toolSemanticVerifier) {
+		if strings.HasPrefix(strings.TrimSpace(r.content), "Semantic Error") {
+			n++
+		}
+	}
+	return n
+}
+
+// probeResults is a Planner's evidence: its generate_testcase results
+// (each probe with its final SQL and result), without its prompt.
+func (c convo) probeResults() string {
+	var b strings.Builder
+	for _, r := range c.results(toolGenerateTestcase) {
+		b.WriteString(r.content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// hasSQLFinish reports whether a tool group answers a finish that carried
+// a SQL: the no-proposer Planner's, refused by the agent's guard.
+func hasSQLFinish(group []toolMsg) bool {
+	for _, tm := range group {
+		if tm.name == toolFinish && argSQL(tm.call) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // finalSQL is the Proposer's final answer.
@@ -327,7 +408,8 @@ func (s *Server) revise(rng *rand.Rand, info *exampleInfo) string {
 	return s.sqlFor(rng, info, s.draw(rng, info))
 }
 
-// lastSuccessfulSQL is the last SQL the Proposer executed with Success.
+// lastSuccessfulSQL is the last SQL the Proposer (or the no-proposer
+// Planner) executed with Success.
 func (c convo) lastSuccessfulSQL() string {
 	sql := ""
 	for _, r := range c.results(toolExecuteSQL) {

@@ -440,6 +440,168 @@ func TestPExAPlanner(t *testing.T) {
 	}
 }
 
+// figPlanNoProposer is the agent's planner prompt for the no-proposer
+// ablation: Fig. 3 with its Propose Final SQL and Finish bullets replaced
+// (pexa D-P21).
+var figPlanNoProposer = strings.NewReplacer(
+	"- Propose Final SQL: Call the proposer (propose_final_sql tool) to integrate probes and synthesize the final SQL query. You should call the proposer only when you feel you have enough probes to generate the final SQL.",
+	"- Write Final SQL: Write the final SQL query yourself from what the probes found. Run it with the execute_sql tool to see its executed result, and check it with the semantic_verifier tool, which compares the meaning of the query with the question. You should write the final SQL only when you feel you have enough probes to generate it.",
+	"you can submit it (finish tool).", "you can submit it (finish tool, with the final SQL query as its sql_query).").Replace(figPlan)
+
+const toolFinishSQLJSON = `{"type":"function","function":{"name":"finish","description":"Submit the final SQL query and stop.","parameters":{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}}}`
+
+// noProposerTools are the no-proposer Planner's tools.
+var noProposerTools = tools(toolGenerateJSON, toolExecJSON, toolVerifierJSON, toolFinishSQLJSON)
+
+// TestPExAPlannerNoProposer: a Planner offered execute_sql and not
+// propose_final_sql writes the final SQL itself after its probes (drawn as
+// the Proposer's, boosted by probe results naming every gold table),
+// verifies a Success with probability VerifyCall, finishes with the same
+// SQL, and revises after an error, NULL or Semantic Error as the Proposer
+// does; the paper's Planner is unchanged.
+func TestPExAPlannerNoProposer(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	db := demoDB(t, ds)
+	if pexaAgent(figPlanNoProposer) != MarkerPExAPlan || Classify(figPlanNoProposer) != KindUnknown || figPlanNoProposer == figPlan ||
+		strings.Contains(figPlanNoProposer, "propose_final_sql") {
+		t.Fatal("the no-proposer planner prompt is not recognised as the planner's alone")
+	}
+	call := func(id, name, sql string) llm.Message {
+		args, _ := json.Marshal(map[string]string{"sql_query": sql})
+		return llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: string(args)}}}
+	}
+	plan := llm.User(fill(figPlanNoProposer, "{question}", "How many rows?"))
+	gen := llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "g", Name: "generate_testcase", Arguments: `{"probes":["p"]}`}}}
+	probed := []llm.Message{plan, gen, llm.ToolResult("g", "Probe 1: p\nStatus: final SQL found")}
+	for _, tt := range []struct {
+		name string
+		msgs []llm.Message
+		want Kind
+	}{
+		{"after its execute_sql", append(probed, call("x", "execute_sql", "SELECT 1"), llm.ToolResult("x", "Success: a\n1")), KindPExAPlanAfterSQL},
+		{"after its execute_sql failed", append(probed, call("x", "execute_sql", "SELECT x"), llm.ToolResult("x", "Compilation Error: no such column: x")), KindPExAPlanAfterSQL},
+		{"after a finish the guard refused", append(probed, call("f", "finish", "SELECT x"), llm.ToolResult("f", "Compilation Error: no such column: x")), KindPExAPlanAfterSQL},
+		{"after its verifier", append(probed, call("v", "semantic_verifier", "SELECT 1"), llm.ToolResult("v", "Semantic check passed: same")), KindPExAPlanAfterVerify},
+		{"re-asked after its execute_sql", append(probed, call("x", "execute_sql", "SELECT 1"), llm.ToolResult("x", "Success: a\n1"), llm.Assistant("hmm"),
+			llm.User("You must call one of the tools.")), KindPExAPlanAfterSQL},
+		{"after probes", probed, KindPExAPlanAfterProbes},
+	} {
+		if got := ClassifyConversation(tt.msgs); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+
+	clean := Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1, Verify: 1, VerifyCall: 1}
+	s, ts := newSim(t, Config{Dataset: ds, Seed: 8, Noise: clean})
+	noCall := clean
+	noCall.VerifyCall = 0
+	_, nts := newSim(t, Config{Dataset: ds, Seed: 8, Noise: noCall})
+	e, _ := ds.Example("local011")
+	info := s.know.examples[e.ID]
+	msgs := []llm.Message{llm.User(fill(figPlanNoProposer, "{question}", e.Question))}
+	first := chatTo(t, ts.URL, 1, msgs, noProposerTools, "required")
+	oneCall(t, first, "generate_testcase", &map[string]any{})
+	afterOne := append(msgs, first.asMessage(), llm.ToolResult(first.calls[0].ID,
+		"Probe 1: p\nStatus: final SQL found\nFinal SQL: SELECT name FROM warehouses\nExecuted Result (truncated): name\nA"))
+	// The paper's Planner proposes; the no-proposer one executes its own SQL.
+	oneCall(t, chatTo(t, ts.URL, 1, afterOne, plannerTools, "required"), "propose_final_sql", &map[string]any{})
+	a := chatTo(t, ts.URL, 1, afterOne, noProposerTools, "required")
+	var ex struct {
+		SQL string `json:"sql_query"`
+	}
+	oneCall(t, a, "execute_sql", &ex)
+	if !sameSQL(ex.SQL, info.gold) {
+		t.Errorf("Gold 1 wrote %q", ex.SQL)
+	}
+	fb := feedback(t, db, ex.SQL)
+	if !strings.HasPrefix(fb, "Success") {
+		t.Fatalf("the planner's SQL %q fails: %s", ex.SQL, fb)
+	}
+	afterExec := append(afterOne, a.asMessage(), llm.ToolResult(a.calls[0].ID, fb))
+	wrong := "SELECT name FROM warehouses"
+	semErr := func(msgs []llm.Message, id string) []llm.Message {
+		return append(msgs, call(id, "semantic_verifier", wrong), llm.ToolResult(id, "Semantic Error: order differs (back-translation: the names)"))
+	}
+	noVerifier := tools(toolGenerateJSON, toolExecJSON, toolFinishSQLJSON)
+	tests := []struct {
+		name string
+		url  string
+		msgs []llm.Message
+		tls  []json.RawMessage
+		// want: the tool called; sql: its SQL, "" for a revision that
+		// must execute with Success (Fix 1)
+		want, sql string
+	}{
+		{"success: the verifier on the same SQL", ts.URL, afterExec, noProposerTools, "semantic_verifier", ex.SQL},
+		{"success, no verifier offered: finish", ts.URL, afterExec, noVerifier, "finish", ex.SQL},
+		{"success, VerifyCall 0: finish", nts.URL, afterExec, noProposerTools, "finish", ex.SQL},
+		{"re-asked after success: finish", ts.URL, append(afterExec, llm.Assistant("hmm"), llm.User("You must call one of the tools.")), noProposerTools, "finish", ex.SQL},
+		{"passed check: finish with the SQL", ts.URL, append(afterExec, call("v1", "semantic_verifier", ex.SQL), llm.ToolResult("v1", "Semantic check passed: same question")),
+			noProposerTools, "finish", ex.SQL},
+		{"semantic error: a revision", ts.URL, semErr(afterExec, "v2"), noProposerTools, "execute_sql", ""},
+		{"third semantic error: finish anyway", ts.URL, semErr(semErr(semErr(afterExec, "v2"), "v3"), "v4"), noProposerTools, "finish", wrong},
+		{"compilation error: a revision", ts.URL, append(afterOne, call("e1", "execute_sql", "SELECT nme FROM warehouses"),
+			llm.ToolResult("e1", "Compilation Error: no such column: nme")), noProposerTools, "execute_sql", ""},
+		{"no rows: a revision", ts.URL, append(afterOne, call("e2", "execute_sql", "SELECT name FROM warehouses WHERE 1 = 0"), llm.ToolResult("e2", nullErrorText)),
+			noProposerTools, "execute_sql", ""},
+		{"finish refused by the guard: a revision", ts.URL, append(afterExec, call("f1", "finish", "SELECT nme FROM warehouses"),
+			llm.ToolResult("f1", "Compilation Error: no such column: nme")), noProposerTools, "execute_sql", ""},
+		{"finish refused for company: finish alone with the SQL that ran", ts.URL, append(afterExec, llm.Message{Role: "assistant", ToolCalls: []llm.ToolCall{
+			{ID: "x9", Name: "execute_sql", Arguments: `{"sql_query":"SELECT nme FROM warehouses"}`}, {ID: "f9", Name: "finish", Arguments: `{"sql_query":"SELECT 1"}`}}},
+			llm.ToolResult("x9", "Compilation Error: no such column: nme"), llm.ToolResult("f9", "finish must be called on its own.")), noProposerTools, "finish", ex.SQL},
+	}
+	for _, tt := range tests {
+		a := chatTo(t, tt.url, 1, tt.msgs, tt.tls, "required")
+		var x struct {
+			SQL string `json:"sql_query"`
+		}
+		oneCall(t, a, tt.want, &x)
+		switch {
+		case tt.sql != "" && x.SQL != tt.sql:
+			t.Errorf("%s: %s with %q, want %q", tt.name, tt.want, x.SQL, tt.sql)
+		case tt.sql == "" && !strings.HasPrefix(feedback(t, db, x.SQL), "Success"):
+			t.Errorf("%s: Fix 1 revised to %q", tt.name, x.SQL)
+		}
+	}
+	st := s.Stats()
+	for _, k := range PExANoProposerKinds() {
+		if st.ByKind[k] == 0 || st.Unknown != 0 {
+			t.Errorf("no %s in %v", k, st.ByKind)
+		}
+	}
+
+	// The boost: probe results naming every gold table raise the chance
+	// of the gold SQL, as the Proposer's evidence does.
+	n := DefaultNoise()
+	n.Gold, n.ProposeBoost = 0.4, 2
+	_, bts := newSim(t, Config{Dataset: ds, Seed: 3, Noise: n})
+	golds := func(finalSQL string) int {
+		g := 0
+		for seed := int64(0); seed < 150; seed++ {
+			msgs := append(append([]llm.Message(nil), msgs...), first.asMessage(), llm.ToolResult(first.calls[0].ID,
+				"Probe 1: p\nStatus: final SQL found\nFinal SQL: "+finalSQL+"\nExecuted Result (truncated): a"))
+			a := chatTo(t, bts.URL, seed, msgs, noProposerTools, "required")
+			if len(a.calls) == 1 && a.calls[0].Function.Name == "generate_testcase" {
+				continue // PlanMore: a second batch instead
+			}
+			var x struct {
+				SQL string `json:"sql_query"`
+			}
+			oneCall(t, a, "execute_sql", &x)
+			if sameSQL(x.SQL, info.gold) {
+				g++
+			}
+		}
+		return g
+	}
+	gw, gwo := golds("SELECT 1 FROM inventory JOIN warehouses"), golds("SELECT 1 FROM inventory")
+	t.Logf("gold %d/150 with every gold table in the probe results, %d/150 without", gw, gwo)
+	if gw <= gwo {
+		t.Errorf("the boost did not raise the gold rate: %d vs %d", gw, gwo)
+	}
+}
+
 type batchArgs struct {
 	Queries []sqlQuery `json:"queries"`
 }

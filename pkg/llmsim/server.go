@@ -93,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 	} else if cfg.Noise.pexaUnset() {
 		cfg.Noise.setPExADefaults()
 	}
+	if cfg.Noise.raiseUnset() {
+		cfg.Noise.setRAISEDefaults()
+	}
 	if cfg.Faults.HangFor == 0 {
 		cfg.Faults.HangFor = 10 * time.Minute
 	}
@@ -131,6 +134,9 @@ type chatRequest struct {
 	Stop                stopList        `json:"stop"`
 	Tools               []wireTool      `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	// Prefix continuation (vLLM): see continuation in raise.go.
+	ContinueFinal       bool  `json:"continue_final_message"`
+	AddGenerationPrompt *bool `json:"add_generation_prompt"`
 }
 
 // check refuses what OpenAI refuses with a 400, and parses the tool choice.
@@ -149,6 +155,9 @@ func (req chatRequest) check() (toolChoice, error) {
 	}
 	if err := checkTools(req.Tools); err != nil {
 		return toolChoice{}, err
+	}
+	if req.ContinueFinal && req.AddGenerationPrompt != nil && *req.AddGenerationPrompt {
+		return toolChoice{}, errors.New("cannot set both continue_final_message and add_generation_prompt to true")
 	}
 	return parseToolChoice(req.ToolChoice, req.Tools)
 }
@@ -287,6 +296,11 @@ func (s *Server) tooMany(w http.ResponseWriter, retryAfter time.Duration, hdr ma
 // respond decides the reply deterministically from the simulator seed, the
 // messages, the tools and the request seed.
 func (s *Server) respond(req chatRequest, choice toolChoice) reply {
+	if base, prefix, ok := continuation(req); ok {
+		rep := s.respond(base, choice)
+		rep.text = continueText(rep.text, prefix)
+		return rep
+	}
 	lastUser := ""
 	var all strings.Builder
 	for _, m := range req.Messages {
@@ -321,6 +335,9 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 	if kind == KindUnknown || info == nil || info.gold == "" {
 		rep.kind = KindUnknown
 		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
+	} else if kind.isRAISE() {
+		s.raiseReply(&rep, req, msgs, all.String())
+		return rep
 	} else if kind.isPExA() {
 		s.pexaReply(&rep, rng, req, choice, msgs, all.String())
 		return rep

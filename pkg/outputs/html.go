@@ -22,8 +22,14 @@ type Extra struct {
 	Title string
 	// Rows are appended to the summary table.
 	Rows []Row
-	// Sections follow the run's own sections.
-	Sections []Section
+	// Lead sections come before the run's own (a comparison of runs);
+	// Sections follow them.
+	Lead, Sections []Section
+}
+
+// Bars is a horizontal bar chart (inline SVG), for a caller's sections.
+func Bars(title, unit string, labels []string, values []float64) template.HTML {
+	return svgBars(title, unit, barsOf(labels, values))
 }
 
 // Row is one line of a two-column table.
@@ -224,6 +230,10 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 </head><body>
 <header><h1>{{.Title}}</h1><p class="sub">run <code>{{.RunID}}</code> · {{.When}}</p></header>
 
+{{range .Lead}}<section id="{{.ID}}"><h2>{{.Heading}}</h2>
+{{.HTML}}
+</section>{{end}}
+
 <section id="scenario"><h2>Scenario</h2>
 {{if .Simulated}}<div class="banner" id="simulated-banner" role="alert">Simulated LLM: the answers in this run came from quorum's simulated LLM (llmsim), not a real model. The accuracy figures below are the simulator's, not a model's.</div>{{end}}
 <table class="kv">{{range .Scenario}}<tr><th>{{.Label}}</th><td>{{.Value}}</td></tr>{{end}}</table>
@@ -268,6 +278,13 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 {{template "examples" .Expensive}}
 </section>
 
+{{if .Members}}<section id="members"><h2>Ensemble members (rule {{.Rule}})</h2>
+<p>Each member decided with its own rule before the ensemble combined them. "Right when the ensemble was wrong" counts the examples a member alone would have got right; "wrong when the ensemble was right" those the ensemble rescued.</p>
+<table><tr><th>member</th><th>answered</th><th>agrees with the ensemble</th><th>EX</th><th>right when the ensemble was wrong</th><th>wrong when the ensemble was right</th></tr>
+{{range .Members}}<tr><td>{{.Agent}}</td><td>{{.Answered}}</td><td>{{.Agrees}}</td><td>{{.EX}}</td><td>{{.RightAlone}}</td><td>{{.Rescued}}</td></tr>{{end}}</table>
+{{.MemberChart}}
+</section>{{end}}
+
 {{if .Failed}}<section id="failed"><h2>Failed examples ({{len .Failed}})</h2>
 <table><tr><th>example</th><th class="l">error</th></tr>{{range .Failed}}<tr><td><code>{{.InstanceID}}</code></td><td class="err">{{.Error}}</td></tr>{{end}}</table>
 </section>{{end}}
@@ -292,6 +309,82 @@ addEventListener("load", function () {
 {{define "examples"}}<table><tr><th>example</th><th class="l">status</th><th>latency</th><th>LLM calls</th><th>tokens</th></tr>
 {{range .}}<tr><td><code>{{.ID}}</code></td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
 `))
+
+// memberRow is one ensemble member's record over a run.
+type memberRow struct {
+	Agent, Answered, Agrees, EX string
+	RightAlone, Rescued         int
+	share                       float64
+}
+
+// MemberStats counts, for one member of an ensemble run, the examples it
+// answered, agreed with the ensemble on, got right, got right when the
+// ensemble was wrong, and got wrong when the ensemble was right.
+type MemberStats struct {
+	Agent                                          string
+	Examples, Answered, Agrees, Scored, Correct    int
+	RightWhenEnsembleWrong, WrongWhenEnsembleRight int
+}
+
+// Members summarises the member decisions of an ensemble run, in member
+// order.
+func Members(r *Report) []MemberStats {
+	var out []MemberStats
+	at := map[string]int{}
+	for _, e := range r.Examples {
+		for _, m := range e.Members {
+			i, ok := at[m.Agent]
+			if !ok {
+				i = len(out)
+				at[m.Agent] = i
+				out = append(out, MemberStats{Agent: m.Agent})
+			}
+			s := &out[i]
+			s.Examples++
+			if m.Status == "answered" {
+				s.Answered++
+			}
+			if m.Agrees {
+				s.Agrees++
+			}
+			if m.Correct != nil && e.Correct != nil {
+				s.Scored++
+				switch {
+				case *m.Correct && !*e.Correct:
+					s.RightWhenEnsembleWrong++
+				case !*m.Correct && *e.Correct:
+					s.WrongWhenEnsembleRight++
+				}
+				if *m.Correct {
+					s.Correct++
+				}
+			}
+		}
+	}
+	return out
+}
+
+func memberRows(r *Report) []memberRow {
+	var out []memberRow
+	for _, s := range Members(r) {
+		row := memberRow{Agent: s.Agent, Answered: num(s.Answered) + " of " + num(s.Examples), Agrees: num(s.Agrees),
+			EX: "–", RightAlone: s.RightWhenEnsembleWrong, Rescued: s.WrongWhenEnsembleRight}
+		if s.Scored > 0 {
+			row.share = 100 * float64(s.Correct) / float64(s.Scored)
+			row.EX = fmt.Sprintf("%.1f%%", row.share)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func barsOf(labels []string, values []float64) []bar {
+	out := make([]bar, len(labels))
+	for i := range labels {
+		out[i] = bar{Label: labels[i], Value: values[i]}
+	}
+	return out
+}
 
 // WriteHTML renders r as a self-contained HTML page (inline SVG charts,
 // no external resources), with what extra adds when it is not nil.
@@ -454,7 +547,25 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
 		"Slowest":   top(func(e Example) float64 { return e.LatencySeconds }),
 		"Expensive": top(func(e Example) float64 { return float64(e.Cost.Tokens()) }),
-		"Failed":    failed, "Sections": extra.Sections,
+		"Failed":    failed, "Sections": extra.Sections, "Lead": extra.Lead,
+	}
+	if ms := memberRows(r); len(ms) > 0 {
+		data["Members"] = ms
+		var labels []string
+		var vals []float64
+		for _, m := range ms {
+			labels, vals = append(labels, m.Agent), append(vals, m.share)
+		}
+		if t.EX != nil {
+			labels, vals = append(labels, "ensemble"), append(vals, 100**t.EX)
+		}
+		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "%", barsOf(labels, vals))
+		for _, e := range r.Examples {
+			if e.Rule != "" {
+				data["Rule"] = e.Rule
+				break
+			}
+		}
 	}
 	if t.EX != nil {
 		data["EX"], data["EXAtK"] = fmt.Sprintf("%.1f%%", 100**t.EX), fmt.Sprintf("%.1f%%", 100**t.EXAtK)

@@ -63,6 +63,27 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 		}
 	}
 	d.New = func(c agent.Config) (agent.Agent, error) { return newEnsemble(c, members) }
+	// Every member runs on every example: their loads add up.
+	d.Load = func(opts map[string]string, votes int) agent.Load {
+		var total agent.Load
+		for _, name := range strings.Split(opts[OptMembers], ",") {
+			for _, m := range members {
+				if m.Name != strings.TrimSpace(name) {
+					continue
+				}
+				mo := map[string]string{}
+				for k, v := range opts {
+					if rest, ok := strings.CutPrefix(k, m.Name+"."); ok {
+						mo[rest] = v
+					}
+				}
+				l := m.LoadOf(mo, votes)
+				total.Width += l.Width
+				total.Calls += l.Calls
+			}
+		}
+		return total
+	}
 	return d
 }
 

@@ -103,6 +103,9 @@ func TestPromptsArePinned(t *testing.T) {
 		"plan":      PlannerPrompt("How many rows?"),
 		"verify":    VerifierPrompt("How many rows?", "SELECT COUNT(*) FROM t", "n\n5"),
 		"propose.1": ProposerPrompt("How many rows?", warehouse.SQLite, ev),
+		// The no-proposer ablation's planner (D-P21).
+		"plan.no-proposer":             PlannerPromptNoProposer("How many rows?", true),
+		"plan.no-proposer.no-verifier": PlannerPromptNoProposer("How many rows?", false),
 	}
 	for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
 		cases["testcase."+string(d)] = TestcasePrompt(TestcaseInput{Dialect: d, TableInfo: "Table full name: t\nColumn name: id Type: INTEGER\n",
@@ -127,6 +130,21 @@ func TestPromptsArePinned(t *testing.T) {
 	}
 	if p := PlannerPrompt("Q?"); !strings.Contains(p, "Question: Q?\nAnother way to say it: Q?") {
 		t.Error("the planner does not repeat the question")
+	}
+	// The no-proposer planner differs from Fig. 3 in its Propose Final SQL
+	// and Finish bullets only (D-P21).
+	paper, ours := strings.Split(PlannerPrompt("Q?"), "\n"), strings.Split(PlannerPromptNoProposer("Q?", true), "\n")
+	if len(paper) != len(ours) {
+		t.Fatalf("the no-proposer planner prompt has %d lines, Fig. 3 %d", len(ours), len(paper))
+	}
+	for i := range paper {
+		if changed := paper[i] != ours[i]; changed != (i == 3 || i == 4) {
+			t.Errorf("planner prompt line %d: changed %v:\n%s\n%s", i, changed, paper[i], ours[i])
+		}
+	}
+	if !strings.HasPrefix(ours[3], "- Write Final SQL:") || !strings.Contains(ours[3], "execute_sql") || !strings.Contains(ours[3], "semantic_verifier") ||
+		!strings.HasPrefix(ours[4], "- Finish:") || !strings.Contains(ours[4], "sql_query") || strings.Contains(PlannerPromptNoProposer("Q?", false), "semantic_verifier") {
+		t.Errorf("no-proposer bullets:\n%s\n%s", ours[3], ours[4])
 	}
 	if p := ProposerPrompt("Q?", warehouse.SQLite, nil); !strings.Contains(p, "Main Question: Q?\nAnother way to say it: Q?") ||
 		!strings.Contains(p, "Exploratory Probes:\nFailure Probes:\nSuccessful Probes:\nFinal SQL queries (pay more attention here):") {
@@ -286,7 +304,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	ledger := cost.Ledger{}
 	st := NewPlanState("How many rows?")
-	act, err := s.PlanTurn(ctx, st, seeds, ledger.Stage("plan"))
+	act, err := s.PlanTurn(ctx, st, nil, seeds, ledger.Stage("plan"))
 	if err != nil || len(act.Probes) != k || act.Propose {
 		t.Fatalf("first turn: %+v (%v)", act, err)
 	}
@@ -297,7 +315,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 		}
 	}
 	st.Resolve(outs, nil)
-	if act, err = s.PlanTurn(ctx, st, seeds, ledger.Stage("plan")); err != nil || !act.Propose || len(act.Probes) != 0 {
+	if act, err = s.PlanTurn(ctx, st, nil, seeds, ledger.Stage("plan")); err != nil || !act.Propose || len(act.Probes) != 0 {
 		t.Fatalf("second turn: %+v (%v)", act, err)
 	}
 	prop, err := s.Propose(ctx, db, "How many rows?", warehouse.SQLite, st.Evidence, seeds, ledger.Stage("propose"), ledger.Stage("verify"))
@@ -305,7 +323,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 		t.Fatalf("proposal %+v (%v)", prop, err)
 	}
 	st.Resolve(nil, prop)
-	if act, err = s.PlanTurn(ctx, st, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
+	if act, err = s.PlanTurn(ctx, st, nil, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
 		t.Fatalf("third turn: %+v (%v)", act, err)
 	}
 	want := map[string]int{"plan": 3, "probe": k, "propose": 3, "verify": 1}
@@ -359,7 +377,7 @@ func TestPlannerRules(t *testing.T) {
 	}}
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	st := NewPlanState("Q?")
-	act, err := s.PlanTurn(ctx, st, seeds, &cost.Cost{})
+	act, err := s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{})
 	if err != nil || !act.Propose || act.Finish {
 		t.Fatalf("finish alone before a proposal then finish+propose: %+v (%v)", act, err)
 	}
@@ -371,7 +389,7 @@ func TestPlannerRules(t *testing.T) {
 	if last[0].Content != errFinishAlone || !strings.HasPrefix(last[1].Content, "Proposed SQL:") {
 		t.Errorf("finish mixed with propose: %+v", last)
 	}
-	act, err = s.PlanTurn(ctx, st, seeds, &cost.Cost{})
+	act, err = s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{})
 	if err != nil || strings.Join(act.Probes, ",") != "x,y,z" || len(st.Pending) != 2 || st.Pending[1].From != 2 {
 		t.Errorf("two generate_testcase calls: %+v, pending %+v (%v)", act, st.Pending, err)
 	}
@@ -379,7 +397,7 @@ func TestPlannerRules(t *testing.T) {
 	m = &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("f", ToolFinish, map[string]any{})) }}
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	st = NewPlanState("Q?")
-	if act, err = s.PlanTurn(ctx, st, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.called != 10 {
+	if act, err = s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.called != 10 {
 		t.Errorf("never finishing: %+v after %d calls (%v); want planner_recursion after 10", act, m.called, err)
 	}
 	if r := passResult(0, 9, nil, act.Stop); r.Status != agent.StatusGaveUp || !strings.Contains(r.Error, "planner_recursion") {
@@ -391,8 +409,140 @@ func TestPlannerRules(t *testing.T) {
 	}}
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.MaxProbesPerPlan = 2
-	if act, err = s.PlanTurn(ctx, NewPlanState("Q?"), seeds, &cost.Cost{}); err != nil || len(act.Probes) != 2 {
+	if act, err = s.PlanTurn(ctx, NewPlanState("Q?"), nil, seeds, &cost.Cost{}); err != nil || len(act.Probes) != 2 {
 		t.Errorf("max-probes-per-plan=2: %d probes (%v)", len(act.Probes), err)
+	}
+}
+
+// TestNoProposerPlanner: with no proposer the Planner gets execute_sql,
+// semantic_verifier and finish(sql_query) instead of propose_final_sql; a
+// finish whose SQL fails gets the executor's feedback and the pass goes
+// on; a finish whose SQL executed with rows ends the pass with it and its
+// whole result; queries are the plan stage's, verifier calls the verify
+// stage's, and a SQL runs once per pass (D-P21).
+func TestNoProposerPlanner(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := context.Background()
+	const bad, answer = "SELECT nope FROM t", "SELECT id FROM t ORDER BY id"
+	sqlArgs := func(sql string) map[string]string { return map[string]string{"sql_query": sql} }
+	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+		switch req.Role {
+		case RolePlan:
+			switch n {
+			case 0:
+				return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t"}}))
+			case 1:
+				return calls(call("f1", ToolFinish, sqlArgs(bad)))
+			case 2:
+				return calls(call("x", ToolExecuteSQL, sqlArgs(answer)))
+			case 3:
+				return calls(call("v", ToolSemanticVerifier, sqlArgs(answer)))
+			}
+			return calls(call("f2", ToolFinish, sqlArgs(answer)))
+		case RoleTestcase:
+			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false})))
+		case RoleVerify:
+			return &llm.Response{Text: "{\"correct\": true, \"explanation\": \"same\", \"back_translated_query\": \"ids\"}"}
+		}
+		return &llm.Response{Text: "?"}
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.NoProposer = true
+	if _, err := s.PlanTurn(ctx, s.OpenPass("Q?"), nil, seeds, &cost.Cost{}); err == nil {
+		t.Error("a no-proposer turn without a warehouse did not fail")
+	}
+	ledger := cost.Ledger{}
+	env := &PlanEnv{Warehouse: db, Question: "Which ids?", Verify: ledger.Stage("verify")}
+	st := s.OpenPass("Which ids?")
+	if st.Messages[0].Content != PlannerPromptNoProposer("Which ids?", true) {
+		t.Error("the pass does not open with the no-proposer planner prompt")
+	}
+	act, err := s.PlanTurn(ctx, st, env, seeds, ledger.Stage("plan"))
+	if err != nil || len(act.Probes) != 1 || act.Propose {
+		t.Fatalf("first turn: %+v (%v)", act, err)
+	}
+	offered := map[string]string{}
+	for _, tool := range m.reqs[0].Tools {
+		offered[tool.Name] = string(tool.Parameters)
+	}
+	if _, ok := offered[ToolProposeFinalSQL]; ok || len(offered) != 4 || !strings.Contains(offered[ToolFinish], `"required":["sql_query"]`) ||
+		offered[ToolExecuteSQL] == "" || offered[ToolSemanticVerifier] == "" || offered[ToolGenerateTestcase] == "" {
+		t.Errorf("planner tools: %v", offered)
+	}
+	o, err := s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: act.Probes[0]}, seeds, ledger.Stage("probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Resolve([]*ProbeOutcome{o}, nil)
+	if act, err = s.PlanTurn(ctx, st, env, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
+		t.Fatalf("second turn: %+v (%v)", act, err)
+	}
+	var tools []string
+	for _, msg := range st.Messages {
+		if msg.Role == "tool" {
+			tools = append(tools, msg.Content)
+		}
+	}
+	if len(tools) != 4 || !strings.HasPrefix(tools[1], "Compilation Error: ") || tools[2] != "Success: id\n1\n2\n3 …(truncated, 5 rows in total)" ||
+		tools[3] != VerdictPassed+"same" {
+		t.Errorf("tool results:\n%s", strings.Join(tools, "\n---\n"))
+	}
+	p := st.Proposal
+	if p == nil || p.SQL != answer || !p.OK || p.Rows != 5 || p.CSV != "id\n1\n2\n3\n4\n5\n" || p.Verdict != VerdictPassed+"same" {
+		t.Fatalf("the pass's proposal: %+v", p)
+	}
+	if r := passResult(0, 1, p, ""); r.Status != agent.StatusOK || r.SQL != answer || r.Rows != 5 {
+		t.Errorf("pass result %+v", r)
+	}
+	want := map[string][2]int{"plan": {5, 2}, "probe": {1, 1}, "verify": {1, 0}, "propose": {0, 0}}
+	for stage, w := range want {
+		if got := ledger.Stage(stage); got.LLMCalls != w[0] || got.Queries != w[1] {
+			t.Errorf("stage %s: %d LLM calls, %d queries; want %d and %d", stage, got.LLMCalls, got.Queries, w[0], w[1])
+		}
+	}
+	if m.calls[RolePropose] != 0 {
+		t.Errorf("%d proposer calls", m.calls[RolePropose])
+	}
+
+	// propose_final_sql is an unknown tool; finish mixed with execute_sql
+	// is refused while the SQL still runs; a pass that stops before finish
+	// answers with its last SQL that executed with rows (D-P13).
+	m = &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		switch n {
+		case 0:
+			return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
+		case 1:
+			return calls(call("x", ToolExecuteSQL, sqlArgs(answer)), call("f", ToolFinish, sqlArgs(answer)))
+		}
+		return calls(call("y", ToolExecuteSQL, sqlArgs(bad)))
+	}}
+	s = &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.NoProposer, s.cfg.NoVerifier = true, true
+	var c cost.Cost
+	st = s.OpenPass("Q?")
+	if act, err = s.PlanTurn(ctx, st, &PlanEnv{Warehouse: db, Question: "Q?"}, seeds, &c); err != nil || act.Stop != "planner_recursion" {
+		t.Fatalf("never finishing: %+v (%v)", act, err)
+	}
+	if got := st.Messages[2].Content; got != `Unknown tool "propose_final_sql": use generate_testcase, execute_sql or finish.` {
+		t.Errorf("propose_final_sql answered %q", got)
+	}
+	if got := st.Messages[4:6]; !strings.HasPrefix(got[0].Content, "Success: ") || got[1].Content != errFinishAlone {
+		t.Errorf("finish mixed with execute_sql: %+v", got)
+	}
+	for _, tool := range m.reqs[0].Tools {
+		if tool.Name == ToolSemanticVerifier {
+			t.Error("no-verifier still offers the planner the semantic verifier")
+		}
+	}
+	if p := st.Proposal; p == nil || p.SQL != answer || !p.OK || c.Queries != 2 || c.LLMCalls != 10 {
+		t.Errorf("stopped pass: proposal %+v, %d queries, %d calls; want %q, 2 queries (each SQL once), 10 calls", p, c.Queries, c.LLMCalls, answer)
+	}
+	// The state survives the blob between turns.
+	b, _ := json.Marshal(st)
+	var back PlanState
+	if err := json.Unmarshal(b, &back); err != nil || back.Runs[answer].CSV != "id\n1\n2\n3\n4\n5\n" || back.Proposal.SQL != answer {
+		t.Errorf("state round trip: %+v (%v)", back.Runs, err)
 	}
 }
 

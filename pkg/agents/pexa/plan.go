@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // PlanState is one pass's Planner between turns: its conversation, the
@@ -23,6 +25,10 @@ type PlanState struct {
 	Pending  []PendingCall `json:"pending,omitempty"`
 	// Probes is the batch the pending calls asked for.
 	Probes []string `json:"probes,omitempty"`
+	// Runs are the no-proposer Planner's own executions (D-P21), by SQL
+	// text, each with its whole result and its last verdict, so a SQL
+	// runs once per pass as in the Proposer's conversation.
+	Runs map[string]Proposal `json:"runs,omitempty"`
 }
 
 // PendingCall is a tool call of the Planner's last message: answered
@@ -39,6 +45,25 @@ type PendingCall struct {
 // NewPlanState opens a pass with Fig. 3.
 func NewPlanState(question string) *PlanState {
 	return &PlanState{Messages: []llm.Message{llm.User(PlannerPrompt(question))}}
+}
+
+// OpenPass opens a pass with the Planner's prompt for s's setting: Fig. 3,
+// or its no-proposer variant (D-P21).
+func (s *Steps) OpenPass(question string) *PlanState {
+	if s.cfg.NoProposer {
+		return &PlanState{Messages: []llm.Message{llm.User(PlannerPromptNoProposer(question, !s.cfg.NoVerifier))}}
+	}
+	return NewPlanState(question)
+}
+
+// PlanEnv is what the no-proposer Planner's own tools need (D-P21): the
+// warehouse its SQL runs on, the question the verifier compares with, and
+// the cost its verifier calls go to (the verify stage, as the Proposer's;
+// its queries are the plan stage's). The paper's Planner needs none.
+type PlanEnv struct {
+	Warehouse warehouse.Warehouse
+	Question  string
+	Verify    *cost.Cost
 }
 
 // Action is what a Planner turn asks the runtime for.
@@ -111,17 +136,25 @@ func renderProbes(probes []string, outcomes []*ProbeOutcome, from int) string {
 const (
 	errNoProposal  = "No final SQL has been proposed yet. Call propose_final_sql first."
 	errFinishAlone = "finish must be called on its own."
+	errSQLArgs     = `The arguments were not understood: give {"sql_query": "..."}.`
 )
 
 // PlanTurn runs the Planner until it asks for work (probes, the
-// proposer), finishes, or stops. The state is updated in place.
-func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, seed func(step int) int64, c *cost.Cost) (*Action, error) {
+// proposer), finishes, or stops. The state is updated in place. env is
+// needed only with NoProposer, whose Planner runs its own SQL (D-P21):
+// execute_sql and semantic_verifier are answered within the turn, and
+// finish(sql_query) ends the pass once the SQL has executed with rows.
+func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed func(step int) int64, c *cost.Cost) (*Action, error) {
+	if s.cfg.NoProposer && (env == nil || env.Warehouse == nil) {
+		return nil, errors.New("pexa: the no-proposer planner needs a warehouse")
+	}
+	tools := plannerTools(s.cfg)
 	for {
 		if st.Steps >= s.cfg.MaxPlannerSteps {
 			return &Action{Stop: "planner_recursion"}, nil
 		}
 		sd := seed(st.Steps)
-		resp, err := s.chat(ctx, c, llm.Request{Role: RolePlan, Messages: st.Messages, Tools: plannerTools(s.cfg.MaxProbesPerPlan),
+		resp, err := s.chat(ctx, c, llm.Request{Role: RolePlan, Messages: st.Messages, Tools: tools,
 			ToolChoice: llm.ToolChoiceRequired, Temperature: temp(s.cfg.Temperature), Seed: &sd})
 		st.Steps++
 		var ce *llm.CallError
@@ -139,17 +172,35 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, seed func(step int)
 		act := &Action{}
 		var pending []PendingCall
 		for _, call := range resp.ToolCalls {
-			switch call.Name {
-			case ToolFinish:
+			switch {
+			case call.Name == ToolFinish:
 				switch {
 				case len(resp.ToolCalls) > 1:
 					pending = append(pending, PendingCall{ID: call.ID, Result: errFinishAlone})
+				case s.cfg.NoProposer:
+					// The Proposer's guard (D-P6): the SQL must have
+					// executed with rows, else the executor's feedback.
+					sql, ok := sqlArg(call)
+					if !ok {
+						pending = append(pending, PendingCall{ID: call.ID, Result: errSQLArgs})
+						continue
+					}
+					p, err := s.planRun(ctx, st, env, c, sql)
+					if err != nil {
+						return nil, err
+					}
+					if !p.OK {
+						pending = append(pending, PendingCall{ID: call.ID, Result: p.Feedback})
+						continue
+					}
+					st.Proposal = &p
+					return &Action{Finish: true}, nil
 				case st.Proposal == nil:
 					pending = append(pending, PendingCall{ID: call.ID, Result: errNoProposal})
 				default:
 					return &Action{Finish: true}, nil
 				}
-			case ToolGenerateTestcase:
+			case call.Name == ToolGenerateTestcase:
 				// Calls in one message merge into one batch (D-P2).
 				var a struct {
 					Probes []string `json:"probes"`
@@ -168,15 +219,21 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, seed func(step int)
 				from := len(act.Probes)
 				act.Probes = append(act.Probes, a.Probes...)
 				pending = append(pending, PendingCall{ID: call.ID, Probes: true, From: from, To: len(act.Probes)})
-			case ToolProposeFinalSQL:
+			case call.Name == ToolProposeFinalSQL && !s.cfg.NoProposer:
 				if act.Propose {
 					pending = append(pending, PendingCall{ID: call.ID, Result: "The proposer was already called in this message."})
 					continue
 				}
 				act.Propose = true
 				pending = append(pending, PendingCall{ID: call.ID, Propose: true})
+			case s.cfg.NoProposer && (call.Name == ToolExecuteSQL || call.Name == ToolSemanticVerifier && !s.cfg.NoVerifier):
+				result, err := s.planTool(ctx, st, env, seed, c, call)
+				if err != nil {
+					return nil, err
+				}
+				pending = append(pending, PendingCall{ID: call.ID, Result: result})
 			default:
-				pending = append(pending, PendingCall{ID: call.ID, Result: fmt.Sprintf("Unknown tool %q: use generate_testcase, propose_final_sql or finish.", call.Name)})
+				pending = append(pending, PendingCall{ID: call.ID, Result: fmt.Sprintf("Unknown tool %q: use %s.", call.Name, toolNames(tools))})
 			}
 		}
 		st.Steps++ // the tools execution
@@ -186,4 +243,70 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, seed func(step int)
 		}
 		st.Resolve(nil, nil) // only immediate answers: ask again
 	}
+}
+
+// sqlArg is a call's sql_query argument.
+func sqlArg(call llm.ToolCall) (string, bool) {
+	var a struct {
+		SQL string `json:"sql_query"`
+	}
+	if json.Unmarshal([]byte(call.Arguments), &a) != nil || strings.TrimSpace(a.SQL) == "" {
+		return "", false
+	}
+	return a.SQL, true
+}
+
+// planTool answers the no-proposer Planner's execute_sql and
+// semantic_verifier as the Proposer does (D-P6, D-P21): the executor's
+// feedback, or the verifier's verdict on the SQL, executed first if it has
+// not run in this pass.
+func (s *Steps) planTool(ctx context.Context, st *PlanState, env *PlanEnv, seed func(int) int64, c *cost.Cost, call llm.ToolCall) (string, error) {
+	sql, ok := sqlArg(call)
+	if !ok {
+		return errSQLArgs, nil
+	}
+	p, err := s.planRun(ctx, st, env, c, sql)
+	if err != nil || call.Name == ToolExecuteSQL {
+		return p.Feedback, err
+	}
+	vc := env.Verify
+	if vc == nil {
+		vc = c
+	}
+	v, err := s.Verify(ctx, env.Question, sql, strings.TrimPrefix(p.Feedback, "Success: "), seed(1000+st.Steps), vc)
+	if err != nil {
+		return "", err
+	}
+	p.Verdict = v
+	st.Runs[sql] = p
+	if st.Proposal != nil && st.Proposal.SQL == sql {
+		st.Proposal.Verdict = v
+	}
+	return v, nil
+}
+
+// planRun executes one of the no-proposer Planner's SQLs, once per pass and
+// whole (it may become the pass's candidate), in the plan stage's cost. As
+// the Proposer's best-or-last, the state's proposal becomes the last SQL
+// that executed with rows, else the last SQL run: what the pass answers
+// with if it stops before finish (D-P13).
+func (s *Steps) planRun(ctx context.Context, st *PlanState, env *PlanEnv, c *cost.Cost, sql string) (Proposal, error) {
+	p, ok := st.Runs[sql]
+	if !ok {
+		var mu sync.Mutex
+		e, err := execute(ctx, env.Warehouse, c, &mu, sql, warehouse.Limits{})
+		if err != nil {
+			return Proposal{}, err
+		}
+		p = Proposal{SQL: sql, Feedback: e.Feedback, OK: e.OK, CSV: e.CSV, Rows: e.Rows}
+		if st.Runs == nil {
+			st.Runs = map[string]Proposal{}
+		}
+		st.Runs[sql] = p
+	}
+	if p.OK || st.Proposal == nil || !st.Proposal.OK {
+		kept := p
+		st.Proposal = &kept
+	}
+	return p, nil
 }

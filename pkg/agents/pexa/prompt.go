@@ -13,7 +13,8 @@ import (
 
 // The prompts are the paper's Figs. 3–6 word for word (pexa L301–L319),
 // with the slots filled; prompts/*.txt hold them and golden files pin what
-// they render to.
+// they render to. The one text of ours is the no-proposer planner's two
+// bullets in plan.txt (D-P21).
 //
 //go:embed prompts/*.txt
 var promptFiles embed.FS
@@ -31,7 +32,21 @@ func render(name string, data any) string {
 // PlannerPrompt is Fig. 3. "Another way to say it" repeats the question:
 // the paper describes no rewriting step (D-P11).
 func PlannerPrompt(question string) string {
-	return render("plan", struct{ Question string }{question})
+	return render("plan", planData{Question: question})
+}
+
+// PlannerPromptNoProposer is Fig. 3 for the no-proposer ablation: the
+// "Propose Final SQL" and "Finish" bullets are ours (the paper does not
+// print this prompt), saying the Planner writes and checks the final SQL
+// with execute_sql (and semantic_verifier when it is offered) and submits
+// it with finish(sql_query); the rest is verbatim (D-P21).
+func PlannerPromptNoProposer(question string, verifier bool) string {
+	return render("plan", planData{Question: question, NoProposer: true, Verifier: verifier})
+}
+
+type planData struct {
+	Question             string
+	NoProposer, Verifier bool
 }
 
 // TestcaseInput fills Fig. 4.
@@ -131,17 +146,41 @@ const (
 
 var noArgs = json.RawMessage(`{"type":"object","properties":{}}`)
 
-func plannerTools(maxProbes int) []llm.Tool {
+// sqlArgs are the parameters of the tools that take one SQL query.
+var sqlArgs = json.RawMessage(`{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}`)
+
+// plannerTools are Fig. 3's tools; with NoProposer (D-P21) the Planner gets
+// the Proposer's executor and verifier instead of propose_final_sql, and
+// finish takes the final SQL.
+func plannerTools(cfg Config) []llm.Tool {
 	desc := "Call the worker to generate SQL queries for probes. Probes are simple natural language queries that provide basic information about the data to the proposer."
-	if maxProbes > 0 {
-		desc += fmt.Sprintf(" Give at most %d probes per call.", maxProbes)
+	if cfg.MaxProbesPerPlan > 0 {
+		desc += fmt.Sprintf(" Give at most %d probes per call.", cfg.MaxProbesPerPlan)
+	}
+	gen := llm.Tool{Name: ToolGenerateTestcase, Description: desc,
+		Parameters: json.RawMessage(`{"type":"object","required":["probes"],"properties":{"probes":{"type":"array","items":{"type":"string"}}}}`)}
+	if cfg.NoProposer {
+		tools := append([]llm.Tool{gen}, proposerTools(!cfg.NoVerifier)...)
+		return append(tools, llm.Tool{Name: ToolFinish, Parameters: sqlArgs,
+			Description: "Submit the final SQL query and stop. It must execute with rows; if it does not, you get the executor's feedback instead."})
 	}
 	return []llm.Tool{
-		{Name: ToolGenerateTestcase, Description: desc,
-			Parameters: json.RawMessage(`{"type":"object","required":["probes"],"properties":{"probes":{"type":"array","items":{"type":"string"}}}}`)},
+		gen,
 		{Name: ToolProposeFinalSQL, Description: "Call the proposer to integrate the probes and synthesize the final SQL query.", Parameters: noArgs},
 		{Name: ToolFinish, Description: "Submit the proposed final SQL query and stop.", Parameters: noArgs},
 	}
+}
+
+// toolNames lists tools for a message: "a, b or c".
+func toolNames(tools []llm.Tool) string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func testcaseTools(maxSQLs int) []llm.Tool {
@@ -159,10 +198,10 @@ func testcaseTools(maxSQLs int) []llm.Tool {
 
 func proposerTools(verifier bool) []llm.Tool {
 	tools := []llm.Tool{{Name: ToolExecuteSQL, Description: "Execute one SQL query and return Success with the first rows, NULL Error (no rows) or Compilation Error.",
-		Parameters: json.RawMessage(`{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}`)}}
+		Parameters: sqlArgs}}
 	if verifier {
 		tools = append(tools, llm.Tool{Name: ToolSemanticVerifier, Description: "Back-translate the SQL query into a question and compare it with the original question.",
-			Parameters: json.RawMessage(`{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}`)})
+			Parameters: sqlArgs})
 	}
 	return tools
 }

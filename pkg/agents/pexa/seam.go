@@ -33,6 +33,7 @@ const (
 	OptMaxSQLs          = "max-sqls-per-testcase"
 	OptNoVerifier       = "no-verifier"
 	OptSequentialPlan   = "sequential-plan"
+	OptNoProposer       = "no-proposer"
 	OptLinkBudget       = "link-budget"
 )
 
@@ -43,7 +44,7 @@ func Definition() *agent.Definition {
 		Name: "pexa",
 		Doc:  "PExA (Parekh et al.): planner, parallel SQL test-case probes, proposer with a semantic verifier, majority over 4 passes",
 		Kinds: []agent.Kind{
-			{Name: KindPlan, Pool: agent.Generator, Doc: "one planner turn of a pass: probes, the proposer, or the pass's answer"},
+			{Name: KindPlan, Pool: agent.Generator, Doc: "one planner turn of a pass: probes, the proposer (with no-proposer, its own SQL checks), or the pass's answer"},
 			{Name: KindProbe, Pool: agent.Explorer, Doc: "one test case: several SQLs written and executed at once"},
 			{Name: KindPropose, Pool: agent.Generator, Doc: "the proposer (with its executor and semantic verifier) over the pass's evidence"},
 		},
@@ -56,9 +57,16 @@ func Definition() *agent.Definition {
 			{Name: OptMaxSQLs, Default: "0", Usage: "SQLs per test case, the rest dropped (0 = no cap; 1 = the single-path ablation)"},
 			{Name: OptNoVerifier, Default: "false", Usage: "no semantic verifier tool (ablation)"},
 			{Name: OptSequentialPlan, Default: "false", Usage: "a batch's probes run one at a time (ablation)"},
+			{Name: OptNoProposer, Default: "false", Usage: "no proposer: the planner writes, checks and submits the final SQL itself (ablation)"},
 			{Name: OptLinkBudget, Default: strconv.Itoa(dbinfo.DefaultLinkBudget), Usage: "prompts longer than this (characters) get table-level schema linking"},
 		},
 		New: newAgent,
+		// A pass fans out to about four probes at once and makes about 15
+		// calls (Table 10: 16.74 per datapoint).
+		Load: func(opts map[string]string, _ int) agent.Load {
+			cfg, _, _ := ConfigFromOptions(opts)
+			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes}
+		},
 	}
 }
 
@@ -90,6 +98,7 @@ func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 	num(OptMaxSQLs, &cfg.MaxSQLsPerTestCase, 0)
 	flag(OptNoVerifier, &cfg.NoVerifier)
 	flag(OptSequentialPlan, &cfg.SequentialPlan)
+	flag(OptNoProposer, &cfg.NoProposer)
 	budget := dbinfo.DefaultLinkBudget
 	num(OptLinkBudget, &budget, 1)
 	return cfg, budget, errors.Join(errs...)
@@ -226,7 +235,7 @@ type turnResult struct {
 // model until it wants work done or finishes.
 func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
 	v, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d", p.Pass, p.Turn), func(ctx context.Context) (string, error) {
-		st := NewPlanState(c.Example.Question)
+		st := a.steps.OpenPass(c.Example.Question)
 		if p.StateRef != "" {
 			if err := getJSON(ctx, c, p.StateRef, st); err != nil {
 				return "", err
@@ -246,7 +255,16 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 			}
 			st.Resolve(outcomes, prop)
 		}
-		act, err := a.steps.PlanTurn(ctx, st, a.seed(c, p.Pass, fmt.Sprintf("plan/t%d", p.Turn)), c.Ledger.Stage("plan"))
+		var env *PlanEnv
+		if a.steps.cfg.NoProposer {
+			// The Planner runs its own SQL and verifier (D-P21).
+			wh, err := c.Warehouse(ctx)
+			if err != nil {
+				return "", agent.Permanent(err)
+			}
+			env = &PlanEnv{Warehouse: wh, Question: c.Example.Question, Verify: c.Ledger.Stage("verify")}
+		}
+		act, err := a.steps.PlanTurn(ctx, st, env, a.seed(c, p.Pass, fmt.Sprintf("plan/t%d", p.Turn)), c.Ledger.Stage("plan"))
 		if err != nil {
 			return "", err
 		}
@@ -276,13 +294,14 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 	case len(act.Probes) > 0:
 		// The probes fan out; the last one in continues the pass, with
 		// the proposer first when this turn also asked for it (D-P2).
-		then, err := a.after(p, next, act.Propose)
+		then, err := a.after(p, next, act.Propose && !a.steps.cfg.NoProposer)
 		if err != nil {
 			return nil, err
 		}
 		return &agent.Outcome{Next: a.probeTasks(p, act.Probes, then)}, nil
 	default:
-		then, err := a.after(p, next, true)
+		// Only the proposer is asked for (never with no-proposer).
+		then, err := a.after(p, next, act.Propose && !a.steps.cfg.NoProposer)
 		return &agent.Outcome{Next: []agent.Task{then}}, err
 	}
 }

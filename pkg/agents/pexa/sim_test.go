@@ -27,6 +27,8 @@ type meter struct {
 	inflight int
 	peak     int
 	offered  map[string]bool
+	// planner is what the planner was offered.
+	planner map[string]bool
 }
 
 func (m *meter) Chat(ctx context.Context, req llm.Request) (*llm.Response, error) {
@@ -34,6 +36,9 @@ func (m *meter) Chat(ctx context.Context, req llm.Request) (*llm.Response, error
 	m.calls[req.Role]++
 	for _, t := range req.Tools {
 		m.offered[t.Name] = true
+		if req.Role == pexa.RolePlan {
+			m.planner[t.Name] = true
+		}
 	}
 	if req.Role == pexa.RoleTestcase {
 		m.inflight++
@@ -128,6 +133,20 @@ func TestCallStructureThroughTheSimulator(t *testing.T) {
 				t.Errorf("no verifier: calls %v, verifier offered %v", m.calls, m.offered[pexa.ToolSemanticVerifier])
 			}
 		}},
+		{"no proposer", map[string]string{pexa.OptNoProposer: "true"}, func(t *testing.T, m *meter, queries int) {
+			// generate, execute_sql, semantic_verifier, finish: the
+			// planner's own SQL runs once (D-P21).
+			k := m.calls[pexa.RoleTestcase]
+			if m.calls[pexa.RolePropose] != 0 || m.calls[pexa.RolePlan] != 4 || m.calls[pexa.RoleVerify] != 1 || total(m) != k+5 {
+				t.Errorf("no proposer: calls %v, want plan 4, testcase k, verify 1 and no propose", m.calls)
+			}
+			if !m.planner[pexa.ToolExecuteSQL] || !m.planner[pexa.ToolSemanticVerifier] || !m.planner[pexa.ToolFinish] || m.planner[pexa.ToolProposeFinalSQL] {
+				t.Errorf("the planner was offered %v", m.planner)
+			}
+			if queries != m.sqls+1 {
+				t.Errorf("%d warehouse queries, want Σm+1 = %d", queries, m.sqls+1)
+			}
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -141,7 +160,7 @@ func TestCallStructureThroughTheSimulator(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := &meter{Client: client, calls: map[llm.Role]int{}, offered: map[string]bool{}}
+				m := &meter{Client: client, calls: map[llm.Role]int{}, offered: map[string]bool{}, planner: map[string]bool{}}
 				ag, err := def.New(agent.Config{Options: opts, LLM: m})
 				if err != nil {
 					t.Fatal(err)

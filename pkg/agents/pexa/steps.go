@@ -33,6 +33,10 @@ type Config struct {
 	MaxProbesPerPlan, MaxSQLsPerTestCase int
 	// NoVerifier removes the semantic verifier tool (Table 2).
 	NoVerifier bool
+	// NoProposer removes the Proposer: the Planner writes, checks and
+	// submits the final SQL itself (Table 2 "w/o proposer", C.4 L419;
+	// D-P21).
+	NoProposer bool
 	// SequentialPlan runs a batch's probes one at a time (Table 2, "w/o
 	// plan-time parallelization").
 	SequentialPlan bool

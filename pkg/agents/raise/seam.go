@@ -61,6 +61,12 @@ func Definition() *agent.Definition {
 			{Name: OptThinkTag, Default: "false", Usage: "open the prefill with <think> (R1-style models)"},
 		},
 		New: newAgent,
+		// A round is one trajectory (about 8 commands, so 9 calls), then
+		// three finals at once and the column post-process.
+		Load: func(opts map[string]string, _ int) agent.Load {
+			cfg, _ := ConfigFromOptions(opts)
+			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds}
+		},
 	}
 }
 

@@ -265,6 +265,28 @@ type Definition struct {
 	Kinds   []Kind
 	Options []Option
 	New     func(cfg Config) (Agent, error)
+	// Load estimates what one example asks of the pools and quotas under
+	// these options (checked); nil is ReFoRCE's shape, votes candidates of
+	// about two calls each.
+	Load func(opts map[string]string, votes int) Load
+}
+
+// Load is an example's demand: Width tasks in flight at once at its
+// widest, Calls LLM calls in all. The coordinator sizes its admission
+// window with it.
+type Load struct {
+	Width, Calls int
+}
+
+// LoadOf is def's estimate for these options, or the default shape.
+func (d *Definition) LoadOf(opts map[string]string, votes int) Load {
+	if d.Load != nil {
+		if l := d.Load(opts, votes); l.Width > 0 && l.Calls > 0 {
+			return l
+		}
+	}
+	v := max(1, votes)
+	return Load{Width: v, Calls: 2 * v}
 }
 
 // Kind returns the declared kind called name.

@@ -51,23 +51,20 @@ type Config struct {
 	MaxInFlight int
 }
 
-// Window is the default admission window for generators taking slots tasks
-// at once: enough examples that their candidates keep every slot busy
-// while the slowest of each finish, and at least 4. With an LLM quota
-// (requests and tokens per minute, 0 = none) it is also no more than the
-// examples the quota lets through in a minute, so that examples queued
-// behind the quota wait unstarted rather than all crawl together.
-func Window(slots, votes int, rpm, tpm float64) int {
-	v := max(1, votes)
-	w := (2*slots + v - 1) / v
-	// About two calls per candidate (the paper's 1.69 without
-	// exploration), of about a compressed prompt each.
-	const callsPerCandidate, tokensPerCall = 2, 12_000
+// Window is the admission window for generators taking slots tasks at
+// once in all, within an LLM quota: about twice the examples whose widest
+// fan-out fills the slots, no more than the quota serves in a minute, at
+// least 4.
+func Window(slots int, load agent.Load, rpm, tpm float64) int {
+	width, calls := max(1, load.Width), max(1, load.Calls)
+	w := (2*slots + width - 1) / width
+	// About a compressed prompt per call.
+	const tokensPerCall = 12_000
 	if rpm > 0 {
-		w = min(w, int(math.Ceil(rpm/float64(callsPerCandidate*v))))
+		w = min(w, int(math.Ceil(rpm/float64(calls))))
 	}
 	if tpm > 0 {
-		w = min(w, int(math.Ceil(tpm/float64(callsPerCandidate*v*tokensPerCall))))
+		w = min(w, int(math.Ceil(tpm/float64(calls*tokensPerCall))))
 	}
 	return max(4, w)
 }
