@@ -470,6 +470,12 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 			return "", err
 		}
 		if got {
+			// The holder before us may have stored the value and let go
+			// between our read and our lock.
+			if v, err := s.rdb.Get(ctx, key).Result(); err == nil {
+				_ = releaseLease.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token).Err()
+				return v, nil
+			}
 			return s.computeOnce(ctx, key, lock, token, fn)
 		}
 		select {
