@@ -408,7 +408,7 @@ func TestEvalCountsMissingPredictions(t *testing.T) {
 
 // TestRunRefusesDroppedTaskLines: a malformed or duplicated task line would
 // be left out of a run silently; quorum run names each with file:line and
-// exits 2, unless --skip-bad-lines.
+// exits 2, unless --skip-invalid.
 func TestRunRefusesDroppedTaskLines(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -424,7 +424,7 @@ func TestRunRefusesDroppedTaskLines(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "t.jsonl"), []byte(first+"\nnot json\n"+first+"\n"), 0o644)
 	out, err := run(t, "run", "--dataset", root, "--out", filepath.Join(t.TempDir(), "out"))
 	if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "t.jsonl:2: malformed JSON line") ||
-		!strings.Contains(err.Error(), "t.jsonl:3: local001: duplicate instance_id (first on line 1)") || !strings.Contains(err.Error(), "--skip-bad-lines") {
+		!strings.Contains(err.Error(), "t.jsonl:3: local001: duplicate instance_id (first on line 1)") || !strings.Contains(err.Error(), "--skip-invalid") {
 		t.Errorf("run over bad task lines: %v (exit %d)\n%s", err, exitCode(err), out)
 	}
 }

@@ -59,7 +59,9 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results that are in once none of its tasks has made progress (started, beat, finished) for this long; tasks still queued behind the quota never trigger it")
-	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "run even though some task lines are malformed or duplicated (they are listed and left out)")
+	fl.BoolVar(&f.skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed, left out, and recorded in run.json)")
+	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
+	_ = fl.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 0, "examples started and unfinished at once, the next admitted as one finishes (0 = automatic: twice what the generator slots work on, at least 4; 64 for quorum coordinator; -1 = all at once)")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent that answers the examples (quorum agents lists them and their options)")
 	fl.StringArrayVar(&f.agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
@@ -75,22 +77,20 @@ func (f *runFlags) register(cmd *cobra.Command) {
 // with file:line, unless the user chose to skip them.
 func droppedLines(ds *dataset.Dataset, skip bool) error {
 	var lines []string
-	for _, p := range ds.Problems {
-		if strings.Contains(p.Message, "malformed") || strings.HasPrefix(p.Message, "no instance_id") || strings.Contains(p.Message, "duplicate") {
-			lines = append(lines, "  "+p.String())
-		}
+	for _, p := range ds.Skipped() {
+		lines = append(lines, "  "+p.String())
 	}
 	if len(lines) == 0 {
 		return nil
 	}
 	if skip {
-		fmt.Fprintf(os.Stderr, "leaving out %d task lines (--skip-bad-lines):\n%s\n", len(lines), strings.Join(lines, "\n"))
+		fmt.Fprintf(os.Stderr, "leaving out %d task lines (--skip-invalid):\n%s\n", len(lines), strings.Join(lines, "\n"))
 		return nil
 	}
 	if len(lines) > 10 {
 		lines = append(lines[:10], fmt.Sprintf("  … and %d more (quorum inspect lists them all)", len(lines)-10))
 	}
-	return fmt.Errorf("the dataset's task file has lines that would be left out:\n%s\nfix them, or pass --skip-bad-lines to run without them", strings.Join(lines, "\n"))
+	return fmt.Errorf("the dataset's task file has lines that would be left out:\n%s\nfix them, or pass --skip-invalid to run without them", strings.Join(lines, "\n"))
 }
 
 // validate refuses flag values that cannot run.
@@ -252,6 +252,9 @@ func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Mani
 		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, LLM: llmLabel}
 	for _, e := range examples {
 		m.Examples = append(m.Examples, e.ID)
+	}
+	for _, p := range ds.Skipped() {
+		m.Skipped = append(m.Skipped, p.String())
 	}
 	return m, ds, nil
 }

@@ -84,6 +84,9 @@ type Problem struct {
 	Line     int
 	Instance string
 	Message  string
+	// Skipped marks a task line or entry left out of the dataset
+	// (malformed, duplicated, a name that could be taken for a path).
+	Skipped bool
 }
 
 func (p Problem) String() string {
@@ -174,6 +177,22 @@ func (ds *Dataset) problem(file string, line int, id, format string, args ...any
 	if id != "" {
 		ds.blocked[id] = true
 	}
+}
+
+// skip records a task line that is left out.
+func (ds *Dataset) skip(file string, line int, id, format string, args ...any) {
+	ds.Problems = append(ds.Problems, Problem{File: file, Line: line, Instance: id, Message: fmt.Sprintf(format, args...), Skipped: true})
+}
+
+// Skipped lists the task lines left out.
+func (ds *Dataset) Skipped() []Problem {
+	var out []Problem
+	for _, p := range ds.Problems {
+		if p.Skipped {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Runnable reports whether the example has no blocking problem.

@@ -69,7 +69,7 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		// Entries have no line numbers of their own; the index is reported
 		// as the position in the array.
 		if err := json.Unmarshal(r, &en); err != nil {
-			ds.problem(task, 0, fmt.Sprintf("entry %d", i), "malformed entry: %v", err)
+			ds.skip(task, 0, fmt.Sprintf("entry %d", i), "malformed entry: %v", err)
 			continue
 		}
 		n := strconv.Itoa(i)
@@ -77,6 +77,16 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 			n = strings.Trim(string(en.QuestionID), `"`)
 		}
 		id := stem + "_" + n
+		if err := CheckName(id); err != nil {
+			ds.skip(task, 0, "", "entry %d: question_id %q: %v", i, n, err)
+			continue
+		}
+		if en.DBID != "" {
+			if err := CheckName(en.DBID); err != nil {
+				ds.skip(task, 0, "", "entry %d: db_id %q: %v", i, en.DBID, err)
+				continue
+			}
+		}
 		if seen[id] {
 			ds.problem(task, 0, id, "duplicate question_id")
 			continue

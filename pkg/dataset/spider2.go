@@ -77,18 +77,27 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 		}
 		var tl taskLine
 		if err := json.Unmarshal([]byte(text), &tl); err != nil {
-			ds.problem(task, line, "", "malformed JSON line: %v", err)
+			ds.skip(task, line, "", "malformed JSON line: %v", err)
 			continue
 		}
 		if tl.InstanceID == nil || *tl.InstanceID == "" {
-			ds.problem(task, line, "", "no instance_id")
+			ds.skip(task, line, "", "no instance_id")
 			continue
 		}
 		id := *tl.InstanceID
+		if err := CheckName(id); err != nil {
+			ds.skip(task, line, "", "instance_id %q: %v", id, err)
+			continue
+		}
+		if db := firstNonEmpty(tl.DB, tl.DBID); db != "" {
+			if err := CheckName(db); err != nil {
+				ds.skip(task, line, "", "db %q: %v", db, err)
+				continue
+			}
+		}
 		if first, dup := seen[id]; dup {
 			// Reported without blocking the first occurrence, which still runs.
-			ds.Problems = append(ds.Problems, Problem{File: task, Line: line, Instance: id,
-				Message: fmt.Sprintf("duplicate instance_id (first on line %d); this line is ignored", first)})
+			ds.skip(task, line, id, "duplicate instance_id (first on line %d); this line is ignored", first)
 			continue
 		}
 		seen[id] = line
@@ -115,10 +124,18 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 		if tl.ExternalKnowledge != nil && strings.TrimSpace(*tl.ExternalKnowledge) != "" {
 			name := strings.TrimSpace(*tl.ExternalKnowledge)
 			e.ExternalKnowledgeFile = name
-			doc := filepath.Join(ds.Root, "resource", "documents", name)
-			b, err := os.ReadFile(doc)
-			if err != nil {
+			docs := filepath.Join(ds.Root, "resource", "documents")
+			doc := filepath.Join(docs, name)
+			if err := CheckName(name); err != nil {
+				ds.problem(task, line, id, "external_knowledge %q: %v (name a file in %s)", name, err, docs)
+			} else if _, err := os.Stat(doc); err != nil {
 				ds.problem(task, line, id, "missing document %s (external_knowledge %q)", doc, name)
+			} else if real, err := within(docs, doc); err != nil {
+				// A symlink out of the documents folder would send any
+				// local file to the LLM endpoint.
+				ds.problem(task, line, id, "external_knowledge %q: %v", name, err)
+			} else if b, err := os.ReadFile(real); err != nil {
+				ds.problem(task, line, id, "document %s: %v", doc, err)
 			} else {
 				e.ExternalKnowledge = string(b)
 			}

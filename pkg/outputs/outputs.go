@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // Example is one example's line in run.json.
@@ -86,6 +87,9 @@ type Report struct {
 	Finished     time.Time         `json:"finished"`
 	Examples     []Example         `json:"examples"`
 	Totals       Totals            `json:"totals"`
+	// Skipped are the dataset's task lines left out (--skip-invalid),
+	// each with its file:line and why.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Totals summarise the examples.
@@ -188,8 +192,12 @@ func (w *Writer) Member(agent string) (*Writer, error) {
 }
 
 // Answer writes <id>.sql and <id>.csv atomically (a crash never leaves a
-// half-written answer that a resume would take for finished).
+// half-written answer that a resume would take for finished). An id that
+// could be taken for a path is refused: answers stay in the folder.
 func (w *Writer) Answer(id, sql, csv string) error {
+	if err := dataset.CheckName(id); err != nil {
+		return fmt.Errorf("answer for instance %q: %w", id, err)
+	}
 	if err := writeAtomic(filepath.Join(w.Dir, id+".csv"), []byte(csv)); err != nil {
 		return err
 	}

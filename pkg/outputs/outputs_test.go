@@ -53,3 +53,23 @@ func TestReadReportErrorsNameTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerRefusesPaths: an instance id that could be taken for a path
+// writes nothing, wherever it comes from.
+func TestAnswerRefusesPaths(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	w, err := NewWriter(filepath.Join(parent, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"../escape", "/tmp/abs", ".hidden", "a/b"} {
+		if err := w.Answer(id, "SELECT 1", "a\n1\n"); err == nil {
+			t.Errorf("answer %q was written", id)
+		}
+	}
+	entries, _ := os.ReadDir(parent)
+	if len(entries) != 1 {
+		t.Errorf("files beside the output folder: %v", entries)
+	}
+}

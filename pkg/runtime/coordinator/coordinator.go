@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -446,6 +447,12 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
 				return queue.Permanent(err)
 			}
+			if f.Run != c.m.Run || !slices.Contains(c.m.Examples, f.Example) {
+				// Not this run's: a forged or stray message names no
+				// output file and counts for nothing.
+				c.env.Log.Warn("final answer for no example of this run: dropped", zap.String("run", f.Run), zap.String("example", f.Example))
+				return queue.Permanent(fmt.Errorf("final answer for %q, not an example of run %s", f.Example, c.m.Run))
+			}
 			if err := c.accept(ctx, &f); err != nil {
 				return err
 			}
@@ -504,7 +511,7 @@ func (c *coord) done() bool {
 // report builds run.json, scoring answers against gold where it exists.
 func (c *coord) report(started time.Time) *outputs.Report {
 	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
-		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM,
+		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped,
 		Started: started, Finished: time.Now()}
 	ctx := context.Background()
 	for _, id := range c.m.Examples {

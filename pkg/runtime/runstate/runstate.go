@@ -41,6 +41,8 @@ type Manifest struct {
 	// RoundTimeout bounds how long the voter waits for a round's results.
 	RoundTimeout time.Duration `json:"round_timeout"`
 	LLM          string        `json:"llm"`
+	// Skipped are the task lines left out with --skip-invalid.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // ExampleMeta is what the runtime needs about a published example.
