@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,12 +25,18 @@ var ErrNotInstalled = errors.New("redis-server is not installed: run `apt-get in
 
 // Server is a running redis-server.
 type Server struct {
-	Addr string
-	cmd  *exec.Cmd
+	Addr     string
+	password string
+	cmd      *exec.Cmd
 }
 
-// URL is the server's redis:// URL.
-func (s *Server) URL() string { return "redis://" + s.Addr }
+// URL is the server's redis:// URL, with its password when it has one.
+func (s *Server) URL() string {
+	if s.password == "" {
+		return "redis://" + s.Addr
+	}
+	return "redis://" + url.UserPassword("", s.password).String() + "@" + s.Addr
+}
 
 // Options configure Start.
 type Options struct {
@@ -40,6 +47,10 @@ type Options struct {
 	// Port, when set, is used instead of a free one (to restart a server
 	// where its clients expect it).
 	Port int
+	// Password, when set, is required of every client (requirepass). It
+	// reaches the server on its standard input, never its command line,
+	// which other users of the machine can read.
+	Password string
 }
 
 // Start launches redis-server on a free port and waits until it answers.
@@ -60,8 +71,14 @@ func Start(opt Options) (*Server, error) {
 				return nil, err
 			}
 		}
-		cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		// "-" reads the configuration from standard input first.
+		cmd := exec.Command(path, "-", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
+		conf := ""
+		if opt.Password != "" {
+			conf = "requirepass " + strconv.Quote(opt.Password) + "\n"
+		}
+		cmd.Stdin = strings.NewReader(conf)
 		// Its own process group: a terminal's Ctrl-C must reach quorum, which
 		// stops its workers first, not the server they still write to.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -72,7 +89,7 @@ func Start(opt Options) (*Server, error) {
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd}
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), password: opt.Password, cmd: cmd}
 		go drain(out)
 		if err := s.waitReady(10 * time.Second); err != nil {
 			lastErr = err
@@ -91,7 +108,7 @@ func drain(r io.Reader) {
 }
 
 func (s *Server) waitReady(d time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password})
 	defer c.Close()
 	deadline := time.Now().Add(d)
 	for {

@@ -6,6 +6,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -61,6 +63,16 @@ type Config struct {
 	Log    *zap.Logger
 }
 
+// secret is a fresh credential for a server this process starts: only its
+// own roles learn it (a resumed run starts its servers with new ones).
+func secret() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
 // DefaultGrace is how long in-flight tasks may finish on shutdown.
 const DefaultGrace = 30 * time.Second
 
@@ -68,6 +80,9 @@ const DefaultGrace = 30 * time.Second
 type Cluster struct {
 	Env     *runenv.Env
 	Metrics *metrics.Metrics
+	// NATSURL and RedisURL reach the cluster's servers; when it started
+	// them they carry the credentials, so they are never printed.
+	NATSURL, RedisURL string
 	cancel  context.CancelFunc
 	grace   time.Duration
 	wg      sync.WaitGroup
@@ -92,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fail(err)
 		}
-		srv, err := queue.StartEmbedded(dir, -1)
+		srv, err := queue.StartEmbedded(dir, -1, "quorum", secret())
 		if err != nil {
 			return fail(err)
 		}
@@ -104,13 +119,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fail(err)
 		}
-		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
+		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Password: secret()})
 		if err != nil {
 			return fail(err)
 		}
 		c.closers = append(c.closers, srv.Stop)
 		cfg.RedisURL = srv.URL()
 	}
+	c.NATSURL, c.RedisURL = cfg.NATSURL, cfg.RedisURL
 	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue)
 	if err != nil {
 		return fail(err)

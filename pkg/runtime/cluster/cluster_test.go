@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -285,5 +289,40 @@ func TestRedisOutageSpendsNoDeliveries(t *testing.T) {
 		if e.Status != "answered" || e.Candidates != 3 || e.ValidCandidates != 3 {
 			t.Errorf("%s: %s, %d candidates, %d valid (%s): the outage cost it candidates", e.InstanceID, e.Status, e.Candidates, e.ValidCandidates, e.Error)
 		}
+	}
+}
+
+// TestEmbeddedServersRequireCredentials: the NATS server and redis-server
+// a cluster starts for itself refuse clients without the per-start
+// credentials its own roles were given.
+func TestEmbeddedServersRequireCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, _ := startToy(t, ctx, toyagent.Config{}, cluster.Config{Generators: 1, GeneratorConcurrency: 1, Explorers: 1, ExplorerConcurrency: 1})
+	natsURL, err := url.Parse(cl.NATSURL)
+	if err != nil || natsURL.User == nil {
+		t.Fatalf("the embedded NATS URL carries no credentials: %v", err)
+	}
+	bare := "nats://" + natsURL.Host
+	if nc, err := nats.Connect(bare, nats.Timeout(2*time.Second)); err == nil {
+		nc.Close()
+		t.Error("the embedded NATS accepted a client without credentials")
+	}
+	nc, err := nats.Connect(cl.NATSURL, nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("with the credentials: %v", err)
+	}
+	nc.Close()
+	ropt, err := redis.ParseURL(cl.RedisURL)
+	if err != nil || ropt.Password == "" {
+		t.Fatalf("the local Redis URL carries no password: %v", err)
+	}
+	anon := redis.NewClient(&redis.Options{Addr: ropt.Addr})
+	defer anon.Close()
+	if err := anon.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("the local Redis answered a client without the password: %v", err)
+	}
+	if err := anon.Set(ctx, "quorum:probe", "x", 0).Err(); err == nil {
+		t.Error("a client without the password wrote to Redis")
 	}
 }
