@@ -83,10 +83,10 @@ type Cluster struct {
 	// NATSURL and RedisURL reach the cluster's servers; when it started
 	// them they carry the credentials, so they are never printed.
 	NATSURL, RedisURL string
-	cancel  context.CancelFunc
-	grace   time.Duration
-	wg      sync.WaitGroup
-	closers []func()
+	cancel            context.CancelFunc
+	grace             time.Duration
+	wg                sync.WaitGroup
+	closers           []func()
 }
 
 // Start brings the servers and the roles up.
