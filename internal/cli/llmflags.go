@@ -23,6 +23,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/redact"
 )
 
 // llmFlags configure the LLM of a command: any OpenAI-compatible endpoint,
@@ -314,16 +315,7 @@ func roleLabel(cfg llm.Config) string {
 
 // redactURL shows where a URL points without credentials: no user info,
 // query or fragment (keys sometimes travel there).
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(an unparsable URL)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
+func redactURL(raw string) string { return redact.URL(raw) }
 
 func checkBaseURL(raw string) error {
 	u, err := url.Parse(raw)

@@ -62,7 +62,7 @@ func TestLLMConfigFile(t *testing.T) {
 		{"unknown role key", "llm.json", `{"roles":{"explore":{"modle":"o3"}}}`, `unknown field "modle"`},
 		{"unknown endpoint referenced", "llm.yaml", "endpoints:\n  - {name: fast, base_url: http://h/v1}\nroles:\n  explore: {endpoint: slow}\n", `role "explore" uses endpoint "slow", which the file does not define (defined: fast)`},
 		{"missing base_url", "llm.yaml", "endpoints:\n  - {name: fast, rpm: 5}\n", `endpoint "fast" has no base_url`},
-		{"bad base_url", "llm.yaml", "endpoints:\n  - {name: fast, base_url: fast.example.com}\n", `base_url (an unparsable URL): not an http(s) URL`},
+		{"bad base_url", "llm.yaml", "endpoints:\n  - {name: fast, base_url: fast.example.com}\n", `base_url fast.example.com: not an http(s) URL`},
 		{"unset key variable", "llm.yaml", "endpoints:\n  - {name: fast, base_url: http://h/v1, api_key_env: NOPE_KEY}\n", `api_key_env NOPE_KEY is not set in the environment; export NOPE_KEY`},
 		{"key instead of variable", "llm.yaml", "endpoints:\n  - {name: fast, base_url: http://h/v1, api_key_env: sk-live-123}\n", `api_key_env is not an environment variable name`},
 		{"nameless endpoint", "llm.yaml", "endpoints:\n  - {base_url: http://h/v1}\n", `endpoint 1 has no name`},
@@ -156,7 +156,7 @@ roles:`, 1))
 			t.Errorf("label leaks %q: %s", secret, label)
 		}
 	}
-	if !strings.Contains(label, "gpt-4o at https://gateway.example.com/v1") || !strings.Contains(label, "explore=o4-mini at fast (https://fast.example.com/v1)") {
+	if !strings.Contains(label, "gpt-4o at https://***@gateway.example.com/v1") || !strings.Contains(label, "explore=o4-mini at fast (https://fast.example.com/v1)") {
 		t.Errorf("label %s", label)
 	}
 

@@ -12,11 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quorumsql/quorum/pkg/redact"
 )
 
 // Stream is the JetStream stream holding all of quorum's work.
@@ -93,7 +94,7 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.Name("quorum")}, opts...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(url), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redact.URL(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -125,16 +126,6 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 
 // AdvisoryStream keeps JetStream's max-deliveries advisories for QUORUM.
 const AdvisoryStream = "QUORUM_ADVISORIES"
-
-// redact hides a password in a URL for messages.
-func redact(url string) string {
-	if i := strings.Index(url, "@"); i >= 0 {
-		if j := strings.Index(url, "://"); j >= 0 && j < i {
-			return url[:j+3] + "***@" + url[i+1:]
-		}
-	}
-	return url
-}
 
 // Connected reports whether the NATS connection is up.
 func (q *Queue) Connected() bool { return q.nc.IsConnected() }
