@@ -182,7 +182,7 @@ func TestLLMFlagErrors(t *testing.T) {
 		{"empty role in --role-model", []string{"=o3"}, nil, nil, `--role-model "=o3": use ROLE=VALUE with a non-empty role`, ""},
 		{"blank role in --role-model", []string{" =o3"}, nil, nil, `non-empty role`, ""},
 		{"no model", []string{"explore="}, nil, nil, `--role-model "explore="`, ""},
-		{"empty role in --role-endpoint", nil, []string{"=https://u:pw@h/v1"}, nil, `--role-endpoint "=https://h/v1": use ROLE=VALUE`, "pw"},
+		{"empty role in --role-endpoint", nil, []string{"=https://u:pw@h/v1"}, nil, `--role-endpoint "=https://***@h/v1": use ROLE=VALUE`, "pw"},
 		{"bad URL", nil, []string{"explore=ftp://h/v1"}, nil, `--role-endpoint explore=ftp://h/v1: not an http(s) URL`, ""},
 		{"unknown endpoint name", nil, []string{"explore=fast"}, nil, `no endpoint "fast" is defined; pass a URL`, ""},
 		{"key without endpoint", nil, nil, []string{"explore=SET_KEY"}, `role explore has no --role-endpoint URL`, ""},
