@@ -28,6 +28,8 @@ import (
 // clusterFlags connect a role to NATS and Redis and set its shared limits.
 type clusterFlags struct {
 	natsURL, natsCreds, natsCA string
+	natsNKey, natsCert         string
+	natsKey                    string
 	redisURL                   string
 	httpAddr                   string
 	name                       string
@@ -47,6 +49,9 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.natsURL, "nats-url", os.Getenv("QUORUM_NATS_URL"), "NATS server URL, credentials allowed (nats://user:pass@host:4222, tls:// for TLS); env QUORUM_NATS_URL")
 	fl.StringVar(&f.natsCreds, "nats-creds", "", "NATS credentials file")
 	fl.StringVar(&f.natsCA, "nats-tls-ca", "", "CA certificate for the NATS server")
+	fl.StringVar(&f.natsNKey, "nats-nkey", "", "NKEY seed file to authenticate to NATS")
+	fl.StringVar(&f.natsCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS (with --nats-tls-key)")
+	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for NATS mutual TLS")
 	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with auth/TLS (redis://:pass@host:6379/0, rediss:// for TLS); env QUORUM_REDIS_URL")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "serve /healthz, /readyz and /metrics on this address (e.g. :9090)")
 	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
@@ -62,6 +67,32 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 		fl.Float64Var(&f.whQPS, "warehouse-qps", 0, "queries/sec per warehouse shared by the cluster, when --warehouses-config sets none (0 = no limit)")
 		fl.IntVar(&f.whConcurrent, "warehouse-concurrency", 0, "concurrent queries per warehouse across the cluster, when --warehouses-config sets none (0 = no limit)")
 	}
+}
+
+// natsOptions are the NATS authentication and TLS options the flags ask
+// for: a creds file, an NKEY seed, a CA, a client certificate.
+func (f *clusterFlags) natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if f.natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(f.natsCreds))
+	}
+	if f.natsNKey != "" {
+		o, err := nats.NkeyOptionFromSeed(f.natsNKey)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-nkey %s: %w", f.natsNKey, err)
+		}
+		opts = append(opts, o)
+	}
+	if f.natsCA != "" {
+		opts = append(opts, nats.RootCAs(f.natsCA))
+	}
+	if (f.natsCert == "") != (f.natsKey == "") {
+		return nil, fmt.Errorf("--nats-tls-cert and --nats-tls-key go together")
+	}
+	if f.natsCert != "" {
+		opts = append(opts, nats.ClientCert(f.natsCert, f.natsKey))
+	}
+	return opts, nil
 }
 
 func newLogger(level string) (*zap.Logger, error) {
@@ -92,12 +123,9 @@ func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) 
 		name = fmt.Sprintf("%s-%s-%d", role, host, os.Getpid())
 	}
 	log = log.With(zap.String("role", role), zap.String("process", name))
-	var opts []nats.Option
-	if f.natsCreds != "" {
-		opts = append(opts, nats.UserCredentials(f.natsCreds))
-	}
-	if f.natsCA != "" {
-		opts = append(opts, nats.RootCAs(f.natsCA))
+	opts, err := f.natsOptions()
+	if err != nil {
+		return nil, nil, err
 	}
 	q, err := queue.Connect(ctx, f.natsURL, queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, opts...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -89,7 +90,11 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if err != nil {
 				return err
 			}
-			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL,
+			natsOpts, err := cf.natsOptions()
+			if err != nil {
+				return usage(err)
+			}
+			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL, NATSOptions: natsOpts,
 				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
 				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
 				WarehousesFile: file, Serve: cf.warehouses, Generators: 1, GeneratorConcurrency: cf.concurrency,
@@ -98,6 +103,11 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				return err
 			}
 			defer cl.Close()
+			if cf.httpAddr != "" {
+				if _, err := metrics.Serve(ctx, cf.httpAddr, cl.Metrics, func() error { return cl.Env.State.Ping(ctx) }); err != nil {
+					return usage(fmt.Errorf("--http-addr %s: %w", cf.httpAddr, err))
+				}
+			}
 			if stored, err := cl.Env.State.Manifest(ctx, rf.runID); err == nil {
 				if err := rf.sameAgent(cmd, stored); err != nil {
 					return err

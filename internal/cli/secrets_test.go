@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -51,4 +54,32 @@ func TestSecretsNeverWritten(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRunServesHTTPAddr: quorum run honours --http-addr like every role:
+// /healthz, /readyz and /metrics with the run's counters.
+func TestRunServesHTTPAddr(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	log, err := run(t, "run", "--dataset", demo, "--limit", "1", "--votes", "2", "--http-addr", addr,
+		"--out", filepath.Join(t.TempDir(), "out"), "--run-id", "httpaddr", "--log-level", "error")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log)
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || (path == "/metrics" && !strings.Contains(string(b), "quorum_")) {
+			t.Errorf("GET %s: %d\n%.300s", path, resp.StatusCode, b)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -39,7 +40,9 @@ type Config struct {
 	StateDir string
 	// NATSURL and RedisURL join running servers instead.
 	NATSURL, RedisURL string
-	Queue             queue.Config
+	// NATSOptions authenticate to a given NATS server (creds, NKEY, TLS).
+	NATSOptions []nats.Option
+	Queue       queue.Config
 	// LLM configures the workers' client; LLMQuota, when set, makes every
 	// call wait on the shared Redis limiter.
 	LLM      llm.Config
@@ -127,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.RedisURL = srv.URL()
 	}
 	c.NATSURL, c.RedisURL = cfg.NATSURL, cfg.RedisURL
-	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue)
+	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue, cfg.NATSOptions...)
 	if err != nil {
 		return fail(err)
 	}
