@@ -47,7 +47,16 @@ type Config struct {
 	// Immutable tells SQLite nobody writes the file (benchmark databases),
 	// which skips locking.
 	Immutable bool
+	// MaxValueBytes bounds any one string or blob a query makes (SQLite's
+	// SQLITE_LIMIT_LENGTH, enforced inside the engine before the value is
+	// built): `zeroblob(1e9)` or `hex(randomblob(4e8))` fail at once instead
+	// of holding gigabytes and minutes inside one step, where neither the
+	// row caps nor the interrupt can reach. Default 16 MiB.
+	MaxValueBytes int
 }
+
+// sqliteLimitLength is SQLITE_LIMIT_LENGTH's id for sqlite3_limit.
+const sqliteLimitLength = 0
 
 // DB is a read-only SQLite warehouse, safe for concurrent use.
 type DB struct {
@@ -101,6 +110,9 @@ func Open(cfg Config) (*DB, error) {
 	}
 	if cfg.QueryTimeout == 0 {
 		cfg.QueryTimeout = 60 * time.Second
+	}
+	if cfg.MaxValueBytes <= 0 {
+		cfg.MaxValueBytes = 16 << 20
 	}
 	abs, err := filepath.Abs(cfg.Path)
 	if err != nil {
@@ -167,6 +179,13 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 		return nil, d.classify(ctx, qctx, err)
 	}
 	defer conn.Close()
+	maxValue := d.cfg.MaxValueBytes
+	if lim.MaxBytes > 0 && lim.MaxBytes < int64(maxValue) {
+		maxValue = int(max(lim.MaxBytes, 1024))
+	}
+	if _, err := msqlite.Limit(conn, sqliteLimitLength, maxValue); err != nil {
+		return nil, fmt.Errorf("sqlite query on %s: limit value size: %w", d.cfg.Path, err)
+	}
 
 	run := stmt
 	if wrapped, ok := d.textPreservingQuery(qctx, conn, stmt); ok {
