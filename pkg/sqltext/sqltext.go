@@ -1,7 +1,9 @@
 // Package sqltext splits SQL text into statements and classifies them without
 // parsing the grammar. It knows where comments, string literals and quoted
-// identifiers start and end, which is all that splitting on ';' and finding a
-// statement's leading keyword need.
+// identifiers start and end in each dialect (DialectOptions), which is all
+// that splitting on ';', finding a statement's leading keyword and finding
+// function calls need. Classify is the read-only guard every warehouse query
+// passes.
 //
 // The reference ReFoRCE code split on every ';', even inside string literals,
 // and turned trailing comments into "statements"; both cost LLM correction
@@ -16,12 +18,108 @@ import (
 )
 
 // Options select dialect details of the lexer.
+//
+// Set Dialect to apply one engine's complete lexical rules (its string and
+// identifier quotes, comments and identifier characters); the two flags are
+// then ignored. Without a Dialect the flags describe a generic lexer, kept for
+// callers that build Options themselves.
 type Options struct {
 	// BackslashEscapes: a backslash escapes the next character inside string
-	// literals (BigQuery, Snowflake); SQLite has no such escape.
+	// literals (BigQuery, Snowflake); SQLite has no such escape. It also makes
+	// '#' start a line comment (BigQuery).
 	BackslashEscapes bool
 	// DollarStrings: $$...$$ is a string literal (Snowflake).
 	DollarStrings bool
+	// Dialect selects the full rules of one engine; see DialectOptions.
+	Dialect Dialect
+}
+
+// Dialect names a SQL engine whose lexical rules the lexer knows. The values
+// are those of warehouse.Dialect.
+type Dialect string
+
+// The dialects the lexer and the classifier know.
+const (
+	SQLite    Dialect = "sqlite"
+	Snowflake Dialect = "snowflake"
+	BigQuery  Dialect = "bigquery"
+)
+
+// Known reports whether d is one of the dialects above.
+func (d Dialect) Known() bool { return d == SQLite || d == Snowflake || d == BigQuery }
+
+// DialectOptions are the options that apply d's full lexical rules:
+//
+//   - SQLite: single-quoted strings (a doubled quote escapes a quote);
+//     double-quoted, backquoted and [bracketed] identifiers; -- and /* */
+//     comments (not nested).
+//   - Snowflake: single-quoted strings with backslash escapes and doubled
+//     quotes; $$...$$ strings; double-quoted identifiers; --, // and /* */
+//     comments; '$' inside identifiers (SYSTEM$TYPEOF).
+//   - BigQuery: single- and double-quoted strings with backslash escapes,
+//     triple-quoted strings (three single or three double quotes), r/b/rb
+//     prefixes; backquoted identifiers; --, # and /* */ comments.
+func DialectOptions(d Dialect) Options {
+	switch d {
+	case BigQuery:
+		return Options{BackslashEscapes: true, Dialect: d}
+	case Snowflake:
+		return Options{BackslashEscapes: true, DollarStrings: true, Dialect: d}
+	case SQLite:
+		return Options{Dialect: d}
+	}
+	return Options{}
+}
+
+// quoteRule is how one quote character lexes.
+type quoteRule struct {
+	kind      tokenKind // tokString or tokQuotedIdent; 0: not a quote
+	backslash bool      // a backslash escapes the next character
+	doubling  bool      // a doubled quote stands for the quote
+}
+
+// rules are the lexical rules the lexer applies.
+type rules struct {
+	quotes       [256]quoteRule
+	brackets     bool // [...] identifiers (SQLite)
+	dollar       bool // $$...$$ strings (Snowflake)
+	hash         bool // # line comments (BigQuery)
+	slashSlash   bool // // line comments (Snowflake)
+	triple       bool // '''...''' and """...""" strings, r/b prefixes (BigQuery)
+	dollarInWord bool // '$' continues an identifier (Snowflake, SQLite)
+	// strict marks text whose reading differs between engines or versions:
+	// a bare '\r' in a line comment (SQLite ends the comment only at '\n',
+	// BigQuery also at '\r'), "/*" inside a block comment (an engine that
+	// nests would end it later), "$$" touching a name (Snowflake: part of
+	// the name, or a $$ string after a number?).
+	strict bool
+}
+
+func (opt Options) rules() *rules {
+	r := &rules{}
+	str, ident := tokString, tokQuotedIdent
+	switch opt.Dialect {
+	case SQLite:
+		r.quotes['\''] = quoteRule{str, false, true}
+		r.quotes['"'] = quoteRule{ident, false, true}
+		r.quotes['`'] = quoteRule{ident, false, true}
+		r.brackets, r.dollarInWord, r.strict = true, true, true
+	case Snowflake:
+		r.quotes['\''] = quoteRule{str, true, true}
+		r.quotes['"'] = quoteRule{ident, false, true}
+		r.dollar, r.slashSlash, r.dollarInWord, r.strict = true, true, true, true
+	case BigQuery:
+		r.quotes['\''] = quoteRule{str, true, false}
+		r.quotes['"'] = quoteRule{str, true, false}
+		r.quotes['`'] = quoteRule{ident, true, false}
+		r.hash, r.triple, r.strict = true, true, true
+	default:
+		r.quotes['\''] = quoteRule{str, opt.BackslashEscapes, true}
+		r.quotes['"'] = quoteRule{ident, opt.BackslashEscapes, true}
+		r.quotes['`'] = quoteRule{ident, false, true}
+		r.dollar, r.hash = opt.DollarStrings, opt.BackslashEscapes
+	}
+	return r
 }
 
 // tokenKind is what the lexer found at a position.
@@ -42,79 +140,113 @@ const (
 type token struct {
 	kind       tokenKind
 	start, end int
+	// open: a string, quoted identifier or block comment that the text
+	// ends inside.
+	open bool
+	// ambiguous says why engines may read this token differently (only
+	// with a Dialect).
+	ambiguous string
 }
 
 // lex walks s and returns its tokens. An unterminated literal or comment runs
-// to the end of the text, as the engines would report it.
+// to the end of the text, as the engines would report it, and is marked open.
 func lex(s string, opt Options) []token {
+	r := opt.rules()
 	var toks []token
 	i := 0
+	lineComment := func(start int) {
+		end := strings.IndexByte(s[start:], '\n')
+		if end < 0 {
+			end = len(s)
+		} else {
+			end += start
+		}
+		i = end
+		t := token{kind: tokComment, start: start, end: i}
+		if r.strict && strings.IndexByte(strings.ReplaceAll(s[start:min(end+1, len(s))], "\r\n", ""), '\r') >= 0 {
+			t.ambiguous = "a line comment holds a carriage return without a line feed, which engines read differently"
+		}
+		toks = append(toks, t)
+	}
 	for i < len(s) {
 		c := s[i]
 		start := i
 		switch {
 		case c == '-' && i+1 < len(s) && s[i+1] == '-':
-			j := strings.IndexByte(s[i:], '\n')
-			if j < 0 {
-				i = len(s)
-			} else {
-				i += j
-			}
-			toks = append(toks, token{tokComment, start, i})
-		case c == '#' && opt.BackslashEscapes:
-			// BigQuery accepts '#' line comments.
-			j := strings.IndexByte(s[i:], '\n')
-			if j < 0 {
-				i = len(s)
-			} else {
-				i += j
-			}
-			toks = append(toks, token{tokComment, start, i})
+			lineComment(start)
+		case c == '#' && r.hash:
+			lineComment(start)
+		case c == '/' && r.slashSlash && i+1 < len(s) && s[i+1] == '/':
+			lineComment(start)
 		case c == '/' && i+1 < len(s) && s[i+1] == '*':
 			j := strings.Index(s[i+2:], "*/")
-			if j < 0 {
+			open := j < 0
+			if open {
 				i = len(s)
 			} else {
 				i += 2 + j + 2
 			}
-			toks = append(toks, token{tokComment, start, i})
-		case c == '\'' || c == '"' || c == '`':
-			i = endOfQuoted(s, i, c, opt.BackslashEscapes && c != '`')
-			kind := tokString
-			if c != '\'' {
-				kind = tokQuotedIdent
+			t := token{kind: tokComment, start: start, end: i, open: open}
+			if r.strict && strings.Contains(s[start+2:i], "/*") {
+				t.ambiguous = "a block comment holds /*, which an engine that nests comments reads differently"
 			}
-			toks = append(toks, token{kind, start, i})
-		case c == '$' && opt.DollarStrings && i+1 < len(s) && s[i+1] == '$':
+			toks = append(toks, t)
+		case r.quotes[c].kind != 0:
+			q := r.quotes[c]
+			end, open := endOfLiteral(s, i, c, q, r.triple)
+			i = end
+			toks = append(toks, token{kind: q.kind, start: start, end: i, open: open})
+		case c == '[' && r.brackets:
+			j := strings.IndexByte(s[i+1:], ']')
+			open := j < 0
+			if open {
+				i = len(s)
+			} else {
+				i += 1 + j + 1
+			}
+			toks = append(toks, token{kind: tokQuotedIdent, start: start, end: i, open: open})
+		case c == '$' && r.dollar && i+1 < len(s) && s[i+1] == '$':
 			j := strings.Index(s[i+2:], "$$")
-			if j < 0 {
+			open := j < 0
+			if open {
 				i = len(s)
 			} else {
 				i += 2 + j + 2
 			}
-			toks = append(toks, token{tokString, start, i})
+			toks = append(toks, token{kind: tokString, start: start, end: i, open: open})
 		case c == ';':
 			i++
-			toks = append(toks, token{tokSemicolon, start, i})
+			toks = append(toks, token{kind: tokSemicolon, start: start, end: i})
 		case c == '(':
 			i++
-			toks = append(toks, token{tokOpenParen, start, i})
+			toks = append(toks, token{kind: tokOpenParen, start: start, end: i})
 		case c == ')':
 			i++
-			toks = append(toks, token{tokCloseParen, start, i})
+			toks = append(toks, token{kind: tokCloseParen, start: start, end: i})
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			for i < len(s) && strings.IndexByte(" \t\n\r\f\v", s[i]) >= 0 {
 				i++
 			}
-			toks = append(toks, token{tokSpace, start, i})
+			toks = append(toks, token{kind: tokSpace, start: start, end: i})
 		case isWordByte(c):
-			for i < len(s) && isWordByte(s[i]) {
+			for i < len(s) && (isWordByte(s[i]) || (r.dollarInWord && s[i] == '$')) {
 				i++
 			}
-			toks = append(toks, token{tokWord, start, i})
+			if r.triple && i < len(s) && (s[i] == '\'' || s[i] == '"') && isStringPrefix(s[start:i]) {
+				// r'...', b"...", rb'''...''': a BigQuery raw or bytes literal.
+				end, open := endOfLiteral(s, i, s[i], r.quotes[s[i]], true)
+				i = end
+				toks = append(toks, token{kind: tokString, start: start, end: i, open: open})
+				continue
+			}
+			t := token{kind: tokWord, start: start, end: i}
+			if r.strict && r.dollar && strings.Contains(s[start:i], "$$") {
+				t.ambiguous = "$$ touches a name or number, which could also start a $$ string"
+			}
+			toks = append(toks, t)
 		default:
 			i++
-			toks = append(toks, token{tokOther, start, i})
+			toks = append(toks, token{kind: tokOther, start: start, end: i})
 		}
 	}
 	return toks
@@ -124,25 +256,50 @@ func isWordByte(c byte) bool {
 	return c == '_' || c >= 0x80 || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c))
 }
 
-// endOfQuoted returns the index just past the literal opened by quote at i.
-// A doubled quote is an escaped quote in every dialect.
-func endOfQuoted(s string, i int, quote byte, backslash bool) int {
+// isStringPrefix reports whether w is a BigQuery literal prefix: r, b, rb or
+// br in any case.
+func isStringPrefix(w string) bool {
+	switch strings.ToLower(w) {
+	case "r", "b", "rb", "br":
+		return true
+	}
+	return false
+}
+
+// endOfLiteral returns the index just past the literal opened by quote at i,
+// and whether the text ends inside it. With triple, three quotes open a
+// literal that only three quotes close.
+func endOfLiteral(s string, i int, quote byte, q quoteRule, triple bool) (int, bool) {
+	if triple && i+2 < len(s) && s[i+1] == quote && s[i+2] == quote {
+		close := string([]byte{quote, quote, quote})
+		for j := i + 3; j < len(s); {
+			switch {
+			case q.backslash && s[j] == '\\':
+				j += 2
+			case strings.HasPrefix(s[j:], close):
+				return j + 3, false
+			default:
+				j++
+			}
+		}
+		return len(s), true
+	}
 	i++
 	for i < len(s) {
 		switch {
-		case backslash && s[i] == '\\':
+		case q.backslash && s[i] == '\\':
 			i += 2
 		case s[i] == quote:
-			if i+1 < len(s) && s[i+1] == quote {
+			if q.doubling && i+1 < len(s) && s[i+1] == quote {
 				i += 2
 				continue
 			}
-			return i + 1
+			return i + 1, false
 		default:
 			i++
 		}
 	}
-	return len(s)
+	return len(s), true
 }
 
 // Split returns the statements in s, each trimmed, without the separating
@@ -199,7 +356,7 @@ var writeKeywords = map[string]bool{
 }
 
 // Inspect returns the statements of s with their leading keyword. The
-// caller decides what to allow; see ReadOnly.
+// caller decides what to allow; the read-only guard is Classify.
 func Inspect(s string, opt Options) []Statement {
 	var out []Statement
 	for _, text := range Split(s, opt) {

@@ -36,15 +36,10 @@ func ParseDialect(s string) (Dialect, error) {
 	return "", fmt.Errorf("unknown dialect %q: use sqlite, snowflake or bigquery", s)
 }
 
-// LexOptions are the sqltext options for the dialect's literals.
+// LexOptions are the sqltext options for the dialect's quotes, comments and
+// identifiers (sqltext.DialectOptions).
 func (d Dialect) LexOptions() sqltext.Options {
-	switch d {
-	case BigQuery:
-		return sqltext.Options{BackslashEscapes: true}
-	case Snowflake:
-		return sqltext.Options{BackslashEscapes: true, DollarStrings: true}
-	}
-	return sqltext.Options{}
+	return sqltext.DialectOptions(sqltext.Dialect(d))
 }
 
 // Limits bound what one query may return. Zero means no limit. A capped
@@ -77,31 +72,34 @@ type QueryError struct {
 
 func (e *QueryError) Error() string { return e.Message }
 
-// CheckReadOnly returns the one read statement in sql (trimmed, without a
-// trailing semicolon) or a *QueryError saying why it is refused. It is the
-// first layer of protection; engines add their own (the SQLite authorizer,
-// a read-only role, BigQuery's dry-run statement type).
+// CheckReadOnly returns the read-only text to run for sql (trimmed, without
+// a trailing semicolon or comment) or a *QueryError saying why it is refused.
+// See Admit.
 func CheckReadOnly(d Dialect, sql string) (string, error) {
-	stmts := sqltext.Inspect(sql, d.LexOptions())
-	refuse := func(format string, args ...any) error {
-		return &QueryError{Dialect: d, Refused: true,
-			Message: "quorum refused the statement: " + fmt.Sprintf(format, args...) +
-				"; send exactly one read-only SELECT or WITH query"}
+	v, err := Admit(d, sql)
+	return v.Text, err
+}
+
+// Admit classifies sql with the dialect's read-only statement classifier
+// (sqltext.Classify): exactly one SELECT, WITH or VALUES query, or in
+// BigQuery a script of DECLARE, SET of a variable, CREATE TEMP FUNCTION and
+// queries; no other statement, no second statement, no function with side
+// effects. A refusal is a *QueryError with Refused set, whose message (shown
+// to the model) names what was refused. It is the first layer of protection;
+// engines add their own (the SQLite authorizer, Snowflake's
+// MULTI_STATEMENT_COUNT=1 and a read-only role, BigQuery's dry-run statement
+// type).
+func Admit(d Dialect, sql string) (sqltext.Verdict, error) {
+	v := sqltext.Classify(sql, sqltext.Dialect(d))
+	if v.Allowed {
+		return v, nil
 	}
-	switch {
-	case len(stmts) == 0:
-		return "", refuse("the SQL text is empty")
-	case len(stmts) > 1:
-		return "", refuse("found %d statements", len(stmts))
+	send := "send exactly one read-only SELECT or WITH query"
+	if d == BigQuery {
+		send += " (or a script of DECLARE, SET, CREATE TEMP FUNCTION and SELECT/WITH statements)"
 	}
-	st := stmts[0]
-	if st.Keyword != "SELECT" && st.Keyword != "WITH" {
-		return "", refuse("%s is not a read statement", st.Keyword)
-	}
-	if len(st.Writes) > 0 {
-		return "", refuse("the query contains %s", strings.Join(st.Writes, ", "))
-	}
-	return st.Text, nil
+	return v, &QueryError{Dialect: d, Refused: true,
+		Message: "quorum refused the statement: " + v.Reason + "; " + send}
 }
 
 // Gate admits queries (a warehouse's QPS and concurrency quota).

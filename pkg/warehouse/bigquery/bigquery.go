@@ -1,9 +1,11 @@
 // Package bigquery is the BigQuery warehouse, on cloud.google.com/go/bigquery.
 //
-// Every query is dry-run first: statement types other than SELECT are
-// refused, and so are queries that would scan more than the configured bytes
-// or more than what is left of the run's byte budget. The real job then runs
-// with MaximumBytesBilled, a job timeout and labels naming the run and
+// Read-only, in layers: every query passes warehouse.Admit (one SELECT/WITH
+// query, or a script of DECLARE, SET of a variable, CREATE TEMP FUNCTION and
+// queries; no EXTERNAL_QUERY), then is dry-run: statement types other than
+// SELECT (and SCRIPT for an admitted script) are refused, and so are
+// queries that would scan more than the configured bytes or more than what
+// is left of the run's byte budget. The real job then runs with MaximumBytesBilled, a job timeout and labels naming the run and
 // example; a cancelled context calls job.Cancel, because cancelling the
 // context alone leaves the server-side job running (and billing). One client
 // serves the whole process (the reference built one per query).
@@ -134,10 +136,19 @@ func Labels(in map[string]string) map[string]string {
 	return out
 }
 
-// CheckDryRun decides from a dry run whether a query may run.
-func CheckDryRun(statementType string, bytes, limit int64) error {
-	if statementType != "SELECT" {
-		return fmt.Errorf("BigQuery says this is a %s statement; only SELECT queries may run", statementType)
+// CheckDryRun decides from a dry run whether a query may run. SELECT may;
+// SCRIPT only when quorum's guard admitted the text as a script (only
+// DECLARE, SET of a variable, CREATE TEMP FUNCTION and queries), since the
+// dry run does not report the statement types inside a script; every other
+// type (INSERT, MERGE, CREATE_TABLE, ...) is refused.
+func CheckDryRun(statementType string, script bool, bytes, limit int64) error {
+	switch {
+	case statementType == "SELECT":
+	case statementType == "SCRIPT" && script:
+	case statementType == "SCRIPT":
+		return errors.New("BigQuery says this is a script, but quorum admitted a single query; only SELECT queries may run")
+	default:
+		return fmt.Errorf("BigQuery says this is a %s statement; only SELECT queries (or scripts of DECLARE, SET, CREATE TEMP FUNCTION and queries) may run", statementType)
 	}
 	if limit > 0 && bytes > limit {
 		return fmt.Errorf("the query would scan %d bytes, over the limit of %d: filter partitions (e.g. _TABLE_SUFFIX) or select fewer columns", bytes, limit)
@@ -151,10 +162,11 @@ func refused(msg string) error {
 
 // Query implements warehouse.Warehouse.
 func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*warehouse.Result, error) {
-	stmt, err := warehouse.CheckReadOnly(warehouse.BigQuery, query)
+	v, err := warehouse.Admit(warehouse.BigQuery, query)
 	if err != nil {
 		return nil, err
 	}
+	stmt := v.Text
 	labels := Labels(warehouse.Labels(ctx))
 	dry := d.client.Query(stmt)
 	dry.DryRun, dry.Labels = true, labels
@@ -170,7 +182,7 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	if qs, ok := st.Statistics.Details.(*bq.QueryStatistics); ok {
 		stype = qs.StatementType
 	}
-	if err := CheckDryRun(stype, st.Statistics.TotalBytesProcessed, d.cfg.MaxBytesBilled); err != nil {
+	if err := CheckDryRun(stype, v.Script, st.Statistics.TotalBytesProcessed, d.cfg.MaxBytesBilled); err != nil {
 		return nil, refused(err.Error())
 	}
 	if d.budget != nil {

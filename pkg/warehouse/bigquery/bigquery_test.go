@@ -55,6 +55,9 @@ func newFixture(t *testing.T) *fixture {
 			if strings.Contains(query, "MERGE") {
 				stype = "MERGE"
 			}
+			if strings.Contains(query, "DECLARE") || strings.Contains(query, "as_script") {
+				stype = "SCRIPT"
+			}
 			writeJSON(w, map[string]any{"jobReference": ref, "configuration": conf, "status": map[string]any{"state": "DONE"},
 				"statistics": map[string]any{"totalBytesProcessed": bytes, "query": map[string]any{"statementType": stype, "totalBytesProcessed": bytes}}})
 			return
@@ -172,6 +175,12 @@ func TestDryRunRefusals(t *testing.T) {
 		{"SELECT 'MERGE' AS s", "MERGE statement; only SELECT"},
 		{"DELETE FROM t WHERE true", "DELETE is not a read statement"},
 		{"SELECT 1; DROP TABLE t", "found 2 statements"},
+		// A single query the dry run calls a script: something the guard did not see.
+		{"SELECT 'as_script' AS s", "BigQuery says this is a script"},
+		{"SELECT * FROM EXTERNAL_QUERY('conn', 'SELECT 1')", "EXTERNAL_QUERY"},
+		{"DECLARE x INT64; SET @@dataset_id = 'd'; SELECT 1", "system variable"},
+		{"CREATE TEMP TABLE t AS SELECT 1; SELECT * FROM t", "CREATE TEMP TABLE"},
+		{"SELECT ''';'''; DROP TABLE t", "statement 2 (DROP TABLE)"},
 	}
 	for _, tt := range tests {
 		_, err := db.Query(context.Background(), tt.sql, warehouse.Limits{})
@@ -186,6 +195,28 @@ func TestDryRunRefusals(t *testing.T) {
 		if in["configuration"].(map[string]any)["dryRun"] != true {
 			t.Errorf("a refused query ran: %v", in)
 		}
+	}
+}
+
+// TestScriptsOfDeclarationsRun: the guard admits a script of DECLARE, SET,
+// CREATE TEMP FUNCTION and queries, and the dry run's SCRIPT type is then
+// accepted; the text goes to BigQuery as written, without the final ';'.
+func TestScriptsOfDeclarationsRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	db := open(t, f, nil)
+	script := "DECLARE d STRING DEFAULT '20170201';\nSET d = '20170202';\nSELECT begin, call FROM `p.d.t` WHERE day = d;"
+	if _, err := db.Query(context.Background(), script, warehouse.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.inserts) != 2 {
+		t.Fatalf("%d jobs, want a dry run and the script", len(f.inserts))
+	}
+	q := f.inserts[1]["configuration"].(map[string]any)["query"].(map[string]any)["query"]
+	if q != strings.TrimSuffix(script, ";") {
+		t.Errorf("sent %q", q)
 	}
 }
 
@@ -266,7 +297,8 @@ func TestValuesAndDecisions(t *testing.T) {
 			t.Errorf("ToValue(%v) = %q, want %q", tt.v, got, tt.want)
 		}
 	}
-	if CheckDryRun("SELECT", 10, 0) != nil || CheckDryRun("SCRIPT", 1, 0) == nil || CheckDryRun("SELECT", 11, 10) == nil {
+	if CheckDryRun("SELECT", false, 10, 0) != nil || CheckDryRun("SCRIPT", false, 1, 0) == nil || CheckDryRun("SCRIPT", true, 1, 0) != nil ||
+		CheckDryRun("INSERT", true, 1, 0) == nil || CheckDryRun("SELECT", false, 11, 10) == nil || CheckDryRun("SCRIPT", true, 11, 10) == nil {
 		t.Error("CheckDryRun")
 	}
 	if (Config{}).Check() == nil {
@@ -289,5 +321,16 @@ func TestLive(t *testing.T) {
 	res, err := db.Query(context.Background(), "SELECT 1 AS one", warehouse.Limits{})
 	if err != nil || res.RowCount() != 1 {
 		t.Fatalf("live query: %v", err)
+	}
+	// A script the guard admits: the dry run calls it SCRIPT (or SELECT for
+	// temp functions and one query), and the last statement's rows come back.
+	for _, q := range []string{
+		"DECLARE x INT64 DEFAULT 2;\nSET x = x + 1;\nSELECT x AS three;",
+		"CREATE TEMP FUNCTION three() AS (3);\nSELECT three() AS three;",
+	} {
+		res, err := db.Query(context.Background(), q, warehouse.Limits{})
+		if err != nil || res.RowCount() != 1 || res.Rows[0][0].Int != 3 {
+			t.Errorf("live script %q: %v %+v", q, err, res)
+		}
 	}
 }

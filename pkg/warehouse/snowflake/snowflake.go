@@ -1,9 +1,11 @@
 // Package snowflake is the Snowflake warehouse, on gosnowflake.
 //
-// Read-only: every statement passes warehouse.CheckReadOnly (one SELECT or
-// WITH, no writes after a CTE), gosnowflake's default single-statement mode
-// refuses "…; DROP …" piggy-backs, and users should connect with a role that
-// only has USAGE and SELECT (see the README). Each query carries a QUERY_TAG
+// Read-only, in layers: every statement passes warehouse.CheckReadOnly (one
+// SELECT, WITH or VALUES query, no write after a CTE, no SYSTEM$ control
+// function); the session and every query set MULTI_STATEMENT_COUNT=1, so the
+// server itself refuses "…; DROP …" piggy-backs whatever the account default;
+// and users should connect with a role that only has USAGE and SELECT (see
+// the README). Each query carries a QUERY_TAG
 // naming its run and example, runs under STATEMENT_TIMEOUT_IN_SECONDS, and a
 // cancelled context makes the driver POST abort-request, which stops the
 // query on the server.
@@ -143,9 +145,12 @@ func (c Config) driverConfig() (*sf.Config, error) {
 		timeout = 5 * time.Minute
 	}
 	secs := strconv.Itoa(int(timeout.Seconds()))
+	// One statement per request, on the session too: an account or user
+	// may have set MULTI_STATEMENT_COUNT=0 (any number).
+	one := "1"
 	dc := &sf.Config{Account: c.Account, User: c.User, Role: c.Role, Warehouse: c.Warehouse, Database: c.Database, Schema: c.Schema,
 		Host: c.Host, Port: c.Port, Protocol: c.Protocol, Application: "quorum",
-		Params:       map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs},
+		Params:       map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs, "MULTI_STATEMENT_COUNT": &one},
 		LoginTimeout: 60 * time.Second, DisableTelemetry: true}
 	switch {
 	case c.PrivateKeyFile != "":
@@ -248,6 +253,12 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 		return nil, err
 	}
 	qctx := sf.WithQueryTag(ctx, QueryTag(warehouse.Labels(ctx)))
+	// The request carries MULTI_STATEMENT_COUNT=1: Snowflake runs exactly
+	// one statement or fails the request.
+	qctx, err = sf.WithMultiStatement(qctx, 1)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := d.db.QueryContext(qctx, stmt)
 	if err != nil {
 		return nil, classify(ctx, err)

@@ -134,11 +134,13 @@ func TestQueryWithChunksAgainstFixture(t *testing.T) {
 	defer f.mu.Unlock()
 	login := f.logins[0]["data"].(map[string]any)
 	params, _ := login["SESSION_PARAMETERS"].(map[string]any)
-	if login["LOGIN_NAME"] != "quorum" || login["ACCOUNT_NAME"] != "acme" || params["STATEMENT_TIMEOUT_IN_SECONDS"] != "90" {
+	if login["LOGIN_NAME"] != "quorum" || login["ACCOUNT_NAME"] != "acme" || params["STATEMENT_TIMEOUT_IN_SECONDS"] != "90" ||
+		params["MULTI_STATEMENT_COUNT"] != "1" {
 		t.Errorf("login request %v", login)
 	}
 	qp, _ := f.queries[0]["parameters"].(map[string]any)
-	if f.queries[0]["sqlText"] != "SELECT * FROM DB.S.T" || qp["QUERY_TAG"] != "quorum example=sf001 run=r1" {
+	if f.queries[0]["sqlText"] != "SELECT * FROM DB.S.T" || qp["QUERY_TAG"] != "quorum example=sf001 run=r1" ||
+		qp["MULTI_STATEMENT_COUNT"] != float64(1) {
 		t.Errorf("query request %v", f.queries[0])
 	}
 }
@@ -154,7 +156,8 @@ func TestEngineErrorAndGuard(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	before := len(f.queries)
-	for _, q := range []string{"DROP TABLE t", "SELECT 1; DELETE FROM t", "WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", "SELECT $$;$$; DROP TABLE t"} {
+	for _, q := range []string{"DROP TABLE t", "SELECT 1; DELETE FROM t", "WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", "SELECT $$;$$; DROP TABLE t",
+		"SELECT SYSTEM$CANCEL_ALL_QUERIES(1)", "CALL p()", "EXECUTE IMMEDIATE 'DROP TABLE t'", "SELECT 1 // x\n; DROP TABLE t", "USE ROLE ACCOUNTADMIN"} {
 		_, err := db.Query(context.Background(), q, warehouse.Limits{})
 		if !errors.As(err, &qe) || !qe.Refused {
 			t.Errorf("%q: %v, want refused before reaching Snowflake", q, err)
@@ -162,6 +165,10 @@ func TestEngineErrorAndGuard(t *testing.T) {
 	}
 	if len(f.queries) != before {
 		t.Error("a refused statement reached the server")
+	}
+	// Words that start statements elsewhere are plain identifiers here.
+	if _, err := db.Query(context.Background(), "SELECT begin, call, copy, REPLACE(use, 'a', 'b') FROM t // note", warehouse.Limits{}); err != nil {
+		t.Errorf("a read with columns named begin/call/copy/use: %v", err)
 	}
 }
 
@@ -298,5 +305,11 @@ func TestLive(t *testing.T) {
 	res, err := db.Query(context.Background(), "SELECT 1 AS ONE, CURRENT_DATE() AS D", warehouse.Limits{})
 	if err != nil || res.RowCount() != 1 || res.Rows[0][0].Int != 1 {
 		t.Fatalf("live query: %v %+v", err, res)
+	}
+	// Past the guard, the session's MULTI_STATEMENT_COUNT=1 makes the
+	// server itself refuse a second statement.
+	if rows, err := db.db.QueryContext(context.Background(), "SELECT 1; SELECT 2"); err == nil {
+		rows.Close()
+		t.Error("Snowflake ran two statements with MULTI_STATEMENT_COUNT=1")
 	}
 }

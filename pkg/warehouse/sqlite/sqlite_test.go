@@ -133,6 +133,11 @@ func TestReadOnlyRefusals(t *testing.T) {
 		{"hidden after comment", "SELECT 1 /* ; */; DROP TABLE orders"},
 		{"vacuum into", "VACUUM INTO '" + attached + "'"},
 		{"empty", "  -- nothing\n"},
+		{"load_extension", "SELECT load_extension('x')"},
+		{"writefile", "SELECT writefile('" + attached + "', 'x')"},
+		{"bracket identifier hides a statement", "SELECT [a--b] FROM orders; DROP TABLE orders"},
+		{"writable_schema", "PRAGMA writable_schema=1"},
+		{"replace into", "REPLACE INTO orders(id) VALUES (1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +200,23 @@ func TestAuthorizerAloneRefusesWrites(t *testing.T) {
 	}
 	if got := res.CSV(); !strings.HasSuffix(got, "1,8,3\n") {
 		t.Errorf("reads: got %q", got)
+	}
+}
+
+// TestWordsThatStartStatementsElsewhereAreIdentifiers: columns and CTEs
+// named begin, call, load, use, copy and a REPLACE() call are plain reads.
+func TestWordsThatStartStatementsElsewhereAreIdentifiers(t *testing.T) {
+	t.Parallel()
+	db := open(t, Config{Path: fixture(t)})
+	res, err := db.Query(context.Background(),
+		"WITH copy AS (SELECT id AS begin, id + 1 AS call, id + 2 AS \"load\", [id] AS [use] FROM orders WHERE id = 1)\n"+
+			"SELECT begin, call, load, use, REPLACE('a-b', '-', '+') AS replace FROM copy; -- the end",
+		warehouse.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.CSV(), "begin,call,load,use,replace\n1,2,3,1,a+b\n"; got != want {
+		t.Errorf("got %q want %q", got, want)
 	}
 }
 
