@@ -69,7 +69,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.formatR, "format-restriction", false, "reforce: ask for the expected answer format first (v1 option)")
 	fl.BoolVar(&f.selfCons, "self-consistency", false, "reforce: a candidate is the first answer seen twice (v1 option)")
 	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
-	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts longer than this (characters) get table-level schema linking")
+	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts of this many bytes or more get table-level schema linking (the authors measure the prompt file)")
 }
 
 // droppedLines refuses a dataset whose task file has lines that would be

@@ -39,14 +39,16 @@ func newSolveCmd() *cobra.Command {
 		agentName   string
 		agentOpts   []string
 		skipBad     bool
+		linkBudget  int
 		cfg         reforce.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset in this process (no cluster)",
-		Long: `solve runs ReFoRCE in one process: compression, candidates with
-self-refinement, the majority vote, column exploration for low-confidence
-examples and the final fallbacks. It writes <instance_id>.sql and .csv in
+		Long: `solve runs ReFoRCE in one process: compression and, for prompts over
+--link-budget, table-level schema linking; candidates with self-refinement,
+the majority vote, column exploration for low-confidence examples and the
+final vote over the exploration round with its fallbacks. It writes <instance_id>.sql and .csv in
 Spider 2.0's submission layout plus run.json and report.html, and prints EX
 when the dataset has gold results. Other agents (--agent pexa) run their
 tasks through the runtime's seam in memory. With no LLM configured it uses the simulated LLM (llmsim).
@@ -70,6 +72,9 @@ For a cluster over NATS and Redis, use quorum run.`,
 			}
 			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM); err != nil {
 				return usage(err)
+			}
+			if linkBudget < 1 {
+				return usage(fmt.Errorf("--link-budget %d: use a positive size in bytes", linkBudget))
 			}
 			if err := writable(out); err != nil {
 				return usage(err)
@@ -119,7 +124,10 @@ For a cluster over NATS and Redis, use quorum run.`,
 				if err != nil {
 					return err
 				}
-				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, writer, seed, concurrency, w)
+				// One linker for the process: its cache is shared by every
+				// example, as the runtime's is by the cluster.
+				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
+				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, writer, seed, concurrency, w)
 			} else {
 				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
 				if err != nil {
@@ -153,13 +161,17 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
 	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them; agents other than reforce run through the runtime's seam in memory)")
 	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of an agent other than reforce, NAME=VALUE (repeatable; quorum agents lists them)")
-	f.BoolVar(&skipBad, "skip-bad-lines", false, "run even though some task lines are malformed or duplicated (they are listed and left out)")
+	f.BoolVar(&skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed and left out)")
+	f.BoolVar(&skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
+	_ = f.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
 	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
 	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
 	f.BoolVar(&cfg.SelfConsistency, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
 	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
-	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties (v1 option)")
+	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties of the final vote (v1 option)")
+	f.BoolVar(&cfg.PoolRounds, "pool-rounds", false, "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)")
+	f.IntVar(&linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts of at least this many bytes (UTF-8) get table-level schema linking, as the reference's 200,000-byte prompts.txt threshold")
 	return cmd
 }
 
@@ -180,7 +192,7 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64) error {
 
 // solveAll runs the examples with bounded concurrency and writes each answer
 // as soon as it is decided.
-func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent,
+func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker,
 	writer *outputs.Writer, seed uint64, concurrency int, w io.Writer) []outputs.Example {
 	set := &sqlite.Set{}
 	defer set.Close()
@@ -211,7 +223,7 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] = solveOne(ctx, ds, e, agent, whs, info, writer, seed)
+			results[i] = solveOne(ctx, ds, e, agent, linker, whs, info, writer, seed)
 			done.Lock()
 			finished++
 			fmt.Fprintf(w, "[%d/%d] %s: %s %s\n", finished, len(examples), e.ID, results[i].Status, results[i].Method)
@@ -222,7 +234,7 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 	return results
 }
 
-func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agent *reforce.Agent, whs *dataset.Warehouses,
+func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker, whs *dataset.Warehouses,
 	info func(*dataset.Example) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
 	start := time.Now()
 	r := outputs.Example{InstanceID: e.ID, Agent: "reforce", Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
@@ -249,7 +261,7 @@ func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agen
 		return fail(err)
 	}
 	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
-		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed})
+		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker})
 	if o != nil {
 		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
 		r.Candidates = len(o.Candidates)

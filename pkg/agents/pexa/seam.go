@@ -58,7 +58,7 @@ func Definition() *agent.Definition {
 			{Name: OptNoVerifier, Default: "false", Usage: "no semantic verifier tool (ablation)"},
 			{Name: OptSequentialPlan, Default: "false", Usage: "a batch's probes run one at a time (ablation)"},
 			{Name: OptNoProposer, Default: "false", Usage: "no proposer: the planner writes, checks and submits the final SQL itself (ablation)"},
-			{Name: OptLinkBudget, Default: strconv.Itoa(dbinfo.DefaultLinkBudget), Usage: "prompts longer than this (characters) get table-level schema linking"},
+			{Name: OptLinkBudget, Default: strconv.Itoa(dbinfo.DefaultLinkBudget), Usage: "prompts of this many bytes or more get table-level schema linking (as ReFoRCE)"},
 		},
 		New: newAgent,
 		// A pass fans out to about four probes at once and makes about 15

@@ -42,7 +42,13 @@ type Config struct {
 	// NoExploration skips column exploration: low-confidence examples go
 	// straight to the final fallbacks (the paper's cheaper setting).
 	NoExploration bool
-	Explore       ExploreConfig
+	// PoolRounds makes the final vote of an explored example pool the
+	// first round's candidates with the exploration round's. By default
+	// it is over the exploration round's alone, as in the paper (eq. 7)
+	// and the reference, whose second step replaced the first's
+	// candidates.
+	PoolRounds bool
+	Explore    ExploreConfig
 	// ResultLimits cap candidate results; zero keeps them whole (the
 	// reference silently cut them at 30 KB).
 	ResultLimits warehouse.Limits

@@ -23,6 +23,12 @@ const (
 	StatusEmpty  Status = "empty"   // it kept returning no rows
 	StatusError  Status = "error"   // it kept failing
 	StatusGaveUp Status = "gave_up" // the model gave no usable SQL, or the LLM call failed
+	// StatusAbandoned is a vote whose column exploration found nothing to
+	// regenerate from (Exploration.Abandoned): it has no candidate.
+	StatusAbandoned Status = "abandoned"
+	// StatusVote is the record of a model vote on the runtime (the vote
+	// task's result), not an answer.
+	StatusVote Status = "vote"
 )
 
 // Example is what the agent needs to know about a question.

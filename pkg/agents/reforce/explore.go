@@ -17,10 +17,17 @@ type ExploreConfig struct {
 	Asks       int
 	MinQueries int
 	// Corrections per failing query, one LLM call each (the reference
-	// spent four: a bug sent three redundant re-asks).
+	// spent four: a bug sent three redundant re-asks). Every failing query
+	// gets them all, as in the reference (agent.py:63-79).
 	Corrections int
-	// Stop after more than MaxSuccesses successes or MaxFailStreak failed
-	// executions in a row.
+	// Stop after more than MaxSuccesses successes, or when a query has
+	// failed all its corrections and the last MaxFailStreak attempt
+	// records are all failures (of more than MaxFailStreak). The records
+	// are the reference's error_rec (agent.py:64-99): each failed execution
+	// or correction attempt of a failing query is a failure, a failing
+	// query that ends corrected a success, and a query that fails all its
+	// corrections one more failure; queries that succeed at once record
+	// nothing.
 	MaxSuccesses  int
 	MaxFailStreak int
 	// ResultChars cuts each result shown to the model; TranscriptChars
@@ -57,16 +64,41 @@ type Exploration struct {
 	Queries []ExploreQuery `json:"queries"`
 	// Transcript is "Query:/Answer:" pairs of the successful queries, fed
 	// to regeneration.
-	Transcript string    `json:"transcript"`
-	Successes  int       `json:"successes"`
-	Failures   int       `json:"failures"`
-	Stopped    string    `json:"stopped"`
-	Cost       cost.Cost `json:"cost"`
+	Transcript string `json:"transcript"`
+	Successes  int    `json:"successes"`
+	Failures   int    `json:"failures"`
+	Stopped    string `json:"stopped"`
+	// Abandoned is set when the exploration gave regeneration nothing to
+	// work from: fewer than MinQueries queries after every ask, or no
+	// query that succeeded. Its vote then has no candidate, as in the
+	// reference (agent.py:139-159, run.py:61-64).
+	Abandoned bool      `json:"abandoned,omitempty"`
+	Cost      cost.Cost `json:"cost"`
+	// llmFailed is set when an LLM call of the asks failed.
+	llmFailed bool
+}
+
+// Slot is what the exploration's vote records instead of a regenerated
+// candidate, or nil when the vote goes on to regeneration: an abandoned
+// exploration is StatusAbandoned, one whose LLM calls failed StatusGaveUp.
+// Neither takes part in the vote.
+func (e *Exploration) Slot(round, index int) *Candidate {
+	switch {
+	case e.llmFailed:
+		// The LLM's error as a candidate's own ("llm: …"), so that the
+		// example's most common error reads as before.
+		return &Candidate{Round: round, Index: index, Status: StatusGaveUp, Error: e.Stopped}
+	case e.Abandoned:
+		return &Candidate{Round: round, Index: index, Status: StatusAbandoned, Error: "exploration abandoned: " + e.Stopped}
+	}
+	return nil
 }
 
 // Explore asks for simple-to-complex queries over the relevant columns and
 // runs them with self-correction: up to Corrections fixes per failing query;
 // after a successful fix the model corrects the remaining queries alike.
+// An exploration with fewer than MinQueries queries after Asks asks, or
+// without one successful query, is abandoned (Exploration.Abandoned).
 func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreInput) (*Exploration, error) {
 	ec := a.cfg.Explore
 	ex := &Exploration{Index: in.Index}
@@ -82,7 +114,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 			if ctx.Err() != nil {
 				return ex, ctx.Err()
 			}
-			ex.Stopped = "llm: " + err.Error()
+			ex.Stopped, ex.llmFailed = "llm: "+err.Error(), true
 			return ex, nil
 		}
 		queue = splitAll(llm.Blocks(text, "sql"), opt)
@@ -93,16 +125,19 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 		// again (the reference re-sent everything).
 		prompt = ExploreReask(in.Example.Dialect, len(queue))
 	}
+	if len(queue) < ec.MinQueries {
+		// The reference gives up on the vote rather than run a short list
+		// (agent.py:146-149,167).
+		ex.Stopped = fmt.Sprintf("%d queries after %d asks, fewer than %d", len(queue), ec.Asks, ec.MinQueries)
+		ex.Abandoned = true
+		return ex, nil
+	}
 	lim := warehouse.Limits{MaxRows: 100, MaxBytes: 64 << 10}
-	failStreak := 0
+	var rec []bool // the reference's error_rec: false a failure, true a corrected success
 	fix := 0
 	for len(queue) > 0 {
 		if ex.Successes > ec.MaxSuccesses {
 			ex.Stopped = "enough successful queries"
-			break
-		}
-		if failStreak >= ec.MaxFailStreak {
-			ex.Stopped = fmt.Sprintf("%d failures in a row", failStreak)
 			break
 		}
 		orig := queue[0]
@@ -114,13 +149,12 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 		}
 		if feedback == "" && res.RowCount() > 0 {
 			ex.record(ExploreQuery{SQL: sql, Result: truncate(res.CSV(), ec.ResultChars)}, ec)
-			failStreak = 0
 			continue
 		}
 		ex.Failures++
-		failStreak++
+		rec = append(rec, false)
 		fixed := false
-		for c := 0; c < ec.Corrections && failStreak < ec.MaxFailStreak; c++ {
+		for c := 0; c < ec.Corrections; c++ {
 			empty := feedback == ""
 			if empty {
 				feedback = EmptyResult
@@ -131,14 +165,14 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				if ctx.Err() != nil {
 					return ex, ctx.Err()
 				}
-				failStreak++
+				rec = append(rec, false)
 				continue
 			}
 			blocks := llm.Blocks(text, "sql")
 			if len(blocks) == 0 {
-				// Counted as a failure, so a model that never answers
-				// cannot loop (the reference could, forever).
-				failStreak++
+				// Counted as a failed attempt, so a model that never
+				// answers cannot loop (the reference could, forever).
+				rec = append(rec, false)
 				continue
 			}
 			sql = longest(blocks)
@@ -151,13 +185,18 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				break
 			}
 			ex.Failures++
-			failStreak++
+			rec = append(rec, false)
 		}
 		if !fixed {
 			ex.Queries = append(ex.Queries, ExploreQuery{SQL: sql, Error: orFallback(feedback, EmptyResult)})
+			rec = append(rec, false)
+			if failedLast(rec, ec.MaxFailStreak) {
+				ex.Stopped = fmt.Sprintf("the last %d attempts failed", ec.MaxFailStreak)
+				break
+			}
 			continue
 		}
-		failStreak = 0
+		rec = append(rec, true)
 		ex.record(ExploreQuery{SQL: sql, Result: truncate(res.CSV(), ec.ResultChars), Corrected: true}, ec)
 		if len(queue) > 0 {
 			fix++
@@ -179,7 +218,27 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 	if ex.Stopped == "" {
 		ex.Stopped = "all queries run"
 	}
+	if ex.Successes == 0 {
+		// Nothing to regenerate from: the reference abandons the vote
+		// (agent.py:156-159).
+		ex.Abandoned = true
+		ex.Stopped = "no query succeeded (" + ex.Stopped + ")"
+	}
 	return ex, nil
+}
+
+// failedLast is the reference's stop rule: more than n records and the
+// last n all failures (agent.py:97-99).
+func failedLast(rec []bool, n int) bool {
+	if n <= 0 || len(rec) <= n {
+		return false
+	}
+	for _, ok := range rec[len(rec)-n:] {
+		if ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (ex *Exploration) record(q ExploreQuery, ec ExploreConfig) {

@@ -196,11 +196,14 @@ func VotePrompt(tableInfo, question string, cands []*Candidate) string {
 	b.WriteString("\nTask: " + question + "\n")
 	b.WriteString("Compare the candidate answers below and choose the one that answers the task. Think step by step: 1. exclude unreasonable results (null or zero results tend to be wrong); 2. check the task's requirements; 3. check the SQL.\n\n")
 	for _, c := range cands {
-		fmt.Fprintf(&b, "SQL file name: %s\n```sql\n%s\n```\nCSV file name: %dresult.csv\n```csv\n%s\n```\n\n", c.FileName(), c.SQL, c.Index, truncate(c.CSV, 5000))
+		fmt.Fprintf(&b, "SQL file name: %s\n```sql\n%s\n```\nCSV file name: %dresult.csv\n```csv\n%s\n```\n\n", c.FileName(), c.SQL, c.Index, truncate(c.CSV, voteCSVChars))
 	}
 	b.WriteString("Output the chosen SQL file name in ```plaintext``` format, like:\n```plaintext\n0result.sql\n```\n")
 	return b.String()
 }
+
+// voteCSVChars is how much of each tied result the model vote shows.
+const voteCSVChars = 5000
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

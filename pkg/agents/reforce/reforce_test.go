@@ -309,9 +309,11 @@ func TestExplorationStopRules(t *testing.T) {
 		stopped   string
 	}{
 		{"more than 10 successes stop", func(int, string) string { return many(14, "SELECT id FROM t LIMIT 20") }, 11, 1, "enough successful queries"},
-		// The first query and its three corrections fail (4), the second query
-		// fails once more (5): no call is spent on correcting it.
-		{"five failures in a row stop", func(int, string) string { return many(10, "SELECT nope FROM t") }, 0, 1 + 3, "5 failures in a row"},
+		// The reference's error_rec: the first query and its three
+		// corrections fail (5 records: not yet more than 5); the second
+		// query still gets its three corrections, then the last 5 records
+		// are failures of more than 5 and exploration stops, abandoned.
+		{"a second fully failed query stops", func(int, string) string { return many(10, "SELECT nope FROM t") }, 0, 1 + 3 + 3, "no query succeeded (the last 5 attempts failed)"},
 		{"too few queries: asked again, then runs", func(n int, _ string) string {
 			if n == 0 {
 				return many(2, "SELECT id FROM t")

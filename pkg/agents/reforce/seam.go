@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -19,6 +20,7 @@ const (
 	KindLink     = "link"     // table-level schema linking, then the first round's generation tasks
 	KindGenerate = "generate" // one candidate (round 0) or one regeneration from an exploration (round 1)
 	KindExplore  = "explore"  // one column exploration, then its regeneration task
+	KindVote     = "vote"     // the model breaks a tie of the final vote (model-vote)
 )
 
 // Options of the agent, as recorded in a run's manifest.
@@ -27,13 +29,17 @@ const (
 	OptFormatRestriction = "format-restriction"
 	OptSelfConsistency   = "self-consistency"
 	OptCTERefine         = "cte-refine"
+	OptModelVote         = "model-vote"
+	OptPoolRounds        = "pool-rounds"
 	OptLinkBudget        = "link-budget"
 )
 
 // Definition registers ReFoRCE with the runtime: round 0 is Votes
 // candidates (after schema linking when the prompt is over budget); a
 // low-confidence vote opens round 1, one exploration and regeneration per
-// vote; the final vote pools both rounds.
+// vote; the final vote is over round 1 (DecideFinal). With model-vote, a
+// tie of the final vote opens one more round: a vote task on the generate
+// pool, whose choice the next decision applies.
 func Definition() *agent.Definition {
 	return &agent.Definition{
 		Name: "reforce",
@@ -42,13 +48,16 @@ func Definition() *agent.Definition {
 			{Name: KindLink, Pool: agent.Generator, Doc: "link the tables of a prompt over budget, then publish the candidates"},
 			{Name: KindGenerate, Pool: agent.Generator, Doc: "one self-refined candidate"},
 			{Name: KindExplore, Pool: agent.Explorer, Doc: "one column exploration, then its regeneration"},
+			{Name: KindVote, Pool: agent.Generator, Doc: "the model chooses among the tied answers of the final vote (model-vote)"},
 		},
 		Options: []agent.Option{
 			{Name: OptNoExploration, Default: "false", Usage: "skip column exploration for low-confidence examples"},
 			{Name: OptFormatRestriction, Default: "false", Usage: "ask for the expected answer format first (v1 option)"},
 			{Name: OptSelfConsistency, Default: "false", Usage: "a candidate is the first answer seen twice (v1 option)"},
 			{Name: OptCTERefine, Default: "false", Usage: "CTE-based refinement (v1 option)"},
-			{Name: OptLinkBudget, Default: fmt.Sprint(dbinfo.DefaultLinkBudget), Usage: "prompts longer than this (characters) get table-level schema linking"},
+			{Name: OptModelVote, Default: "false", Usage: "the model breaks ties of the final vote (v1 option)"},
+			{Name: OptPoolRounds, Default: "false", Usage: "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)"},
+			{Name: OptLinkBudget, Default: fmt.Sprint(dbinfo.DefaultLinkBudget), Usage: "prompts of at least this many bytes get table-level schema linking"},
 		},
 		New: newDistributed,
 	}
@@ -67,6 +76,8 @@ func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
 	cfg.FormatRestriction = get(OptFormatRestriction)
 	cfg.SelfConsistency = get(OptSelfConsistency)
 	cfg.CTERefine = get(OptCTERefine)
+	cfg.ModelVote = get(OptModelVote)
+	cfg.PoolRounds = get(OptPoolRounds)
 	budget, e := agent.OptionInt(opts, OptLinkBudget)
 	return cfg, budget, errors.Join(err, e)
 }
@@ -132,6 +143,23 @@ type taskPayload struct {
 	ExplorationRef string `json:"exploration_ref,omitempty"`
 	// Exploration is the index of an explore task's exploration.
 	Exploration int `json:"exploration,omitempty"`
+	// TiedRef is a vote task's tied candidates (a blob of []votedCandidate).
+	TiedRef string `json:"tied_ref,omitempty"`
+}
+
+// votedCandidate is what the model vote shows of a tied candidate: its
+// SQL and the start of its result (VotePrompt shows 5,000 characters).
+type votedCandidate struct {
+	Round int    `json:"round"`
+	Index int    `json:"index"`
+	SQL   string `json:"sql"`
+	CSV   string `json:"csv"`
+}
+
+// voteRecord is a vote task's result payload: the index of the chosen
+// candidate, -1 when the model named none.
+type voteRecord struct {
+	Chosen int `json:"chosen"`
 }
 
 // prompt is an example's table information as stored for the workers.
@@ -231,6 +259,8 @@ func (d *distributed) Execute(ctx context.Context, c *agent.Context, t agent.Tas
 		return d.generate(ctx, c, t, p)
 	case KindExplore:
 		return d.explore(ctx, c, t, p)
+	case KindVote:
+		return d.vote(ctx, c, t, p)
 	}
 	return nil, agent.Permanent(fmt.Errorf("reforce has no task kind %q", t.Kind))
 }
@@ -328,6 +358,10 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 		return nil, err
 	}
 	c.Ledger.Stage("explore").Add(e.Cost)
+	if slot := e.Slot(1, t.Slots[0]); slot != nil {
+		// Abandoned (or its LLM calls failed): the vote has no candidate.
+		return &agent.Outcome{Results: []agent.Result{{Index: slot.Index, Status: string(slot.Status), Error: slot.Error}}}, nil
+	}
 	ref, err := c.Store.PutBlob(ctx, []byte(e.Transcript))
 	if err != nil {
 		return nil, err
@@ -337,45 +371,160 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 	return &agent.Outcome{Next: []agent.Task{next}}, err
 }
 
+// vote asks the model to choose among the tied candidates of the final
+// vote (model-vote), and records its choice as the round's result.
+func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	pr, err := loadPrompt(ctx, c, p.InfoRef)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.Store.GetBlob(ctx, p.TiedRef)
+	if err != nil {
+		return nil, err
+	}
+	var vcs []votedCandidate
+	if err := json.Unmarshal(b, &vcs); err != nil {
+		return nil, agent.Permanent(fmt.Errorf("tied candidates %s: %w", p.TiedRef, err))
+	}
+	tied := make([]*Candidate, len(vcs))
+	for i, v := range vcs {
+		tied[i] = &Candidate{Round: v.Round, Index: v.Index, SQL: v.SQL, CSV: v.CSV, Status: StatusOK}
+	}
+	ex := exampleOf(c.Example)
+	var vc cost.Cost
+	w, err := d.steps.modelVote(ctx, tied, CandidateInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct},
+		Seed(c.Seed, ex.ID, 2, 0, "tie"), &vc)
+	c.Ledger.Stage("vote").Add(vc)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	r := agent.Result{Index: t.Slots[0], Status: string(StatusVote)}
+	rec := voteRecord{Chosen: -1}
+	if w != nil {
+		rec.Chosen, r.SQL = w.Index, w.SQL
+	} else {
+		// The seeded pick decides, as when Agent.Decide's model vote fails.
+		r.Error = "model vote: " + err.Error()
+	}
+	r.Payload, _ = json.Marshal(rec)
+	return &agent.Outcome{Results: []agent.Result{r}}, nil
+}
+
 // Decide is ReFoRCE's vote: after round 0 a unique largest cluster of two
 // or more wins with high confidence; every candidate failing ends the
 // example; otherwise round 1 explores (or, without exploration, the final
-// fallbacks decide). After round 1 the final vote pools both rounds.
+// vote decides round 0). After round 1 the final vote is over the
+// exploration round (DecideFinal). With model-vote, a tie of the final
+// vote opens one more round with a vote task, and the decision after it
+// applies the model's choice (or, if it named none, the seeded pick).
 func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
 	rc, failed := fromRuntime(cands)
-	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
-	var v Decision
-	switch {
-	case round > 0:
-		v = Decide(rc, tie)
-		v.Confidence = Low
-	default:
-		v = Vote(rc)
+	if round == 0 {
+		v := Vote(rc)
 		// Every task exhausted its deliveries: exploring would fail the same
 		// way, so the example ends with the reason.
 		if v.Confidence == High || (failed > 0 && failed == len(cands)) {
-			break
+			return toRuntime(cands, rc, v), nil
 		}
-		if d.cfg.NoExploration {
-			v = Decide(rc, tie)
-			break
+		if !d.cfg.NoExploration {
+			return d.explore1(ctx, c, v)
 		}
-		ref, _, err := c.Store.Get(ctx, infoKey)
+	}
+	return d.final(ctx, c, round, cands, rc)
+}
+
+// explore1 opens round 1: one exploration (and regeneration) per vote.
+func (d *distributed) explore1(ctx context.Context, c *agent.Context, v Decision) (*agent.Decision, error) {
+	ref, _, err := c.Store.Get(ctx, infoKey)
+	if err != nil {
+		return nil, err
+	}
+	n := d.cfg.Votes
+	next := &agent.Dispatch{Round: 1, Expect: n}
+	for i := 0; i < n; i++ {
+		t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
 		if err != nil {
 			return nil, err
 		}
-		n := d.cfg.Votes
-		next := &agent.Dispatch{Round: 1, Expect: n}
-		for i := 0; i < n; i++ {
-			t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
-			if err != nil {
-				return nil, err
-			}
-			next.Tasks = append(next.Tasks, t)
+		next.Tasks = append(next.Tasks, t)
+	}
+	return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
+}
+
+// MethodAwaitingModelVote is the method of the decision that opens the
+// model vote's round.
+const MethodAwaitingModelVote = "awaiting_model_vote"
+
+// final is the final vote of a low-confidence example. Its candidates are
+// those of the rounds up to the last candidate round (0 without
+// exploration, else 1); a later round is the model vote's.
+func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate, rc []*Candidate) (*agent.Decision, error) {
+	last := 1
+	if d.cfg.NoExploration {
+		last = 0
+	}
+	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
+	voters := make([]*Candidate, len(rc))
+	var record *voteRecord
+	for i, r := range rc {
+		if r.Round <= last {
+			voters[i] = r
+			continue
 		}
-		return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
+		if r.Status == StatusVote {
+			var vr voteRecord
+			if json.Unmarshal(cands[i].Payload, &vr) == nil {
+				record = &vr
+			}
+		}
+	}
+	var tied []*Candidate
+	var tieBreak func([]*Candidate) *Candidate
+	if d.cfg.ModelVote {
+		tieBreak = func(t []*Candidate) *Candidate {
+			tied = t
+			for _, cand := range t {
+				if record != nil && cand.Index == record.Chosen {
+					return cand
+				}
+			}
+			return nil
+		}
+	}
+	v := DecideFinal(voters, Pool{Explored: !d.cfg.NoExploration, Rounds: d.cfg.PoolRounds}, tie, tieBreak)
+	v.Confidence = Low
+	if tied != nil && round <= last {
+		// A tie, and the model has not voted yet: a vote task on the
+		// generate pool (the voter has no LLM client).
+		return d.openVote(ctx, c, round+1, tied, v)
 	}
 	return toRuntime(cands, rc, v), nil
+}
+
+func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int, tied []*Candidate, v Decision) (*agent.Decision, error) {
+	ref, _, err := c.Store.Get(ctx, infoKey)
+	if err != nil {
+		return nil, err
+	}
+	vcs := make([]votedCandidate, len(tied))
+	for i, t := range tied {
+		vcs[i] = votedCandidate{Round: t.Round, Index: t.Index, SQL: t.SQL, CSV: truncate(t.CSV, voteCSVChars)}
+	}
+	b, err := json.Marshal(vcs)
+	if err != nil {
+		return nil, err
+	}
+	tiedRef, err := c.Store.PutBlob(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	slot := round * d.cfg.Votes
+	t, err := agent.NewTask(KindVote, fmt.Sprintf("r%d.vote", round), round, []int{slot}, taskPayload{InfoRef: ref, TiedRef: tiedRef})
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Decision{Next: &agent.Dispatch{Round: round, Expect: 1, Tasks: []agent.Task{t}},
+		Confidence: string(Low), Method: MethodAwaitingModelVote, Valid: v.Valid}, nil
 }
 
 // VoteOnce is ReFoRCE's vote as another agent's final decision (PExA

@@ -63,7 +63,8 @@ type Outcome struct {
 // Solve runs the whole pipeline for one example in this process: linking
 // when over budget, format restriction (option), Votes candidates in
 // parallel, the vote, and for low confidence one exploration plus
-// regeneration per vote, then the final vote and fallbacks.
+// regeneration per vote (none for an abandoned exploration), then the
+// final vote over the exploration round (DecideFinal) and its fallbacks.
 func (a *Agent) Solve(ctx context.Context, wh warehouse.Warehouse, in SolveInput) (*Outcome, error) {
 	out := &Outcome{ExampleID: in.Example.ID, Cost: cost.Ledger{}}
 	info := in.Info
@@ -114,7 +115,7 @@ func (a *Agent) Solve(ctx context.Context, wh warehouse.Warehouse, in SolveInput
 		}
 	}
 	var vc cost.Cost
-	out.Decision = a.Decide(ctx, out.Candidates, base, Seed(in.RunSeed, ex.ID, 2, 0, "tie"), &vc)
+	out.Decision = a.DecideFinal(ctx, out.Candidates, base, Seed(in.RunSeed, ex.ID, 2, 0, "tie"), &vc)
 	out.Cost.Stage("vote").Add(vc)
 	out.Final = out.Decision.Winner
 	return out, nil
@@ -151,7 +152,8 @@ func (a *Agent) round(ctx context.Context, wh warehouse.Warehouse, base Candidat
 }
 
 // exploreRound runs one exploration per vote and regenerates each vote's
-// candidate from its own findings.
+// candidate from its own findings; an abandoned exploration's vote records
+// Exploration.Slot instead.
 func (a *Agent) exploreRound(ctx context.Context, wh warehouse.Warehouse, base CandidateInput, runSeed uint64) ([]*Exploration, []*Candidate, error) {
 	n := a.cfg.Votes
 	explorations := make([]*Exploration, n)
@@ -167,6 +169,10 @@ func (a *Agent) exploreRound(ctx context.Context, wh warehouse.Warehouse, base C
 			explorations[i] = e
 			if err != nil {
 				errs[i] = err
+				return
+			}
+			if slot := e.Slot(1, n+i); slot != nil {
+				cands[i] = slot
 				return
 			}
 			in := base

@@ -33,6 +33,10 @@ const (
 	MethodLone            Method = "lone_candidate"    // the only valid candidate
 	MethodInvalidFallback Method = "invalid_fallback"  // only invalid results (e.g. all zeros) were left
 	MethodNone            Method = "none"              // no candidate produced rows
+	// MethodFirstRound: the exploration round had no valid candidate (every
+	// vote abandoned or failed), so the first round's candidates decided,
+	// with the same fallbacks (a tie by the seeded pick or the model).
+	MethodFirstRound Method = "first_round_fallback"
 )
 
 // Decision is the outcome of a vote.
@@ -95,29 +99,101 @@ func Vote(cands []*Candidate) Decision {
 	return d
 }
 
-// Decide is the final vote over every candidate of every round (the
-// first round's are kept as evidence; the reference deleted them). A unique
-// largest cluster of two or more wins; a tie goes to a seeded random choice
-// among the largest clusters; a lone valid candidate is chosen rather than
-// dropped.
+// Decide is the final vote over cands: a unique largest cluster of two or
+// more wins; a tie goes to a seeded random choice among the largest
+// clusters; a lone valid candidate is chosen rather than dropped. Which
+// candidates take part is the caller's (see DecideFinal).
 func Decide(cands []*Candidate, seed int64) Decision {
 	return decide(cands, seed, nil)
+}
+
+// Pool says which candidates the final vote of a low-confidence example
+// is over.
+type Pool struct {
+	// Explored: the example went through column exploration (round 1).
+	Explored bool
+	// Rounds: pool rounds 0 and 1 (the PoolRounds option).
+	Rounds bool
+}
+
+// DecideFinal is the final vote of a low-confidence example over every
+// candidate it has (by round then index; records of other kinds, such as
+// StatusVote, are ignored). Without exploration it is over round 0. With
+// exploration it is over round 1 alone — the paper's column_explore(X_low)
+// (eq. 7) and the reference, whose step 2 replaced step 1's candidates —
+// or, with p.Rounds, over rounds 0 and 1. When the exploration round has
+// no valid candidate (all its votes abandoned or failed), round 0 decides
+// (MethodFirstRound) rather than leaving the example unanswered, the
+// paper's random_select for what exploration did not resolve. Clusters
+// are positions in all.
+func DecideFinal(all []*Candidate, p Pool, seed int64, tieBreak func([]*Candidate) *Candidate) Decision {
+	pick := func(keep func(*Candidate) bool) ([]*Candidate, []int) {
+		var sub []*Candidate
+		var pos []int
+		for i, c := range all {
+			if c != nil && c.Status != StatusVote && keep(c) {
+				sub, pos = append(sub, c), append(pos, i)
+			}
+		}
+		return sub, pos
+	}
+	vote := func(keep func(*Candidate) bool) Decision {
+		sub, pos := pick(keep)
+		d := decide(sub, seed, tieBreak)
+		for _, g := range d.Clusters {
+			for k := range g {
+				g[k] = pos[g[k]]
+			}
+		}
+		return d
+	}
+	round := func(r int) func(*Candidate) bool { return func(c *Candidate) bool { return c.Round == r } }
+	switch {
+	case !p.Explored:
+		return vote(round(0))
+	case p.Rounds:
+		return vote(func(c *Candidate) bool { return c.Round <= 1 })
+	}
+	d := vote(round(1))
+	if d.Valid > 0 {
+		return d
+	}
+	first := vote(round(0))
+	switch {
+	case first.Valid > 0:
+		first.Method = MethodFirstRound
+		return first
+	case d.Winner != nil:
+		return d
+	}
+	return first
 }
 
 // Decide is the package-level Decide, with the model breaking ties when the
 // agent is configured for it (v1's model vote).
 func (a *Agent) Decide(ctx context.Context, cands []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
-	var tieBreak func([]*Candidate) *Candidate
-	if a.cfg.ModelVote {
-		tieBreak = func(tied []*Candidate) *Candidate {
-			w, err := a.modelVote(ctx, tied, in, seed, c)
-			if err != nil {
-				return nil
-			}
-			return w
-		}
+	return decide(cands, seed, a.tieBreak(ctx, in, seed, c))
+}
+
+// DecideFinal is DecideFinal over the agent's pool (its NoExploration and
+// PoolRounds), with the model breaking ties when configured.
+func (a *Agent) DecideFinal(ctx context.Context, all []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
+	return DecideFinal(all, a.pool(), seed, a.tieBreak(ctx, in, seed, c))
+}
+
+func (a *Agent) pool() Pool { return Pool{Explored: !a.cfg.NoExploration, Rounds: a.cfg.PoolRounds} }
+
+func (a *Agent) tieBreak(ctx context.Context, in CandidateInput, seed int64, c *cost.Cost) func([]*Candidate) *Candidate {
+	if !a.cfg.ModelVote {
+		return nil
 	}
-	return decide(cands, seed, tieBreak)
+	return func(tied []*Candidate) *Candidate {
+		w, err := a.modelVote(ctx, tied, in, seed, c)
+		if err != nil {
+			return nil
+		}
+		return w
+	}
 }
 
 func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candidate) Decision {

@@ -90,6 +90,9 @@ type Info struct {
 	// Linked is set when schema linking reduced the blocks.
 	Linked bool
 	opt    Options
+	// blockTexts are the rendered blocks after the oversize rules; Tables
+	// is their concatenation.
+	blockTexts []string
 }
 
 // Prompt is the full table information of one example: the table blocks,

@@ -14,8 +14,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 )
 
-// DefaultLinkBudget is the prompt size (characters) above which tables are
-// linked, the reference's 200,000.
+// DefaultLinkBudget is the prompt size (bytes, UTF-8) from which tables are
+// linked: the reference's THRESHOLD, compared with the size of the
+// example's prompts.txt (schema_linking.py:14,55).
 const DefaultLinkBudget = 200_000
 
 // LinkAnswer is the model's verdict on one table.
@@ -41,8 +42,13 @@ type LinkCache interface {
 type Linker struct {
 	LLM   llm.Client
 	Cache LinkCache
-	// Budget: prompts longer than this (characters) are linked.
+	// Budget: prompts of at least this many bytes are linked (default
+	// DefaultLinkBudget).
 	Budget int
+	// Temperature of the linking calls; nil means 0, the reference's
+	// (schema_linking.py:166). It overrides the link role's configured
+	// temperature, as every agent's per-request temperature does.
+	Temperature *float64
 	// Parallel bounds the calls in flight for one example (default 8);
 	// the shared limiter bounds them cluster-wide.
 	Parallel int
@@ -57,13 +63,26 @@ type LinkQuestion struct {
 	Seed int64
 }
 
-// NeedsLinking reports whether the example's prompt is over budget.
+// NeedsLinking reports whether the example's prompt is over budget: the
+// whole prompt (table blocks after the oversize rules, external knowledge,
+// structure line; what the reference wrote to prompts.txt) measured in
+// bytes of UTF-8, linked from Budget bytes on, as the reference compared
+// os.path.getsize(prompts.txt) with its threshold (schema_linking.py:55).
 func (l *Linker) NeedsLinking(info *Info, externalKnowledge string) bool {
-	budget := l.Budget
-	if budget <= 0 {
-		budget = DefaultLinkBudget
+	return PromptBytes(info, externalKnowledge) >= l.budget()
+}
+
+func (l *Linker) budget() int {
+	if l.Budget <= 0 {
+		return DefaultLinkBudget
 	}
-	return Chars(info.Prompt(externalKnowledge)) > budget
+	return l.Budget
+}
+
+// PromptBytes is the linking trigger's measure of an example's prompt: its
+// size in bytes of UTF-8.
+func PromptBytes(info *Info, externalKnowledge string) int {
+	return len(info.Prompt(externalKnowledge))
 }
 
 // LinkPrompt is the reference's table-level schema-linking prompt (paper
@@ -99,7 +118,7 @@ func (l *Linker) Link(ctx context.Context, info *Info, q LinkQuestion) (*Info, [
 	errs := make([]error, len(info.Blocks))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i, bl := range info.Blocks {
+	for i := range info.Blocks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -110,7 +129,7 @@ func (l *Linker) Link(ctx context.Context, info *Info, q LinkQuestion) (*Info, [
 				return
 			}
 			defer func() { <-sem }()
-			answers[i], costs[i], errs[i] = l.linkOne(ctx, info, bl, q, int64(i))
+			answers[i], costs[i], errs[i] = l.linkOne(ctx, info, i, q)
 		}()
 	}
 	wg.Wait()
@@ -124,8 +143,9 @@ func (l *Linker) Link(ctx context.Context, info *Info, q LinkQuestion) (*Info, [
 	return reduce(info, answers), answers, total, nil
 }
 
-func (l *Linker) linkOne(ctx context.Context, info *Info, bl *Block, q LinkQuestion, idx int64) (LinkAnswer, cost.Cost, error) {
+func (l *Linker) linkOne(ctx context.Context, info *Info, i int, q LinkQuestion) (LinkAnswer, cost.Cost, error) {
 	var c cost.Cost
+	bl, idx := info.Blocks[i], int64(i)
 	key := cacheKey(info.Database, bl.FullName, q.Question)
 	if l.Cache != nil {
 		if a, ok, err := l.Cache.Get(ctx, key); err == nil && ok {
@@ -137,13 +157,19 @@ func (l *Linker) linkOne(ctx context.Context, info *Info, bl *Block, q LinkQuest
 	if attempts <= 0 {
 		attempts = 3
 	}
-	block := bl.render(info.opt, nil)
+	// The block as the prompt shows it, after the oversize rules (the
+	// reference asked about the chunks of prompts.txt).
+	block := info.BlockText(i)
+	temp := 0.0
+	if l.Temperature != nil {
+		temp = *l.Temperature
+	}
 	msgs := []llm.Message{llm.User(LinkPrompt(block, q.Question, q.ExternalKnowledge))}
 	ans := LinkAnswer{Table: bl.FullName}
 	var lastErr error
 	for a := 0; a < attempts; a++ {
 		seed := q.Seed*1_000_003 + idx*31 + int64(a)
-		resp, err := l.LLM.Chat(ctx, llm.Request{Role: llm.RoleLink, Messages: msgs, Seed: &seed})
+		resp, err := l.LLM.Chat(ctx, llm.Request{Role: llm.RoleLink, Messages: msgs, Seed: &seed, Temperature: &temp})
 		if err != nil {
 			var ce *llm.CallError
 			if errors.As(err, &ce) {

@@ -165,15 +165,12 @@ var (
 // reference counted them.
 func Chars(s string) int { return utf8.RuneCountInString(s) }
 
-// applyOversize shrinks a prompt over the threshold: each sample-rows block
-// is cut to 10,000 characters, or 1,000 when it is mostly digits; if still
-// over, descriptions go. Unlike the reference, the family hint that follows
-// the sample rows is kept.
-func applyOversize(tables string, opt Options) string {
-	if opt.Threshold <= 0 || Chars(tables) <= opt.Threshold {
-		return tables
-	}
-	tables = sampleBlock.ReplaceAllStringFunc(tables, func(m string) string {
+// shrinkSamples is the first oversize rule on one rendered block: its
+// sample rows are cut to 10,000 characters, or 1,000 when they are mostly
+// digits. Unlike the reference, the family hint that follows the sample
+// rows is kept.
+func shrinkSamples(block string) string {
+	return sampleBlock.ReplaceAllStringFunc(block, func(m string) string {
 		sub := sampleBlock.FindStringSubmatch(m)
 		content, dashes := sub[1], sub[2]
 		hint := ""
@@ -187,10 +184,35 @@ func applyOversize(tables string, opt Options) string {
 		content = truncateChars(content, limit)
 		return "Sample rows:" + content + hint + "\n" + dashes + "\n"
 	})
-	if Chars(tables) > opt.Threshold && opt.ClearLongDescriptions {
-		tables = description.ReplaceAllString(tables, "")
+}
+
+// applyOversize shrinks the blocks of a prompt over the threshold, as the
+// reference did to the whole text: when the blocks together exceed it,
+// every block's sample rows are shrunk; if they are still over and
+// ClearLongDescriptions is set, descriptions go. Each rule is decided on
+// the whole and applied block by block (both are block-local edits), so
+// the blocks stay addressable: schema linking shows the model each block
+// as it appears in the prompt, as the reference's linking read its blocks
+// from prompts.txt.
+func applyOversize(blocks []string, opt Options) {
+	total := func() int {
+		n := 0
+		for _, b := range blocks {
+			n += Chars(b)
+		}
+		return n
 	}
-	return tables
+	if opt.Threshold <= 0 || total() <= opt.Threshold {
+		return
+	}
+	for i, b := range blocks {
+		blocks[i] = shrinkSamples(b)
+	}
+	if opt.ClearLongDescriptions && total() > opt.Threshold {
+		for i, b := range blocks {
+			blocks[i] = description.ReplaceAllString(b, "")
+		}
+	}
 }
 
 // digitRatio is 1 - digits/non-space characters over the first 10,000
@@ -229,9 +251,24 @@ func truncateChars(s string, n int) string {
 
 // render writes the blocks and applies the oversize rules.
 func (i *Info) render() {
-	var b strings.Builder
-	for _, bl := range i.Blocks {
-		b.WriteString(bl.render(i.opt, bl.keep))
+	texts := make([]string, len(i.Blocks))
+	for j, bl := range i.Blocks {
+		texts[j] = bl.render(i.opt, bl.keep)
 	}
-	i.Tables = applyOversize(b.String(), i.opt)
+	applyOversize(texts, i.opt)
+	i.blockTexts = texts
+	i.Tables = strings.Join(texts, "")
+}
+
+// BlockText is block j as the prompt shows it (after the oversize rules),
+// without its closing separator: the reference's linking split prompts.txt
+// on the separator and asked about each stripped chunk.
+func (i *Info) BlockText(j int) string {
+	t := ""
+	if len(i.blockTexts) == len(i.Blocks) {
+		t = i.blockTexts[j]
+	} else {
+		t = i.Blocks[j].render(i.opt, i.Blocks[j].keep)
+	}
+	return strings.TrimSpace(strings.TrimSuffix(t, Separator+"\n"))
 }

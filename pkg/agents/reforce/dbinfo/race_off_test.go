@@ -1,0 +1,5 @@
+//go:build !race
+
+package dbinfo
+
+const raceEnabled = false
