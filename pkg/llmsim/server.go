@@ -70,6 +70,10 @@ type Config struct {
 	Logger  *zap.Logger
 }
 
+// MaxRequestBytes bounds a chat request's body (32 MiB: above any real
+// model's context window in tokens).
+const MaxRequestBytes = 32 << 20
+
 // Server is the simulator; it implements http.Handler.
 type Server struct {
 	cfg    Config
@@ -183,7 +187,16 @@ type reply struct {
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.stats.requests.Add(1)
 	var req chatRequest
+	// A request body has a bound, as providers' do: a runaway prompt (or a
+	// hostile client) must not hold the simulator's memory.
+	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
+				fmt.Sprintf("the request body is over %d bytes (llmsim's limit)", MaxRequestBytes))
+			return
+		}
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a chat completion request: "+err.Error())
 		return
 	}
