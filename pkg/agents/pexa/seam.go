@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
@@ -73,43 +72,25 @@ func Definition() *agent.Definition {
 // ConfigFromOptions reads the agent's options.
 func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 	cfg := DefaultConfig()
-	var errs []error
-	num := func(name string, dst *int, least int) {
-		v, err := agent.OptionInt(opts, name)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case v < least:
-			errs = append(errs, fmt.Errorf("pexa option %s=%d: use %d or more", name, v, least))
-		default:
-			*dst = v
-		}
-	}
-	flag := func(name string, dst *bool) {
-		v, err := agent.OptionBool(opts, name)
-		errs = append(errs, err)
-		*dst = v
-	}
-	num(OptPasses, &cfg.Passes, 1)
-	num(OptMaxPlannerSteps, &cfg.MaxPlannerSteps, 2)
-	num(OptMaxTestcaseSteps, &cfg.MaxTestcaseSteps, 2)
-	num(OptMaxProposerSteps, &cfg.MaxProposerSteps, 2)
-	num(OptMaxProbes, &cfg.MaxProbesPerPlan, 0)
-	num(OptMaxSQLs, &cfg.MaxSQLsPerTestCase, 0)
-	flag(OptNoVerifier, &cfg.NoVerifier)
-	flag(OptSequentialPlan, &cfg.SequentialPlan)
-	flag(OptNoProposer, &cfg.NoProposer)
+	r := &agent.OptionReader{Agent: "pexa", Opts: opts}
+	r.Int(OptPasses, &cfg.Passes, 1)
+	r.Int(OptMaxPlannerSteps, &cfg.MaxPlannerSteps, 2)
+	r.Int(OptMaxTestcaseSteps, &cfg.MaxTestcaseSteps, 2)
+	r.Int(OptMaxProposerSteps, &cfg.MaxProposerSteps, 2)
+	r.Int(OptMaxProbes, &cfg.MaxProbesPerPlan, 0)
+	r.Int(OptMaxSQLs, &cfg.MaxSQLsPerTestCase, 0)
+	r.Bool(OptNoVerifier, &cfg.NoVerifier)
+	r.Bool(OptSequentialPlan, &cfg.SequentialPlan)
+	r.Bool(OptNoProposer, &cfg.NoProposer)
 	budget := dbinfo.DefaultLinkBudget
-	num(OptLinkBudget, &budget, 1)
-	return cfg, budget, errors.Join(errs...)
+	r.Int(OptLinkBudget, &budget, 1)
+	return cfg, budget, r.Err()
 }
 
 type pexa struct {
 	steps  *Steps
 	linker *dbinfo.Linker
-
-	mu    sync.Mutex
-	infos map[string]*dbinfo.Info // compressed once per database
+	infos  *dbinfo.InfoCache // compressed once per database
 }
 
 func newAgent(c agent.Config) (agent.Agent, error) {
@@ -117,7 +98,7 @@ func newAgent(c agent.Config) (agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pexa{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: map[string]*dbinfo.Info{},
+	return &pexa{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()},
 		linker: &dbinfo.Linker{LLM: c.LLM, Budget: budget, Cache: &dbinfo.MemoryLinkCache{}}}, nil
 }
 
@@ -144,18 +125,7 @@ type tableInfo struct {
 const infoKey = "info"
 
 func (a *pexa) info(ctx context.Context, c *agent.Context) (*dbinfo.Info, error) {
-	db, _ := c.Dataset.Database(c.Example)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if i, ok := a.infos[db.Key()]; ok {
-		return i, nil
-	}
-	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, dbinfo.DefaultOptions())
-	if err != nil {
-		return nil, err
-	}
-	a.infos[db.Key()] = i
-	return i, nil
+	return a.infos.For(ctx, c.Dataset, c.Example, c.Schema)
 }
 
 // Start opens the passes: one planner task each. The database is

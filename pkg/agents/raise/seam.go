@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
@@ -73,47 +72,30 @@ func Definition() *agent.Definition {
 // ConfigFromOptions reads the agent's options.
 func ConfigFromOptions(opts map[string]string) (Config, error) {
 	cfg := DefaultConfig()
-	var errs []error
-	num := func(name string, dst *int, least int) {
-		v, err := agent.OptionInt(opts, name)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case v < least:
-			errs = append(errs, fmt.Errorf("raise option %s=%d: use %d or more", name, v, least))
-		default:
-			*dst = v
-		}
-	}
-	flag := func(name string, dst *bool) {
-		v, err := agent.OptionBool(opts, name)
-		errs = append(errs, err)
-		*dst = v
-	}
-	num(OptRounds, &cfg.Rounds, 1)
-	num(OptSegmentTokens, &cfg.SegmentTokens, 16)
-	num(OptTotalTokens, &cfg.TotalTokens, 16)
-	num(OptMaxCalls, &cfg.MaxCalls, 1)
-	num(OptMaxCommands, &cfg.MaxCommands, 1)
-	num(OptMaxOps, &cfg.MaxOps, 0)
-	num(OptRefine, &cfg.Refine, 0)
-	flag(OptStatic, &cfg.Static)
-	flag(OptColumns, &cfg.Columns)
-	flag(OptThinkTag, &cfg.ThinkTag)
+	r := &agent.OptionReader{Agent: "raise", Opts: opts}
+	r.Int(OptRounds, &cfg.Rounds, 1)
+	r.Int(OptSegmentTokens, &cfg.SegmentTokens, 16)
+	r.Int(OptTotalTokens, &cfg.TotalTokens, 16)
+	r.Int(OptMaxCalls, &cfg.MaxCalls, 1)
+	r.Int(OptMaxCommands, &cfg.MaxCommands, 1)
+	r.Int(OptMaxOps, &cfg.MaxOps, 0)
+	r.Int(OptRefine, &cfg.Refine, 0)
+	r.Bool(OptStatic, &cfg.Static)
+	r.Bool(OptColumns, &cfg.Columns)
+	r.Bool(OptThinkTag, &cfg.ThinkTag)
+	err := r.Err()
 	if v, ok := opts[OptTransport]; ok {
 		if v != TransportContinue && v != TransportMultiTurn {
-			errs = append(errs, fmt.Errorf("raise option transport=%q: use continue or multiturn", v))
+			err = errors.Join(err, fmt.Errorf("raise option transport=%q: use continue or multiturn", v))
 		}
 		cfg.Transport = v
 	}
-	return cfg, errors.Join(errs...)
+	return cfg, err
 }
 
 type raise struct {
 	steps *Steps
-
-	mu    sync.Mutex
-	infos map[string]*dbinfo.Info
+	infos *dbinfo.InfoCache
 }
 
 func newAgent(c agent.Config) (agent.Agent, error) {
@@ -121,7 +103,7 @@ func newAgent(c agent.Config) (agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raise{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: map[string]*dbinfo.Info{}}, nil
+	return &raise{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()}}, nil
 }
 
 // perRound is the candidate slots of a round: the three finals, and the
@@ -149,18 +131,7 @@ func (a *raise) slot(round int, role llm.Role) int {
 }
 
 func (a *raise) info(ctx context.Context, c *agent.Context) (*dbinfo.Info, error) {
-	db, _ := c.Dataset.Database(c.Example)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if i, ok := a.infos[db.Key()]; ok {
-		return i, nil
-	}
-	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, dbinfo.DefaultOptions())
-	if err != nil {
-		return nil, err
-	}
-	a.infos[db.Key()] = i
-	return i, nil
+	return a.infos.For(ctx, c.Dataset, c.Example, c.Schema)
 }
 
 type payload struct {

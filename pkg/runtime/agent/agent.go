@@ -426,3 +426,44 @@ func OptionInt(opts map[string]string, name string) (int, error) {
 	}
 	return n, nil
 }
+
+// OptionReader reads an agent's options into its config, collecting every
+// bad value, so an agent's ConfigFromOptions is a list of fields.
+type OptionReader struct {
+	Agent string
+	Opts  map[string]string
+	errs  []error
+}
+
+// Int sets *dst from the option name when present, refusing values below
+// least.
+func (r *OptionReader) Int(name string, dst *int, least int) {
+	if _, ok := r.Opts[name]; !ok {
+		return
+	}
+	v, err := OptionInt(r.Opts, name)
+	switch {
+	case err != nil:
+		r.errs = append(r.errs, err)
+	case v < least:
+		r.errs = append(r.errs, fmt.Errorf("%s option %s=%d: use %d or more", r.Agent, name, v, least))
+	default:
+		*dst = v
+	}
+}
+
+// Bool sets *dst from the option name when present.
+func (r *OptionReader) Bool(name string, dst *bool) {
+	if _, ok := r.Opts[name]; !ok {
+		return
+	}
+	v, err := OptionBool(r.Opts, name)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	*dst = v
+}
+
+// Err is every bad value read, joined.
+func (r *OptionReader) Err() error { return errors.Join(r.errs...) }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // MemoryLinkCache keeps linking answers in this process.
@@ -73,4 +76,34 @@ func (c *RedisLinkCache) Put(ctx context.Context, key string, a LinkAnswer) erro
 		return err
 	}
 	return c.Client.Set(ctx, c.key(key), b, c.TTL).Err()
+}
+
+// InfoCache keeps each database's compressed information once per process
+// (agents share a database across many examples).
+type InfoCache struct {
+	Options Options
+	mu      sync.Mutex
+	infos   map[string]*Info
+}
+
+// For returns e's database information, building it on first use.
+func (c *InfoCache) For(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, open Opener) (*Info, error) {
+	db, ok := ds.Database(e)
+	if !ok {
+		return nil, fmt.Errorf("%s: database %q is not in the dataset", e.ID, e.DB)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i, ok := c.infos[db.Key()]; ok {
+		return i, nil
+	}
+	i, err := ForExample(ctx, ds, e, open, c.Options)
+	if err != nil {
+		return nil, err
+	}
+	if c.infos == nil {
+		c.infos = map[string]*Info{}
+	}
+	c.infos[db.Key()] = i
+	return i, nil
 }
