@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
 		compare                 []string
+		ablations               ablationFlags
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
 	)
@@ -65,6 +67,18 @@ HTML report. Flags override the scenario file.`,
 				set("nats-url", func() { loaded.NATSURL = sc.NATSURL })
 				set("redis-url", func() { loaded.RedisURL = sc.RedisURL })
 				sc = loaded
+			}
+			if abl := ablations.options(cmd); len(abl) > 0 {
+				if err := ablations.validate(); err != nil {
+					return usage(err)
+				}
+				if (sc.Agent != "" && sc.Agent != "reforce") || len(compare) > 0 {
+					return usage(fmt.Errorf("the ablation flags (--explore-all, --no-vote, …) are reforce options: use them with --agent reforce and without --agents"))
+				}
+				if sc.AgentOptions == nil {
+					sc.AgentOptions = map[string]string{}
+				}
+				maps.Copy(sc.AgentOptions, abl)
 			}
 			if noScaling {
 				sc.Scaling = nil
@@ -134,6 +148,7 @@ HTML report. Flags override the scenario file.`,
 	f.IntVar(&sc.Generators, "generators", sc.Generators, "generator worker loops")
 	f.IntVar(&sc.GeneratorConcurrency, "generator-concurrency", sc.GeneratorConcurrency, "tasks each generator worker handles at once")
 	f.IntVar(&sc.ScalingExamples, "scaling-examples", sc.ScalingExamples, "examples in each scaling run")
+	ablations.register(f, "reforce: ")
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
 	return cmd

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -9,8 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // datasetFlags are the loading options shared by commands that read a
@@ -55,7 +59,12 @@ It lists all problems rather than stopping at the first.
 
 With --prompts it reports the size of each example's ReFoRCE prompt before
 compression and after table grouping and the oversize rules (schema linking,
-which needs an LLM, is not applied), and their distribution per dialect.`,
+which needs an LLM, is not applied), and their distribution per dialect.
+It also measures both --compression modes: for each, the prompt's size after
+compression and the table-level linking calls it would need (one per table
+block of a prompt of --link-budget bytes or more); with --json, per example
+(chars_after and link_calls_paper for the paper's rule,
+chars_after_structural and link_calls_structural for the structural mode).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.load(args[0])
@@ -67,7 +76,15 @@ which needs an LLM, is not applied), and their distribution per dialect.`,
 			}
 			if prompts {
 				sizes, problems := promptSizes(cmd.Context(), ds, model)
-				return printPromptSizes(cmd.OutOrStdout(), sizes, problems, asJSON)
+				modes := promptModes(cmd.Context(), ds, sizes)
+				if asJSON {
+					return printPromptModes(cmd.OutOrStdout(), modes)
+				}
+				if err := printPromptSizes(cmd.OutOrStdout(), sizes, problems, false); err != nil {
+					return err
+				}
+				summarizePromptModes(cmd.OutOrStdout(), modes)
+				return nil
 			}
 			printInspect(cmd.OutOrStdout(), ds)
 			if strict && len(ds.Problems) > 0 {
@@ -157,4 +174,95 @@ func printInspect(w io.Writer, ds *dataset.Dataset) {
 	for _, p := range ds.Problems {
 		fmt.Fprintln(w, "  "+strings.ReplaceAll(p.String(), "\n", " "))
 	}
+}
+
+// promptMode is one line of `quorum inspect --prompts --json`: the sizes
+// of promptSizes (chars_after is the paper's compression) and, for each
+// --compression mode, the linking calls the prompt needs before the model
+// sees it (one per table block when it is of DefaultLinkBudget bytes or
+// more).
+type promptMode struct {
+	promptSize
+	LinkCallsPaper       int `json:"link_calls_paper"`
+	CharsAfterStructural int `json:"chars_after_structural"`
+	LinkCallsStructural  int `json:"link_calls_structural"`
+}
+
+func promptModes(ctx context.Context, ds *dataset.Dataset, sizes []promptSize) []promptMode {
+	set := &sqlite.Set{}
+	defer set.Close()
+	open := &dataset.Warehouses{DS: ds, SQLite: set}
+	type pair struct{ paper, structural *dbinfo.Info }
+	infos := map[string]*pair{}
+	byID := map[string]*dataset.Example{}
+	for _, e := range ds.Examples {
+		byID[e.ID] = e
+	}
+	linker := &dbinfo.Linker{Budget: dbinfo.DefaultLinkBudget}
+	calls := func(info *dbinfo.Info, ek string) int {
+		if linker.NeedsLinking(info, ek) {
+			return len(info.Blocks)
+		}
+		return 0
+	}
+	out := make([]promptMode, 0, len(sizes))
+	for _, s := range sizes {
+		m := promptMode{promptSize: s}
+		e := byID[s.InstanceID]
+		db, _ := ds.Database(e)
+		p, ok := infos[db.Key()]
+		if !ok {
+			p = &pair{}
+			var err error
+			if p.paper, err = dbinfo.ForExample(ctx, ds, e, open, dbinfo.DefaultOptions()); err == nil {
+				p.structural, err = dbinfo.ForExample(ctx, ds, e, open, dbinfo.StructuralOptions())
+			}
+			if err != nil {
+				p = nil
+			}
+			infos[db.Key()] = p
+		}
+		if p != nil {
+			m.LinkCallsPaper = calls(p.paper, e.ExternalKnowledge)
+			m.CharsAfterStructural = dbinfo.Chars(p.structural.Prompt(e.ExternalKnowledge))
+			m.LinkCallsStructural = calls(p.structural, e.ExternalKnowledge)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func printPromptModes(w io.Writer, modes []promptMode) error {
+	enc := json.NewEncoder(w)
+	for _, m := range modes {
+		if err := enc.Encode(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summarizePromptModes prints, per compression mode, how many prompts are
+// over 200,000 characters and the linking calls they need.
+func summarizePromptModes(w io.Writer, modes []promptMode) {
+	type tally struct{ over, examples, calls int }
+	var paper, structural tally
+	for _, m := range modes {
+		if m.CharsAfter > dbinfo.DefaultLinkBudget {
+			paper.over++
+		}
+		if m.LinkCallsPaper > 0 {
+			paper.examples++
+			paper.calls += m.LinkCallsPaper
+		}
+		if m.CharsAfterStructural > dbinfo.DefaultLinkBudget {
+			structural.over++
+		}
+		if m.LinkCallsStructural > 0 {
+			structural.examples++
+			structural.calls += m.LinkCallsStructural
+		}
+	}
+	fmt.Fprintf(w, "compression paper: %d prompts over %d chars; %d need linking (%d calls)\n", paper.over, dbinfo.DefaultLinkBudget, paper.examples, paper.calls)
+	fmt.Fprintf(w, "compression structural: %d prompts over %d chars; %d need linking (%d calls)\n", structural.over, dbinfo.DefaultLinkBudget, structural.examples, structural.calls)
 }

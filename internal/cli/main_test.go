@@ -149,7 +149,7 @@ func TestInspectPromptsJSON(t *testing.T) {
 	}
 	for _, l := range lines {
 		var p map[string]any
-		if err := json.Unmarshal([]byte(l), &p); err != nil || len(p) != 5 {
+		if err := json.Unmarshal([]byte(l), &p); err != nil || len(p) != 8 {
 			t.Fatalf("line %q: %v", l, err)
 		}
 		if p["chars_after"].(float64) >= p["chars_before"].(float64) || p["tokens_after"].(float64) <= 0 || p["dialect"] != "sqlite" {

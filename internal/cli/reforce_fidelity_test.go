@@ -110,7 +110,7 @@ func TestSolveLinkBudgetFlag(t *testing.T) {
 
 // TestModelVoteRunMatchesSolve: the model vote works in the distributed
 // runtime (quorum run, through NATS, Redis and the voter) as in quorum
-// solve: the same answers, and local022, whose final vote ties at these
+// solve: the same answers, and local035, whose final vote ties at these
 // seeds, decided by the model in both. pool-rounds agrees too.
 func TestModelVoteRunMatchesSolve(t *testing.T) {
 	if testing.Short() {
@@ -123,7 +123,7 @@ func TestModelVoteRunMatchesSolve(t *testing.T) {
 		method    string
 		methodFor string
 	}{
-		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--model-vote"}, "model_vote", "local022"},
+		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--model-vote"}, "model_vote", "local035"},
 		{"pool-rounds", []string{"--agent-option", "pool-rounds=true"}, []string{"--pool-rounds"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestModelVoteRunMatchesSolve(t *testing.T) {
 			rounds := map[string]int{}
 			for _, cmd := range []string{"run", "solve"} {
 				out := filepath.Join(t.TempDir(), "out")
-				args := []string{cmd, "--dataset", demo, "--ids", "local001,local015,local022,local026", "--out", out}
+				args := []string{cmd, "--dataset", demo, "--ids", "local001,local015,local026,local035", "--out", out}
 				if cmd == "run" {
 					args = append(append(args, "--run-id", "mv"), tc.run...)
 				} else {

@@ -41,6 +41,7 @@ func newSolveCmd() *cobra.Command {
 		skipBad     bool
 		linkBudget  int
 		cfg         reforce.Config
+		ablations   ablationFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
@@ -66,6 +67,16 @@ For a cluster over NATS and Redis, use quorum run.`,
 				}
 			} else if len(agentOpts) > 0 {
 				return usage(fmt.Errorf("--agent-option: quorum solve sets reforce's options with its own flags (--no-exploration, --format-restriction, …)"))
+			}
+			if len(ablations.options(cmd)) > 0 && agentName != "reforce" {
+				return usage(fmt.Errorf("--explore-all, --no-vote, --no-random-selection, --no-compression, --gold-tables, --gold-schema and --compression are reforce options; agent %s does not take them", agentName))
+			}
+			if err := ablations.validate(); err != nil {
+				return usage(err)
+			}
+			ablations.apply(&cfg)
+			if agentName == "reforce" {
+				opts = reforceSolveOptions(cmd)
 			}
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
@@ -127,6 +138,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 				// One linker for the process: its cache is shared by every
 				// example, as the runtime's is by the cluster.
 				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
+				rep.Votes = agent.Config().Votes
 				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, writer, seed, concurrency, w)
 			} else {
 				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
@@ -171,6 +183,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
 	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties of the final vote (v1 option)")
 	f.BoolVar(&cfg.PoolRounds, "pool-rounds", false, "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)")
+	ablations.register(f, "")
 	f.IntVar(&linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts of at least this many bytes (UTF-8) get table-level schema linking, as the reference's 200,000-byte prompts.txt threshold")
 	return cmd
 }
@@ -206,7 +219,11 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 		if i, ok := infos[db.Key()]; ok {
 			return i, nil
 		}
-		i, err := dbinfo.ForExample(ctx, ds, e, whs, dbinfo.DefaultOptions())
+		opt, err := agent.Config().DBInfoOptions()
+		if err != nil {
+			return nil, err
+		}
+		i, err := dbinfo.ForExample(ctx, ds, e, whs, opt)
 		if err == nil {
 			infos[db.Key()] = i
 		}
@@ -261,7 +278,7 @@ func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agen
 		return fail(err)
 	}
 	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
-		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker})
+		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker, GoldSQL: e.Gold.SQL})
 	if o != nil {
 		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
 		r.Candidates = len(o.Candidates)
@@ -334,4 +351,20 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
 		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
+}
+
+// reforceSolveOptions records the reforce options given as solve's flags
+// (they have the options' names) in run.json, as quorum run records them
+// in its manifest.
+func reforceSolveOptions(cmd *cobra.Command) map[string]string {
+	var out map[string]string
+	for _, o := range reforce.Definition().Options {
+		if f := cmd.Flags().Lookup(o.Name); f != nil && f.Changed {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[o.Name] = f.Value.String()
+		}
+	}
+	return out
 }

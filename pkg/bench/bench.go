@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -46,6 +47,9 @@ type Scenario struct {
 	Seed     uint64 `json:"seed"`
 	// Agent runs the examples (default reforce).
 	Agent string `json:"agent,omitempty"`
+	// AgentOptions are the agent's options (e.g. reforce's ablations,
+	// explore-all, no-vote, …), recorded in the run's manifest.
+	AgentOptions map[string]string `json:"agent_options,omitempty"`
 	// MaxInFlight is the coordinator's admission window (0: derived from
 	// the generator slots, -1: every example at once).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
@@ -319,7 +323,7 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	if err != nil {
 		return nil, err
 	}
-	opts, err := def.CheckOptions(nil)
+	opts, err := def.CheckOptions(maps.Clone(sc.AgentOptions))
 	if err != nil {
 		return nil, err
 	}

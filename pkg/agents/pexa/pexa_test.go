@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/quorumsql/quorum/internal/testutil/golden"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -112,22 +112,7 @@ func TestPromptsArePinned(t *testing.T) {
 			Structure: "The table structure information is (table names): \n['t']\n", ExternalKnowledge: "", Probe: "Retrieve all ids of t"})
 		cases["propose."+string(d)] = ProposerPrompt("How many rows?", d, nil)
 	}
-	for name, got := range cases {
-		path := filepath.Join("testdata", name+".golden")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./pkg/agents/pexa -update to create it)", err)
-		}
-		if got != string(want) {
-			t.Errorf("prompt %s differs from %s (run with -update if the change is intended):\n%s", name, path, got)
-		}
-	}
+	golden.Check(t, cases, *update, "go test ./pkg/agents/pexa -run TestPromptsArePinned -update")
 	if p := PlannerPrompt("Q?"); !strings.Contains(p, "Question: Q?\nAnother way to say it: Q?") {
 		t.Error("the planner does not repeat the question")
 	}

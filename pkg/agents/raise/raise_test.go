@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/quorumsql/quorum/internal/testutil/golden"
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -96,22 +96,7 @@ func TestPromptsArePinned(t *testing.T) {
 		"final.retry":  FinalPrompt(warehouse.BigQuery, "How many rows?", "", ops, []Attempt{{"SELECT x", "Error: no such column: x"}, {"SELECT 1 WHERE 0", noRows}}),
 		"columns":      ColumnsPrompt("How many rows?", "SELECT COUNT(*) FROM t"),
 	}
-	for name, got := range cases {
-		path := filepath.Join("testdata", name+".golden")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run go test ./pkg/agents/raise -update to create it)", err)
-		}
-		if got != string(want) {
-			t.Errorf("prompt %s differs from %s (run with -update if intended):\n%s", name, path, got)
-		}
-	}
+	golden.Check(t, cases, *update, "go test ./pkg/agents/raise -run TestPromptsArePinned -update")
 	if strings.Contains(cases["agent.static"], "run_query") || !strings.Contains(cases["agent"], "[RUN] command(arguments) [EXECUTE]") {
 		t.Error("agent prompt: the static agent must not offer run_query; the command syntax must be shown")
 	}

@@ -14,6 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
+
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -48,13 +51,43 @@ type Config struct {
 	// and the reference, whose second step replaced the first's
 	// candidates.
 	PoolRounds bool
-	Explore    ExploreConfig
+	// Ablations of the paper's v2 Table 3:
+	//
+	// ExploreAll is "Column Exploration Only": every example starts with
+	// column exploration (one exploration and regeneration per vote), with
+	// no first round and no first vote; the final vote is over the
+	// exploration round.
+	ExploreAll bool
+	// NoVote is "w/o Majority Voting": one candidate per example (Votes is
+	// 1) and no consensus: it is the answer, with no exploration unless
+	// ExploreAll.
+	NoVote bool
+	// NoRandomSelection is "w/o Random Selection": a tie of the final vote
+	// is left unanswered (MethodUnresolved) instead of the seeded random
+	// pick (the paper's random_select, eq. 7). A model vote (ModelVote)
+	// still breaks ties.
+	NoRandomSelection bool
+	// NoCompression is "w/o DB Info Compression": the table information
+	// is built with dbinfo.Uncompressed (no grouping, no oversize rules;
+	// schema linking still applies over budget). Compression otherwise
+	// names the mode: "paper" (default) or "structural".
+	NoCompression bool
+	Compression   string
+	// GoldTables and GoldSchema are "w/ Gold Table" (Table 3) and "w/
+	// Gold Schema" (Table 4): the table information keeps only the tables
+	// (and, for GoldSchema, the columns) the example's gold SQL names
+	// (dbinfo.Restrict). An example without gold SQL keeps its schema.
+	GoldTables, GoldSchema bool
+	Explore                ExploreConfig
 	// ResultLimits cap candidate results; zero keeps them whole (the
 	// reference silently cut them at 30 KB).
 	ResultLimits warehouse.Limits
 }
 
 func (c *Config) defaults() {
+	if c.NoVote {
+		c.Votes = 1
+	}
 	if c.Votes <= 0 {
 		c.Votes = 8
 	}
@@ -74,6 +107,25 @@ func (c *Config) defaults() {
 	if c.Explore == (ExploreConfig{}) {
 		c.Explore = DefaultExploreConfig()
 	}
+}
+
+// DBInfoOptions are the options the table information is built with:
+// the compression mode, or none with NoCompression.
+func (c Config) DBInfoOptions() (dbinfo.Options, error) {
+	if c.NoCompression {
+		return dbinfo.Uncompressed(), nil
+	}
+	return dbinfo.ModeOptions(c.Compression)
+}
+
+// Restrict applies the gold ablations to an example's table information;
+// it reports whether the schema was restricted.
+func (c Config) Restrict(info *dbinfo.Info, goldSQL string) (*dbinfo.Info, bool) {
+	if !(c.GoldTables || c.GoldSchema) || strings.TrimSpace(goldSQL) == "" {
+		return info, false
+	}
+	r := dbinfo.Restrict(info, goldSQL, c.GoldSchema)
+	return r, r != info
 }
 
 // Agent runs ReFoRCE's steps.

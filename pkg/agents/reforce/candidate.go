@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -212,7 +213,8 @@ func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in Candid
 			}
 			good = &Candidate{SQL: sql, Result: res, CSV: cand.CSV, Rows: cand.Rows}
 			seen = append(seen, good)
-			prompt = SelfConsistencyPrompt(in.Format, cand.CSV, sql)
+			prompt = ReviewPrompt(ReviewInput{Question: in.Example.Question, Format: in.Format, CSV: cand.CSV, SQL: sql,
+				Dialect: in.Example.Dialect, TableStruct: in.TableStruct})
 			continue
 		}
 		if emptyStreak >= a.cfg.EmptyStop {
@@ -230,8 +232,10 @@ func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in Candid
 	if cand.Status == StatusOK && cand.CSV != "" {
 		return cand, nil
 	}
-	if cand.Status == StatusEmpty && a.cfg.CTERefine {
-		if err := a.cteRefine(ctx, wh, s, in, cand, lastSQL); err != nil {
+	if (cand.Status == StatusEmpty || cand.Status == StatusError) && a.cfg.CTERefine {
+		// v1 §3.2.4 runs it "if refinement fails", whether on errors or
+		// on empty results.
+		if err := a.cteRefine(ctx, wh, s, in, cand, lastSQL, cand.Error); err != nil {
 			return cand, err
 		}
 	}
@@ -255,48 +259,113 @@ func consistent(c *Candidate, seen []*Candidate) bool {
 	return false
 }
 
-// cteRefine runs each CTE prefix of a query stuck on empty results, shows
-// the model where the rows disappear and lets it rewrite that CTE (v1's
-// CTE-based refinement, which the reference code never implemented).
-func (a *Agent) cteRefine(ctx context.Context, wh warehouse.Warehouse, s *session, in CandidateInput, cand *Candidate, sql string) error {
-	q, ok := sqltext.SplitCTEs(sql, in.Example.Dialect.LexOptions())
+// cteRefine runs each CTE prefix of a query whose refinement failed (empty
+// results or errors; feedback is the last one), shows the model where the
+// rows disappear or the error starts and lets it rewrite that CTE (v1's
+// CTE-based refinement, which the reference code never implemented). A
+// query without CTEs is first sent back to be rewritten as CTEs; if the
+// rewrite already returns rows it is taken.
+func (a *Agent) cteRefine(ctx context.Context, wh warehouse.Warehouse, s *session, in CandidateInput, cand *Candidate, sql, feedback string) error {
+	d := in.Example.Dialect
+	q, ok := sqltext.SplitCTEs(sql, d.LexOptions())
 	if !ok || len(q.CTEs) == 0 {
-		return nil
+		rewritten, ok, err := a.cteAsk(ctx, s, in, CTERewritePrompt(sql, feedback), "cte-rewrite")
+		if err != nil || !ok {
+			return err
+		}
+		res, fb, err := a.run(ctx, wh, &cand.Cost, rewritten, a.cfg.ResultLimits)
+		if err != nil {
+			return err
+		}
+		if fb == "" && res.RowCount() > 0 {
+			cand.SQL, cand.Status, cand.Error, cand.CTERefined = rewritten, StatusOK, "", true
+			cand.setResult(res)
+			return nil
+		}
+		if q, ok = sqltext.SplitCTEs(rewritten, d.LexOptions()); !ok || len(q.CTEs) == 0 {
+			return nil
+		}
+		sql, feedback = rewritten, fb
+		if feedback == "" {
+			feedback = EmptyResult
+		}
 	}
 	var b strings.Builder
 	for i := range q.CTEs {
-		res, feedback, err := a.run(ctx, wh, &cand.Cost, q.PrefixQuery(i+1, 5), warehouse.Limits{MaxRows: 5, MaxBytes: 4096})
+		res, fb, err := a.run(ctx, wh, &cand.Cost, ctePrefixQuery(q, i+1, 5, d), warehouse.Limits{MaxRows: 5, MaxBytes: 4096})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(&b, "CTE %d %s: ", i+1, q.CTEs[i].Name)
 		switch {
-		case feedback != "":
-			b.WriteString("error: " + feedback + "\n")
+		case fb != "":
+			b.WriteString("error: " + fb + "\n")
 		case res.RowCount() == 0:
 			b.WriteString("no rows\n")
 		default:
 			b.WriteString(fmt.Sprintf("rows, for example:\n%s", truncate(res.CSV(), 500)))
 		}
 	}
-	text, err := s.ask(ctx, CTEPrompt(sql, b.String()), Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, "cte"))
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return nil
+	fixed, ok, err := a.cteAsk(ctx, s, in, CTEFeedbackPrompt(sql, feedback, b.String()), "cte")
+	if err != nil || !ok {
+		return err
 	}
-	blocks := llm.Blocks(text, "sql")
-	if len(blocks) == 0 {
-		return nil
-	}
-	res, feedback, err := a.run(ctx, wh, &cand.Cost, blocks[0], a.cfg.ResultLimits)
+	res, fb, err := a.run(ctx, wh, &cand.Cost, fixed, a.cfg.ResultLimits)
 	if err != nil {
 		return err
 	}
-	if feedback == "" && res.RowCount() > 0 {
-		cand.SQL, cand.Status, cand.Error, cand.CTERefined = blocks[0], StatusOK, "", true
+	if fb == "" && res.RowCount() > 0 {
+		cand.SQL, cand.Status, cand.Error, cand.CTERefined = fixed, StatusOK, "", true
 		cand.setResult(res)
 	}
 	return nil
+}
+
+// cteAsk asks one CTE-refinement question and returns the first SQL block
+// of the reply; a failed LLM call ends the refinement quietly unless the
+// context ended.
+func (a *Agent) cteAsk(ctx context.Context, s *session, in CandidateInput, prompt, tag string) (string, bool, error) {
+	text, err := s.ask(ctx, prompt, Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, tag))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false, ctx.Err()
+		}
+		return "", false, nil
+	}
+	blocks := llm.Blocks(text, "sql")
+	if len(blocks) == 0 || strings.TrimSpace(blocks[0]) == "" {
+		return "", false, nil
+	}
+	return blocks[0], true, nil
+}
+
+// ctePrefixQuery runs the first n CTEs of q and selects from the n-th,
+// naming it as the dialect resolves it (sqltext's PrefixQuery always writes
+// "name", a string literal in BigQuery and a case-sensitive identifier in
+// Snowflake that misses an unquoted, upper-cased CTE).
+func ctePrefixQuery(q sqltext.WithQuery, n, limit int, d warehouse.Dialect) string {
+	parts := make([]string, n)
+	for i := 0; i < n; i++ {
+		parts[i] = q.CTEs[i].Text
+	}
+	return q.Prefix + " " + strings.Join(parts, ",\n") + "\nSELECT * FROM " + cteRef(q.CTEs[n-1], d) + " LIMIT " + strconv.Itoa(limit)
+}
+
+// cteRef is how a query refers to cte in dialect d: BigQuery in backticks;
+// Snowflake exactly as the CTE was declared (bare, which Snowflake
+// upper-cases on both sides, or quoted with its case); SQLite in double
+// quotes (its identifiers are case-insensitive either way).
+func cteRef(cte sqltext.CTE, d warehouse.Dialect) string {
+	switch d {
+	case warehouse.BigQuery:
+		return "`" + strings.ReplaceAll(cte.Name, "`", "\\`") + "`"
+	case warehouse.Snowflake:
+		// Text starts with the name as declared; its first token has the
+		// same length (Tokens only lower-cases bare words).
+		if toks := sqltext.Tokens(cte.Text, d.LexOptions()); len(toks) > 0 && len(toks[0].Text) <= len(cte.Text) {
+			return cte.Text[:len(toks[0].Text)]
+		}
+		return cte.Name
+	}
+	return `"` + strings.ReplaceAll(cte.Name, `"`, `""`) + `"`
 }

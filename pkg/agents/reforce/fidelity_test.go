@@ -492,15 +492,17 @@ func TestModelVoteOnTheRuntime(t *testing.T) {
 }
 
 // lowAtSeed1 are demo examples of low first-round confidence at llmsim
-// seed 1 and run seed 1 (local022's final vote ties), and one of high.
-var lowAtSeed1 = []string{"local001", "local015", "local022", "local026", "local031", "local038"}
+// seed 1 and run seed 1 (local035's final vote ties), and one of high. They
+// depend on the prompts' exact text, which seeds llmsim's answers: after a
+// rewording (issue 20 item 5) list the demo again with ModelVote on.
+var lowAtSeed1 = []string{"local001", "local004", "local015", "local023", "local029", "local035"}
 
 // demoIDs are the examples these tests run: under the race detector, which
-// makes tokenizing ~10x slower, only local022 (explored, its final vote
+// makes tokenizing ~10x slower, only local035 (explored, its final vote
 // tied).
 func demoIDs() []string {
 	if raceEnabled {
-		return []string{"local022"}
+		return []string{"local035"}
 	}
 	return lowAtSeed1
 }

@@ -1,6 +1,7 @@
 package reforce
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -60,11 +61,38 @@ func StringMatchingTip(d warehouse.Dialect) string {
 func ListTablesTip(d warehouse.Dialect, tableStruct string) string {
 	switch d {
 	case warehouse.Snowflake:
-		return "When using UNION over many tables, list every table explicitly and UNION them first, then apply the filters; never use comments like '-- Include all' or '-- Omit' in place of tables. The tables are: " + tableStruct
+		return "When using UNION over many tables, list every table explicitly and UNION them first, then apply the filters and pick the columns once, " +
+			`e.g. SELECT "col1", "col2" FROM (SELECT * FROM TABLE1 UNION ALL SELECT * FROM TABLE2) WHERE ...; ` +
+			`rather than filtering each branch on its own, as in (SELECT "col1", "col2" FROM TABLE1 WHERE ...) UNION ALL (SELECT "col1", "col2" FROM TABLE2 WHERE ...). ` +
+			"Never put a comment such as " + omissionList() + " where a table belongs. The tables are: " + tableStruct
 	case warehouse.BigQuery:
 		return "When querying many tables of the same structure, use wildcard tables such as `project.dataset.prefix*` with _TABLE_SUFFIX IN (...) or BETWEEN rather than listing every table."
 	}
 	return ""
+}
+
+// omissionComments are the comments models write in place of tables they
+// leave out of a long UNION (the reference's list, prompt.py:35 and
+// agent.py:243-245).
+var omissionComments = []string{"-- Include all", "-- Omit", "-- Continue", "-- Union all", "-- ...", "-- List all", "-- Replace this", "-- Each table", "-- Add other"}
+
+func omissionList() string {
+	q := make([]string, len(omissionComments))
+	for i, c := range omissionComments {
+		q[i] = "'" + c + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// hasOmissionComment reports whether sql leaves tables out behind one of
+// omissionComments.
+func hasOmissionComment(sql string) bool {
+	for _, c := range omissionComments {
+		if strings.Contains(sql, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // GeneratePrompt is the first turn of self-refinement (reference §5).
@@ -92,8 +120,9 @@ func GeneratePrompt(in CandidateInput) string {
 		b.WriteString("When using ORDER BY xxx DESC, add NULLS LAST to exclude null records: ORDER BY xxx DESC NULLS LAST.\n")
 	}
 	b.WriteString("When asked something without stating name or id, return both of them, e.g. for \"Which products ...?\" the answer should include product_name and product_id.\n")
-	b.WriteString("When asked for a percentage decrease, return a positive value, e.g. use ABS().\n")
-	b.WriteString("When asked about two tables, answer with the last one only.\n")
+	b.WriteString("When asked for a percentage decrease, return a positive value: for \"By how many percentage points did 2021 fall compared with 2020?\" the answer is the size of the drop, so wrap the difference in ABS().\n")
+	b.WriteString("When the task asks for two results in a chain, where the first only selects what the second is about, answer with the last one only instead of combining both: " +
+		"for \"Find the five states with the most stores, take the one ranked fourth and list its five counties with the most stores\" the answer is those five counties, not the states.\n")
 	if d == warehouse.Snowflake {
 		b.WriteString("When computing geographic distances, use ST_DISTANCE.\n")
 	}
@@ -118,30 +147,126 @@ const ReaskOneSQL = "Please output one SQL only."
 // restriction).
 func FormatPrompt(question string) string {
 	return "Task: " + question + "\n" +
-		"Please give the simplest possible answer format of the task in ```csv``` format: one column for each attribute the answer needs, with a type like :int, :float or :str, and no SQL. For example:\n" +
-		"```csv\nlatitude:float,longitude:float,cumulative_distance_km:float\n```\n" +
-		"```csv\nproduct_name:str,product_id:int\n```\n" +
+		"Please give the simplest possible answer format of the task in ```csv``` format, and no SQL: a header line with one column name for each attribute the answer needs, then a line of placeholder values, each with its type like :int, :float or :str. For example:\n" +
+		"```csv\nlatitude,longitude,cumulative_distance_km\nlatitude1:float,longitude1:float,distance1:float\n```\n" +
+		"```csv\nproduct_name,product_id\nproduct_name1:str,product_id1:int\n```\n" +
 		"If the task asks for named things, give both the name and the id.\n"
 }
 
-// SelfConsistencyPrompt asks the model to review a successful answer (v1).
-func SelfConsistencyPrompt(format, csv, sql string) string {
+// ReviewInput is what the self-consistency review shows (v1 Alg. 2; the
+// reference's prompt.py:146-151 with agent.py:216-245).
+type ReviewInput struct {
+	// Question is the task text; Format the expected answer format, if any.
+	Question, Format string
+	// CSV is the whole current answer (the prompt shows its first 500
+	// chars; the hints read all of it) and SQL the query that gave it.
+	CSV, SQL string
+	// Dialect and TableStruct give the list-every-table tip when the SQL
+	// leaves tables out behind a comment.
+	Dialect     warehouse.Dialect
+	TableStruct string
+}
+
+// ReviewPrompt asks the model to review a successful answer (v1's
+// self-consistency): the task, the answer and its SQL, and the hints the
+// answer calls for.
+func ReviewPrompt(in ReviewInput) string {
 	var b strings.Builder
-	b.WriteString("Please check the answer again by reviewing task, relevant tables, columns and possible conditions, and then give the final SQL query. Don't output other queries. If you think the answer is right, just output the current SQL.\n")
+	b.WriteString("Please check the answer again by reviewing task:\n" + in.Question + "\n")
+	b.WriteString("Review the relevant tables and columns and the possible conditions, and then give the final SQL query. Don't output other queries. If you think the answer is right, just output the current SQL.\n")
 	b.WriteString("If the task gives no precision, keep 4 decimal places.\n")
-	if format != "" {
-		b.WriteString("The answer format should be like: " + format + "\n")
+	if in.Format != "" {
+		b.WriteString("The answer format should be like: " + in.Format + "\n")
 	}
-	b.WriteString("Current answer:\n" + truncate(csv, 500) + "\n")
-	b.WriteString("Current sql:\n```sql\n" + sql + "\n```\n")
+	b.WriteString("Current answer:\n" + truncate(in.CSV, 500) + "\n")
+	b.WriteString("Current sql:\n```sql\n" + in.SQL + "\n```\n")
+	for _, h := range reviewHints(in) {
+		b.WriteString(h + "\n")
+	}
 	return b.String()
 }
 
+// SelfConsistencyPrompt is ReviewPrompt without the task text or the list
+// of tables, for callers that only have the answer.
+func SelfConsistencyPrompt(format, csv, sql string) string {
+	return ReviewPrompt(ReviewInput{Format: format, CSV: csv, SQL: sql})
+}
+
+// reviewHints are the reference's four conditional hints, in its order:
+// values wrapped in triple quotes, nested (multi-line) values, columns that
+// are all empty or zero, and tables left out behind a comment.
+func reviewHints(in ReviewInput) []string {
+	var hints []string
+	if strings.Contains(in.CSV, `"""`) {
+		hints = append(hints, `Some values of the answer are wrapped in extra quotes ("""): remove them, e.g. by CASTing the column to a string type.`)
+	}
+	r := csv.NewReader(strings.NewReader(in.CSV))
+	r.FieldsPerRecord, r.LazyQuotes = -1, true
+	rows, err := r.ReadAll()
+	if err == nil && len(rows) > 1 {
+		header, body := rows[0], rows[1:]
+		nested := false
+		for _, row := range body {
+			for _, v := range row {
+				nested = nested || strings.Contains(v, "\n")
+			}
+		}
+		var empty []string
+		for j, name := range header {
+			all := true
+			for _, row := range body {
+				if j < len(row) && strings.TrimSpace(row[j]) != "" && strings.TrimSpace(row[j]) != "0" {
+					all = false
+					break
+				}
+			}
+			if all {
+				empty = append(empty, name)
+			}
+		}
+		switch {
+		case nested:
+			hints = append(hints, "Some values of the answer are nested and span several lines: flatten them into one line each, e.g. turn '[\\n  A,\\n  B\\n]' into 'A, B'.")
+		case len(empty) > 0:
+			hints = append(hints, "The answer's columns ["+strings.Join(empty, ", ")+"] are empty or all zero: check the conditions and joins that fill them, and fix the query.")
+		}
+	}
+	if hasOmissionComment(in.SQL) {
+		tip := ListTablesTip(in.Dialect, in.TableStruct)
+		if tip == "" {
+			tip = "List every table the query needs explicitly."
+		}
+		hints = append(hints, "The SQL leaves tables out behind a comment. "+tip)
+	}
+	return hints
+}
+
 // CTEPrompt shows the intermediate result of each CTE of a query that
-// returned nothing (v1's CTE-based refinement).
+// returned nothing (v1's CTE-based refinement, v1 §3.2.4).
 func CTEPrompt(sql, intermediates string) string {
-	return "Input sql:\n" + sql + "\nIt returned no rows. Here are the intermediate results of each CTE, in order:\n" + intermediates +
-		"\nFind the CTE where the expected data disappears, rewrite that CTE, and output the complete corrected SQL in ```sql``` format."
+	return CTEFeedbackPrompt(sql, EmptyResult, intermediates)
+}
+
+// CTEFeedbackPrompt shows the intermediate result of each CTE of a query
+// that ended with feedback: EmptyResult, or the engine's error.
+func CTEFeedbackPrompt(sql, feedback, intermediates string) string {
+	return "Input sql:\n" + sql + "\n" + cteOutcome(feedback) + " Here are the intermediate results of each CTE, in order:\n" + intermediates +
+		"\nFind the CTE where the expected data disappears or the error starts, rewrite that CTE, and output the complete corrected SQL in ```sql``` format."
+}
+
+// CTERewritePrompt asks for a query without CTEs to be rewritten as a chain
+// of CTEs, so that CTE-based refinement can inspect each step (v1 §3.2.4:
+// "prompt the agent to write the SQL as CTEs").
+func CTERewritePrompt(sql, feedback string) string {
+	return "Input sql:\n" + sql + "\n" + cteOutcome(feedback) +
+		" Rewrite the query as a chain of CTEs, one per logical step (WITH step1 AS (...), step2 AS (... FROM step1 ...) SELECT ... FROM step2), so that the intermediate results of each CTE can be inspected; fix what you can on the way, and output the complete SQL in ```sql``` format."
+}
+
+func cteOutcome(feedback string) string {
+	if feedback == EmptyResult || feedback == "" {
+		return "It returned no rows."
+	}
+	return "It failed with the error: " + strings.TrimSpace(feedback) + "."
 }
 
 // ExplorePrompt asks for up to 10 exploration queries (paper Figure 4).
@@ -161,8 +286,8 @@ func exploreInstructions(d warehouse.Dialect, tableStruct string) string {
 		"Write annotations to describe each SQL, format like\n--Description:\nSELECT ...\n" +
 		NestedTip(d) + "\n" + StringMatchingTip(d) + "\n" +
 		"For time-related queries, given the variety of formats, avoid using time converting functions unless you are certain of the specific format being used.\n" +
-		"Replace non-standard symbols like curly apostrophes with %.\n" +
-		"Watch that quotes match.\n" +
+		"When matching strings, replace non-standard symbols with %: to find he’s (with a curly apostrophe) write LIKE '%he%s%' rather than typing the symbol.\n" +
+		"Make sure each string literal opens and closes with the same quote: 'Vegetarian\" starts with a single quote and ends with a double one, which is an error.\n" +
 		"You can only use tables in " + tableStruct + "\n" +
 		"Your knowledge is based on information in database. Do not use your own knowledge.\n"
 }

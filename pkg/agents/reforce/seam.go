@@ -32,6 +32,15 @@ const (
 	OptModelVote         = "model-vote"
 	OptPoolRounds        = "pool-rounds"
 	OptLinkBudget        = "link-budget"
+	// The ablations of the paper's v2 Tables 3 and 4, and the compression
+	// mode.
+	OptExploreAll        = "explore-all"
+	OptNoVote            = "no-vote"
+	OptNoRandomSelection = "no-random-selection"
+	OptNoCompression     = "no-compression"
+	OptGoldTables        = "gold-tables"
+	OptGoldSchema        = "gold-schema"
+	OptCompression       = "compression"
 )
 
 // Definition registers ReFoRCE with the runtime: round 0 is Votes
@@ -58,6 +67,13 @@ func Definition() *agent.Definition {
 			{Name: OptModelVote, Default: "false", Usage: "the model breaks ties of the final vote (v1 option)"},
 			{Name: OptPoolRounds, Default: "false", Usage: "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)"},
 			{Name: OptLinkBudget, Default: fmt.Sprint(dbinfo.DefaultLinkBudget), Usage: "prompts of at least this many bytes get table-level schema linking"},
+			{Name: OptExploreAll, Default: "false", Usage: "ablation \"column exploration only\": every example starts with column exploration (no first round or first vote)"},
+			{Name: OptNoVote, Default: "false", Usage: "ablation \"w/o majority voting\": one candidate per example, taken as the answer"},
+			{Name: OptNoRandomSelection, Default: "false", Usage: "ablation \"w/o random selection\": a tie of the final vote is left unanswered"},
+			{Name: OptNoCompression, Default: "false", Usage: "ablation \"w/o DB info compression\": no table grouping and no oversize rules"},
+			{Name: OptGoldTables, Default: "false", Usage: "ablation \"w/ gold table\": only the tables the example's gold SQL names"},
+			{Name: OptGoldSchema, Default: "false", Usage: "ablation \"w/ gold schema\": only the tables and columns the example's gold SQL names"},
+			{Name: OptCompression, Default: dbinfo.CompressionPaper, Usage: "compression mode: paper (the digit-family rule and oversize rules) or structural (also groups tables of identical columns and collapses prompts to under the link budget)"},
 		},
 		New: newDistributed,
 	}
@@ -78,6 +94,16 @@ func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
 	cfg.CTERefine = get(OptCTERefine)
 	cfg.ModelVote = get(OptModelVote)
 	cfg.PoolRounds = get(OptPoolRounds)
+	cfg.ExploreAll = get(OptExploreAll)
+	cfg.NoVote = get(OptNoVote)
+	cfg.NoRandomSelection = get(OptNoRandomSelection)
+	cfg.NoCompression = get(OptNoCompression)
+	cfg.GoldTables = get(OptGoldTables)
+	cfg.GoldSchema = get(OptGoldSchema)
+	cfg.Compression = opts[OptCompression]
+	if _, e := cfg.DBInfoOptions(); e != nil {
+		err = errors.Join(err, fmt.Errorf("option %s: %w", OptCompression, e))
+	}
 	budget, e := agent.OptionInt(opts, OptLinkBudget)
 	return cfg, budget, errors.Join(err, e)
 }
@@ -178,11 +204,26 @@ func (d *distributed) info(ctx context.Context, c *agent.Context) (*dbinfo.Info,
 	if i, ok := d.infos[db.Key()]; ok {
 		return i, nil
 	}
-	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, dbinfo.DefaultOptions())
+	opt, err := d.cfg.DBInfoOptions()
+	if err != nil {
+		return nil, err
+	}
+	i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, opt)
 	if err != nil {
 		return nil, err
 	}
 	d.infos[db.Key()] = i
+	return i, nil
+}
+
+// exampleInfo is the database's information with the gold ablations of
+// the example applied.
+func (d *distributed) exampleInfo(ctx context.Context, c *agent.Context) (*dbinfo.Info, error) {
+	i, err := d.info(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	i, _ = d.cfg.Restrict(i, c.Example.Gold.SQL)
 	return i, nil
 }
 
@@ -211,7 +252,7 @@ func exampleOf(e *dataset.Example) Example {
 // the example's prompt, and opens round 0: Votes generation tasks, or one
 // linking task owing all of them when the prompt is over budget.
 func (d *distributed) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, error) {
-	info, err := d.info(ctx, c)
+	info, err := d.exampleInfo(ctx, c)
 	if err != nil {
 		return nil, agent.Unrunnable(fmt.Errorf("database information: %w", err))
 	}
@@ -223,12 +264,36 @@ func (d *distributed) Start(ctx context.Context, c *agent.Context) (*agent.Dispa
 		return nil, err
 	}
 	v := d.cfg.Votes
+	// Column exploration only (explore-all) starts at the exploration
+	// round.
+	round, from := 0, 0
+	if d.cfg.ExploreAll {
+		round, from = 1, v
+	}
 	if d.linker.NeedsLinking(info, c.Example.ExternalKnowledge) {
-		t, err := agent.NewTask(KindLink, "link", 0, agent.Range(0, v), taskPayload{InfoRef: ref})
-		return &agent.Dispatch{Round: 0, Expect: v, Tasks: []agent.Task{t}}, err
+		t, err := agent.NewTask(KindLink, "link", round, agent.Range(from, from+v), taskPayload{InfoRef: ref})
+		return &agent.Dispatch{Round: round, Expect: v, Tasks: []agent.Task{t}}, err
+	}
+	if d.cfg.ExploreAll {
+		tasks, err := exploreTasks(v, ref)
+		return &agent.Dispatch{Round: 1, Expect: v, Tasks: tasks}, err
 	}
 	tasks, err := generateTasks(0, 0, v, taskPayload{InfoRef: ref})
 	return &agent.Dispatch{Round: 0, Expect: v, Tasks: tasks}, err
+}
+
+// exploreTasks are the exploration round's tasks: exploration i fills
+// slot n+i.
+func exploreTasks(n int, ref string) ([]agent.Task, error) {
+	var out []agent.Task
+	for i := 0; i < n; i++ {
+		t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func generateTasks(round, from, n int, p taskPayload) ([]agent.Task, error) {
@@ -268,7 +333,7 @@ func (d *distributed) Execute(ctx context.Context, c *agent.Context, t agent.Tas
 // link runs table-level schema linking, stores the linked prompt for every
 // later task, and continues into the round's generation tasks.
 func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
-	info, err := d.info(ctx, c)
+	info, err := d.exampleInfo(ctx, c)
 	if err != nil {
 		return nil, agent.Permanent(err)
 	}
@@ -285,6 +350,10 @@ func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) 
 	}
 	if err := c.Store.Set(ctx, infoKey, ref); err != nil {
 		return nil, err
+	}
+	if d.cfg.ExploreAll {
+		tasks, err := exploreTasks(len(t.Slots), ref)
+		return &agent.Outcome{Next: tasks}, err
 	}
 	tasks, err := generateTasks(0, 0, len(t.Slots), taskPayload{InfoRef: ref})
 	return &agent.Outcome{Next: tasks}, err
@@ -426,7 +495,7 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 		if v.Confidence == High || (failed > 0 && failed == len(cands)) {
 			return toRuntime(cands, rc, v), nil
 		}
-		if !d.cfg.NoExploration {
+		if d.cfg.pool().Explored {
 			return d.explore1(ctx, c, v)
 		}
 	}
@@ -441,12 +510,8 @@ func (d *distributed) explore1(ctx context.Context, c *agent.Context, v Decision
 	}
 	n := d.cfg.Votes
 	next := &agent.Dispatch{Round: 1, Expect: n}
-	for i := 0; i < n; i++ {
-		t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
-		if err != nil {
-			return nil, err
-		}
-		next.Tasks = append(next.Tasks, t)
+	if next.Tasks, err = exploreTasks(n, ref); err != nil {
+		return nil, err
 	}
 	return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
 }
@@ -460,7 +525,7 @@ const MethodAwaitingModelVote = "awaiting_model_vote"
 // exploration, else 1); a later round is the model vote's.
 func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate, rc []*Candidate) (*agent.Decision, error) {
 	last := 1
-	if d.cfg.NoExploration {
+	if !d.cfg.pool().Explored {
 		last = 0
 	}
 	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
@@ -491,8 +556,11 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 			return nil
 		}
 	}
-	v := DecideFinal(voters, Pool{Explored: !d.cfg.NoExploration, Rounds: d.cfg.PoolRounds}, tie, tieBreak)
+	v := DecideFinal(voters, d.cfg.pool(), tie, tieBreak)
 	v.Confidence = Low
+	if d.cfg.NoVote && v.Winner != nil && v.Method == MethodLone {
+		v.Method = MethodNoVote
+	}
 	if tied != nil && round <= last {
 		// A tie, and the model has not voted yet: a vote task on the
 		// generate pool (the voter has no LLM client).

@@ -44,6 +44,9 @@ type SolveInput struct {
 	RunSeed uint64
 	// Linker, when set, links tables of prompts over its budget.
 	Linker *dbinfo.Linker
+	// GoldSQL is the example's gold SQL, for the GoldTables and GoldSchema
+	// ablations.
+	GoldSQL string
 }
 
 // Outcome is everything Solve did for one example.
@@ -51,6 +54,8 @@ type Outcome struct {
 	ExampleID string `json:"instance_id"`
 	Format    string `json:"format,omitempty"`
 	Linked    bool   `json:"linked"`
+	// GoldRestricted: the gold ablations restricted the schema.
+	GoldRestricted bool `json:"gold_restricted,omitempty"`
 	// First is the first-round vote; Decision the final one.
 	First        Decision       `json:"first_vote"`
 	Decision     Decision       `json:"decision"`
@@ -65,10 +70,14 @@ type Outcome struct {
 // parallel, the vote, and for low confidence one exploration plus
 // regeneration per vote (none for an abandoned exploration), then the
 // final vote over the exploration round (DecideFinal) and its fallbacks.
+// The ablations change it as the paper's Table 3 describes: ExploreAll
+// starts with the exploration round, NoVote takes the one candidate,
+// NoRandomSelection leaves a final tie unanswered.
 func (a *Agent) Solve(ctx context.Context, wh warehouse.Warehouse, in SolveInput) (*Outcome, error) {
 	out := &Outcome{ExampleID: in.Example.ID, Cost: cost.Ledger{}}
 	info := in.Info
 	ex := in.Example
+	info, out.GoldRestricted = a.cfg.Restrict(info, in.GoldSQL)
 	if in.Linker != nil && in.Linker.NeedsLinking(info, ex.ExternalKnowledge) {
 		linked, _, c, err := in.Linker.Link(ctx, info, dbinfo.LinkQuestion{ID: ex.ID, Question: ex.Question,
 			ExternalKnowledge: ex.ExternalKnowledge, Seed: Seed(in.RunSeed, ex.ID, 0, 0, "link")})
@@ -89,18 +98,23 @@ func (a *Agent) Solve(ctx context.Context, wh warehouse.Warehouse, in SolveInput
 	}
 	base.Format = out.Format
 
-	first, err := a.round(ctx, wh, base, in.RunSeed, 0, nil)
-	out.Candidates = append(out.Candidates, first...)
-	addCosts(out.Cost.Stage("generate"), first)
-	if err != nil {
-		return out, err
+	if a.cfg.ExploreAll {
+		// Column exploration only: no first round, no first vote.
+		out.First = Decision{Confidence: Low, Method: MethodNone}
+	} else {
+		first, err := a.round(ctx, wh, base, in.RunSeed, 0, nil)
+		out.Candidates = append(out.Candidates, first...)
+		addCosts(out.Cost.Stage("generate"), first)
+		if err != nil {
+			return out, err
+		}
+		out.First = Vote(first)
+		if out.First.Confidence == High && !a.cfg.NoVote {
+			out.Decision, out.Final = out.First, out.First.Winner
+			return out, nil
+		}
 	}
-	out.First = Vote(first)
-	if out.First.Confidence == High {
-		out.Decision, out.Final = out.First, out.First.Winner
-		return out, nil
-	}
-	if !a.cfg.NoExploration {
+	if a.cfg.pool().Explored {
 		explorations, second, err := a.exploreRound(ctx, wh, base, in.RunSeed)
 		out.Explorations = explorations
 		out.Candidates = append(out.Candidates, second...)
@@ -117,6 +131,9 @@ func (a *Agent) Solve(ctx context.Context, wh warehouse.Warehouse, in SolveInput
 	var vc cost.Cost
 	out.Decision = a.DecideFinal(ctx, out.Candidates, base, Seed(in.RunSeed, ex.ID, 2, 0, "tie"), &vc)
 	out.Cost.Stage("vote").Add(vc)
+	if a.cfg.NoVote && out.Decision.Winner != nil && out.Decision.Method == MethodLone {
+		out.Decision.Method = MethodNoVote
+	}
 	out.Final = out.Decision.Winner
 	return out, nil
 }

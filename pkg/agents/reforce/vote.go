@@ -37,6 +37,10 @@ const (
 	// vote abandoned or failed), so the first round's candidates decided,
 	// with the same fallbacks (a tie by the seeded pick or the model).
 	MethodFirstRound Method = "first_round_fallback"
+	// MethodUnresolved: a tie left unanswered (NoRandomSelection).
+	MethodUnresolved Method = "unresolved_tie"
+	// MethodNoVote: the one candidate of a run without voting (NoVote).
+	MethodNoVote Method = "no_vote"
 )
 
 // Decision is the outcome of a vote.
@@ -104,7 +108,7 @@ func Vote(cands []*Candidate) Decision {
 // clusters; a lone valid candidate is chosen rather than dropped. Which
 // candidates take part is the caller's (see DecideFinal).
 func Decide(cands []*Candidate, seed int64) Decision {
-	return decide(cands, seed, nil)
+	return decide(cands, seed, nil, false)
 }
 
 // Pool says which candidates the final vote of a low-confidence example
@@ -114,6 +118,8 @@ type Pool struct {
 	Explored bool
 	// Rounds: pool rounds 0 and 1 (the PoolRounds option).
 	Rounds bool
+	// NoRandom leaves a tie unanswered (the NoRandomSelection ablation).
+	NoRandom bool
 }
 
 // DecideFinal is the final vote of a low-confidence example over every
@@ -139,7 +145,7 @@ func DecideFinal(all []*Candidate, p Pool, seed int64, tieBreak func([]*Candidat
 	}
 	vote := func(keep func(*Candidate) bool) Decision {
 		sub, pos := pick(keep)
-		d := decide(sub, seed, tieBreak)
+		d := decide(sub, seed, tieBreak, p.NoRandom)
 		for _, g := range d.Clusters {
 			for k := range g {
 				g[k] = pos[g[k]]
@@ -172,7 +178,7 @@ func DecideFinal(all []*Candidate, p Pool, seed int64, tieBreak func([]*Candidat
 // Decide is the package-level Decide, with the model breaking ties when the
 // agent is configured for it (v1's model vote).
 func (a *Agent) Decide(ctx context.Context, cands []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
-	return decide(cands, seed, a.tieBreak(ctx, in, seed, c))
+	return decide(cands, seed, a.tieBreak(ctx, in, seed, c), a.cfg.NoRandomSelection)
 }
 
 // DecideFinal is DecideFinal over the agent's pool (its NoExploration and
@@ -181,7 +187,15 @@ func (a *Agent) DecideFinal(ctx context.Context, all []*Candidate, in CandidateI
 	return DecideFinal(all, a.pool(), seed, a.tieBreak(ctx, in, seed, c))
 }
 
-func (a *Agent) pool() Pool { return Pool{Explored: !a.cfg.NoExploration, Rounds: a.cfg.PoolRounds} }
+func (a *Agent) pool() Pool { return a.cfg.pool() }
+
+// pool says which rounds the final vote is over: round 1 when examples
+// are explored (ExploreAll, or a low-confidence example without
+// NoExploration or NoVote).
+func (c Config) pool() Pool {
+	explored := c.ExploreAll || (!c.NoExploration && !c.NoVote)
+	return Pool{Explored: explored, Rounds: c.PoolRounds, NoRandom: c.NoRandomSelection}
+}
 
 func (a *Agent) tieBreak(ctx context.Context, in CandidateInput, seed int64, c *cost.Cost) func([]*Candidate) *Candidate {
 	if !a.cfg.ModelVote {
@@ -196,7 +210,7 @@ func (a *Agent) tieBreak(ctx context.Context, in CandidateInput, seed int64, c *
 	}
 }
 
-func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candidate) Decision {
+func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candidate, noRandom bool) Decision {
 	d := Vote(cands)
 	if d.Confidence == High {
 		d.Method = MethodMajorityExplore
@@ -227,6 +241,10 @@ func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candida
 			d.Method, d.Winner = MethodModelVote, w
 			return d
 		}
+	}
+	if noRandom {
+		d.Method = MethodUnresolved
+		return d
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5851f42d4c957f2d))
 	d.Method, d.Winner = MethodRandomTie, tied[rng.IntN(len(tied))]

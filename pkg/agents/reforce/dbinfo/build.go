@@ -36,6 +36,9 @@ func FromMetadata(s *dataset.Schema, db *dataset.Database, opt Options) *Info {
 		if opt.Group {
 			blocks = group(blocks, opt.GroupMin)
 		}
+		if opt.Structural {
+			blocks = groupStructure(blocks)
+		}
 		info.Blocks = append(info.Blocks, blocks...)
 	}
 	info.render()
@@ -87,6 +90,9 @@ func FromSQLite(ctx context.Context, wh warehouse.Warehouse, name string, opt Op
 	}
 	if opt.Group {
 		blocks = group(blocks, opt.GroupMin)
+	}
+	if opt.Structural {
+		blocks = groupStructure(blocks)
 	}
 	info.Blocks = blocks
 	info.render()

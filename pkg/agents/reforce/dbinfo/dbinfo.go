@@ -14,6 +14,7 @@
 package dbinfo
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -39,11 +40,50 @@ type Options struct {
 	// shrunk and then, with ClearLongDescriptions, descriptions removed.
 	Threshold             int
 	ClearLongDescriptions bool
+	// Structural is quorum's compression past the paper (the "structural"
+	// mode; see structural.go): after the digit-family rule, tables of
+	// one schema with identical columns (names and types) are grouped
+	// whatever their names, and a prompt still over Target is collapsed
+	// deterministically. Off, the output is the paper's, byte for byte.
+	Structural bool
+	// Target is the size in bytes (UTF-8) every prompt of a structural
+	// Info stays under, external knowledge of up to EKReserve bytes
+	// included (default DefaultLinkBudget).
+	Target    int
+	EKReserve int
 }
 
 // DefaultOptions are the reference's main-script settings.
 func DefaultOptions() Options {
 	return Options{Group: true, GroupMin: 11, Descriptions: true, SampleRows: true, Threshold: 200_000, ClearLongDescriptions: true}
+}
+
+// Compression modes of the CLI's --compression.
+const (
+	CompressionPaper      = "paper"
+	CompressionStructural = "structural"
+)
+
+// ModeOptions are the options of a compression mode: "paper" (or "") is
+// DefaultOptions, "structural" adds StructuralOptions' rules.
+func ModeOptions(mode string) (Options, error) {
+	switch mode {
+	case "", CompressionPaper:
+		return DefaultOptions(), nil
+	case CompressionStructural:
+		return StructuralOptions(), nil
+	}
+	return Options{}, fmt.Errorf("compression mode %q: use %s or %s", mode, CompressionPaper, CompressionStructural)
+}
+
+// StructuralOptions are DefaultOptions plus structural grouping and the
+// collapse to Target.
+func StructuralOptions() Options {
+	o := DefaultOptions()
+	o.Structural = true
+	o.Target = DefaultLinkBudget
+	o.EKReserve = DefaultEKReserve
+	return o
 }
 
 // Uncompressed are the same options with grouping and the oversize rules

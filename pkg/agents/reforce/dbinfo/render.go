@@ -256,6 +256,9 @@ func (i *Info) render() {
 		texts[j] = bl.render(i.opt, bl.keep)
 	}
 	applyOversize(texts, i.opt)
+	if i.opt.Structural {
+		texts = i.collapse(texts)
+	}
 	i.blockTexts = texts
 	i.Tables = strings.Join(texts, "")
 }
