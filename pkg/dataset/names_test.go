@@ -86,3 +86,39 @@ func TestNamesAreDataNeverPaths(t *testing.T) {
 		t.Errorf("a document inside the folder is still read: %+v", e)
 	}
 }
+
+// FuzzLoadTaskLine: whatever a task line holds, loading never panics, and
+// every example that loads has an id and a database that are names, not
+// paths, and reads no document from outside the documents folder.
+func FuzzLoadTaskLine(f *testing.F) {
+	for _, s := range []string{
+		`{"instance_id": "local001", "db": "shop", "question": "q"}`,
+		`{"instance_id": "../x", "db": "shop", "question": "q"}`,
+		`{"instance_id": "local002", "db": "shop", "question": "q", "external_knowledge": "../../etc/passwd"}`,
+		`{"instance_id": "local003", "db": "a/b", "question": "q"}`,
+		`not json`, `{}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "resource", "documents"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "t.jsonl"), []byte(line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := Load(root, Options{})
+		if err != nil {
+			return
+		}
+		for _, e := range ds.Examples {
+			if CheckName(e.ID) != nil || (e.DB != "" && CheckName(e.DB) != nil) {
+				t.Errorf("loaded an example named %q on database %q", e.ID, e.DB)
+			}
+			if e.ExternalKnowledgeFile != "" && e.ExternalKnowledge != "" && CheckName(e.ExternalKnowledgeFile) != nil {
+				t.Errorf("read document %q", e.ExternalKnowledgeFile)
+			}
+		}
+	})
+}
