@@ -229,10 +229,19 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 		}
 		return i, err
 	}
+	return solveEach(examples, concurrency, w, func(e *dataset.Example) outputs.Example {
+		return solveOne(ctx, ds, e, agent, linker, whs, info, writer, seed)
+	})
+}
+
+// solveEach solves examples atOnce at a time, printing a line as each
+// finishes and stamping when it did.
+func solveEach(examples []*dataset.Example, atOnce int, w io.Writer, solve func(*dataset.Example) outputs.Example) []outputs.Example {
+	started := time.Now()
 	results := make([]outputs.Example, len(examples))
-	sem := make(chan struct{}, max(1, concurrency))
+	sem := make(chan struct{}, max(1, atOnce))
 	var wg sync.WaitGroup
-	var done sync.Mutex
+	var mu sync.Mutex
 	finished := 0
 	for i, e := range examples {
 		wg.Add(1)
@@ -240,11 +249,12 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] = solveOne(ctx, ds, e, agent, linker, whs, info, writer, seed)
-			done.Lock()
+			results[i] = solve(e)
+			mu.Lock()
+			defer mu.Unlock()
 			finished++
+			results[i].FinishedSeconds = time.Since(started).Seconds()
 			fmt.Fprintf(w, "[%d/%d] %s: %s %s\n", finished, len(examples), e.ID, results[i].Status, results[i].Method)
-			done.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -25,28 +24,9 @@ func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset
 	set := &sqlite.Set{}
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
-	started := time.Now()
-	results := make([]outputs.Example, len(examples))
-	sem := make(chan struct{}, max(1, atOnce))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	finished := 0
-	for i, e := range examples {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i] = solveExample(ctx, ds, e, def, ag, whs, writer, seed, votes)
-			mu.Lock()
-			finished++
-			results[i].FinishedSeconds = time.Since(started).Seconds()
-			fmt.Fprintf(w, "[%d/%d] %s: %s %s\n", finished, len(examples), e.ID, results[i].Status, results[i].Method)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return results
+	return solveEach(examples, atOnce, w, func(e *dataset.Example) outputs.Example {
+		return solveExample(ctx, ds, e, def, ag, whs, writer, seed, votes)
+	})
 }
 
 func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent,
