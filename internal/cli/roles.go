@@ -39,6 +39,7 @@ type runFlags struct {
 	seed         uint64
 	out          string
 	roundTimeout time.Duration
+	queryTimeout time.Duration
 	agent        string
 	agentOpts    []string
 	maxInFlight  int
@@ -62,6 +63,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results that are in once none of its tasks has made progress (started, beat, finished) for this long; tasks still queued behind the quota never trigger it")
+	fl.DurationVar(&f.queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
 	fl.BoolVar(&f.skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed, left out, and recorded in run.json)")
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
 	_ = fl.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
@@ -104,6 +106,8 @@ func (f *runFlags) validate() error {
 		return fmt.Errorf("--votes %d: an example needs at least 1 candidate", f.votes)
 	case f.roundTimeout <= 0:
 		return fmt.Errorf("--round-timeout %v: give a positive duration, e.g. 30m", f.roundTimeout)
+	case f.queryTimeout <= 0:
+		return queryTimeoutError(f.queryTimeout)
 	case f.maxInFlight < -1:
 		return fmt.Errorf("--max-in-flight %d: use a positive number, 0 (automatic) or -1 (all at once)", f.maxInFlight)
 	case f.limit < 0:
@@ -256,7 +260,7 @@ func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Mani
 		sqliteDir, _ = filepath.Abs(sqliteDir)
 	}
 	m := &runstate.Manifest{Run: f.runID, Dataset: abs, TaskFile: f.df.tasks, SQLiteDir: sqliteDir, Seed: f.seed, Votes: f.votes,
-		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, LLM: llmLabel}
+		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, LLM: llmLabel}
 	for _, e := range examples {
 		m.Examples = append(m.Examples, e.ID)
 	}

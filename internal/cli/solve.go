@@ -26,22 +26,23 @@ import (
 
 func newSolveCmd() *cobra.Command {
 	var (
-		df          datasetFlags
-		lf          llmFlags
-		dsDir, out  string
-		ids         []string
-		dialect, db string
-		limit       int
-		seed        uint64
-		concurrency int
-		llmRPM      float64
-		llmTPM      float64
-		agentName   string
-		agentOpts   []string
-		skipBad     bool
-		linkBudget  int
-		cfg         reforce.Config
-		ablations   ablationFlags
+		df           datasetFlags
+		lf           llmFlags
+		dsDir, out   string
+		ids          []string
+		dialect, db  string
+		limit        int
+		seed         uint64
+		concurrency  int
+		llmRPM       float64
+		llmTPM       float64
+		queryTimeout time.Duration
+		agentName    string
+		agentOpts    []string
+		skipBad      bool
+		linkBudget   int
+		cfg          reforce.Config
+		ablations    ablationFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
@@ -81,7 +82,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
 			}
-			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM); err != nil {
+			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
 				return usage(err)
 			}
 			if linkBudget < 1 {
@@ -139,13 +140,13 @@ For a cluster over NATS and Redis, use quorum run.`,
 				// example, as the runtime's is by the cluster.
 				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
 				rep.Votes = agent.Config().Votes
-				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, writer, seed, concurrency, w)
+				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, writer, seed, concurrency, queryTimeout, w)
 			} else {
 				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
 				if err != nil {
 					return err
 				}
-				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, writer, seed, cfg.Votes, concurrency, w)
+				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
 			}
 			rep.Finished = time.Now()
 			rep.Summarize()
@@ -177,6 +178,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.BoolVar(&skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
 	_ = f.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
 	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
+	f.DurationVar(&queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
 	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
 	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
 	f.BoolVar(&cfg.SelfConsistency, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
@@ -189,7 +191,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 }
 
 // checkSolveFlags refuses values solve cannot run with.
-func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64) error {
+func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64, queryTimeout time.Duration) error {
 	switch {
 	case votes < 1:
 		return fmt.Errorf("--votes %d: an example needs at least 1 candidate", votes)
@@ -197,6 +199,8 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64) error {
 		return fmt.Errorf("--examples-at-once %d: use 1 or more", atOnce)
 	case limit < 0:
 		return fmt.Errorf("--limit %d: use a positive number (0 = no limit)", limit)
+	case queryTimeout <= 0:
+		return queryTimeoutError(queryTimeout)
 	case rpm < 0 || tpm < 0:
 		return fmt.Errorf("--llm-rpm %g / --llm-tpm %g: use a positive quota, or 0 for none", rpm, tpm)
 	}
@@ -206,8 +210,8 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64) error {
 // solveAll runs the examples with bounded concurrency and writes each answer
 // as soon as it is decided.
 func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker,
-	writer *outputs.Writer, seed uint64, concurrency int, w io.Writer) []outputs.Example {
-	set := &sqlite.Set{}
+	writer *outputs.Writer, seed uint64, concurrency int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
 	var mu sync.Mutex

@@ -20,8 +20,8 @@ import (
 // the runtime's seam (pkg/runtime/local): the same task code as on a
 // cluster, with goroutines for workers and memory for Redis.
 func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, def *agent.Definition, ag agent.Agent,
-	writer *outputs.Writer, seed uint64, votes, atOnce int, w io.Writer) []outputs.Example {
-	set := &sqlite.Set{}
+	writer *outputs.Writer, seed uint64, votes, atOnce int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
 	return solveEach(examples, atOnce, w, func(e *dataset.Example) outputs.Example {

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"database/sql"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/quorumsql/quorum/pkg/pyrepr"
 )
@@ -109,6 +111,27 @@ type Result struct {
 	TruncatedBy string
 	// Bytes is the approximate size of the returned cells.
 	Bytes int64
+	// mem is what the cells hold in memory, overheads included.
+	mem int64
+}
+
+// MaxResultMemory bounds what one result holds in memory whatever its
+// Limits say: a cross join or an endless recursive CTE stops here, counted
+// as each row is read, instead of exhausting the process. 64 MiB is far
+// above any Spider 2.0 gold result (the largest is a few MB).
+const MaxResultMemory = 64 << 20
+
+// cellOverhead is a Value's own size, which a row of short cells is
+// mostly made of.
+const cellOverhead = int64(unsafe.Sizeof(Value{}))
+
+// TooLarge reports a result cut by MaxResultMemory as the query's error:
+// the model is told to aggregate or limit, and an evaluation scores it 0.
+func (r *Result) TooLarge(d Dialect) error {
+	if r.TruncatedBy != "memory" {
+		return nil
+	}
+	return &QueryError{Dialect: d, Message: fmt.Sprintf("result too large: more than %d MiB after %d rows; aggregate, filter or add a LIMIT", MaxResultMemory>>20, len(r.Rows))}
 }
 
 // RowCount is the number of rows returned.
@@ -129,8 +152,14 @@ func (r *Result) Append(row []Value, lim Limits) bool {
 		r.Truncated, r.TruncatedBy = true, "bytes"
 		return false
 	}
+	m := n + int64(len(row))*cellOverhead + 24 // 24: the row's slice header
+	if r.mem+m > MaxResultMemory {
+		r.Truncated, r.TruncatedBy = true, "memory"
+		return false
+	}
 	r.Rows = append(r.Rows, row)
 	r.Bytes += n
+	r.mem += m
 	return true
 }
 

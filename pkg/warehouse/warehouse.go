@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/sqltext"
 )
@@ -42,11 +43,49 @@ func (d Dialect) LexOptions() sqltext.Options {
 	return sqltext.DialectOptions(sqltext.Dialect(d))
 }
 
-// Limits bound what one query may return. Zero means no limit. A capped
-// result is marked Truncated; nothing is cut silently.
+// Limits bound what one query may return and how long it may run. Zero
+// means no limit of that kind (a warehouse's own timeout still applies). A
+// capped result is marked Truncated; nothing is cut silently.
 type Limits struct {
 	MaxRows  int
 	MaxBytes int64
+	// Timeout, when shorter than the warehouse's own, bounds this query:
+	// it is interrupted inside the engine and reported as a *QueryError.
+	Timeout time.Duration
+}
+
+// Deadline is the query's effective timeout: the shorter of the
+// warehouse's own (own <= 0: none) and l.Timeout.
+func (l Limits) Deadline(own time.Duration) time.Duration {
+	if l.Timeout > 0 && (own <= 0 || l.Timeout < own) {
+		return l.Timeout
+	}
+	return own
+}
+
+// Interrupted is the error of a query stopped at its deadline: the model
+// is told, because a too-slow query is something it can fix.
+func Interrupted(d Dialect, after time.Duration) *QueryError {
+	return &QueryError{Dialect: d, Message: fmt.Sprintf("interrupted: the query ran longer than %s", after)}
+}
+
+// WithTimeout gives every query of W the run's timeout unless the query
+// asks for a shorter one.
+type WithTimeout struct {
+	W       Warehouse
+	Timeout time.Duration
+}
+
+// Dialect implements Warehouse.
+func (w *WithTimeout) Dialect() Dialect { return w.W.Dialect() }
+
+// Close implements Warehouse.
+func (w *WithTimeout) Close() error { return w.W.Close() }
+
+// Query implements Warehouse.
+func (w *WithTimeout) Query(ctx context.Context, sql string, lim Limits) (*Result, error) {
+	lim.Timeout = lim.Deadline(w.Timeout)
+	return w.W.Query(ctx, sql, lim)
 }
 
 // Warehouse runs read-only queries against one database.

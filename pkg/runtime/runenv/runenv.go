@@ -79,10 +79,17 @@ type Run struct {
 
 // Warehouse returns the warehouse of an example, within its quota.
 func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Warehouse, error) {
+	var wh warehouse.Warehouse
+	var err error
 	if r.reg == nil {
-		return r.whs.For(e)
+		wh, err = r.whs.For(e)
+	} else {
+		wh, err = r.reg.Open(ctx, e, r.whs)
 	}
-	return r.reg.Open(ctx, e, r.whs)
+	if err != nil || r.Manifest.QueryTimeout <= 0 {
+		return wh, err
+	}
+	return &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}, nil
 }
 
 // Route names the warehouse (subject token) of an example.

@@ -40,6 +40,9 @@ type Manifest struct {
 	AgentOptions map[string]string `json:"agent_options,omitempty"`
 	// RoundTimeout bounds how long the voter waits for a round's results.
 	RoundTimeout time.Duration `json:"round_timeout"`
+	// QueryTimeout interrupts any one warehouse query of the run
+	// (candidates, exploration, checks); 0 leaves each warehouse's own.
+	QueryTimeout time.Duration `json:"query_timeout,omitempty"`
 	LLM          string        `json:"llm"`
 	// Skipped are the task lines left out with --skip-invalid.
 	Skipped []string `json:"skipped,omitempty"`

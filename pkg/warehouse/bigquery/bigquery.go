@@ -190,26 +190,37 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 			return nil, refused(err.Error())
 		}
 	}
+	// The job's own timeout stops it on the server even if this process
+	// dies; the context ends it sooner when the caller gives up.
+	timeout := lim.Deadline(d.cfg.JobTimeout)
 	q := d.client.Query(stmt)
-	q.MaxBytesBilled, q.JobTimeout, q.Labels = d.cfg.MaxBytesBilled, d.cfg.JobTimeout, labels
-	job, err = q.Run(ctx)
+	q.MaxBytesBilled, q.JobTimeout, q.Labels = d.cfg.MaxBytesBilled, timeout, labels
+	qctx, cancelQuery := context.WithTimeout(ctx, timeout)
+	defer cancelQuery()
+	fail := func(err error) error {
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return warehouse.Interrupted(warehouse.BigQuery, timeout)
+		}
+		return classify(ctx, err)
+	}
+	job, err = q.Run(qctx)
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, fail(err)
 	}
 	finished := make(chan struct{})
 	defer close(finished)
 	go func() {
 		select {
-		case <-ctx.Done():
+		case <-qctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = job.Cancel(cctx)
 		case <-finished:
 		}
 	}()
-	it, err := job.Read(ctx)
+	it, err := job.Read(qctx)
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, fail(err)
 	}
 	res := &warehouse.Result{}
 	for _, f := range it.Schema {
@@ -222,7 +233,7 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 			break
 		}
 		if err != nil {
-			return nil, classify(ctx, err)
+			return nil, fail(err)
 		}
 		vals := make([]warehouse.Value, len(row))
 		for i, v := range row {
@@ -238,6 +249,9 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	}
 	if s := job.LastStatus(); s != nil && s.Statistics != nil {
 		d.scanned.Add(s.Statistics.TotalBytesProcessed)
+	}
+	if err := res.TooLarge(warehouse.BigQuery); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -140,11 +140,7 @@ func (c Config) driverConfig() (*sf.Config, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	timeout := c.StatementTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Minute
-	}
-	secs := strconv.Itoa(int(timeout.Seconds()))
+	secs := strconv.Itoa(int(c.statementTimeout().Seconds()))
 	// One statement per request, on the session too: an account or user
 	// may have set MULTI_STATEMENT_COUNT=0 (any number).
 	one := "1"
@@ -207,6 +203,16 @@ func readPrivateKey(path, passphrase string) (*rsa.PrivateKey, error) {
 type DB struct {
 	cfg Config
 	db  *sql.DB
+	// timeout is the session's STATEMENT_TIMEOUT_IN_SECONDS.
+	timeout time.Duration
+}
+
+// statementTimeout is the session's statement timeout (default 5m).
+func (c Config) statementTimeout() time.Duration {
+	if c.StatementTimeout <= 0 {
+		return 5 * time.Minute
+	}
+	return c.StatementTimeout
 }
 
 // Open prepares a connection pool; it logs in on first use.
@@ -222,7 +228,7 @@ func Open(cfg Config) (*DB, error) {
 	}
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
-	return &DB{cfg: cfg, db: db}, nil
+	return &DB{cfg: cfg, db: db, timeout: cfg.statementTimeout()}, nil
 }
 
 // Dialect implements warehouse.Warehouse.
@@ -259,14 +265,28 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	if err != nil {
 		return nil, err
 	}
+	// The session's STATEMENT_TIMEOUT_IN_SECONDS stops the query on the
+	// server; a shorter per-query deadline ends the context, on which the
+	// driver aborts the query server-side too.
+	if lim.Timeout > 0 && lim.Timeout < d.timeout {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(qctx, lim.Timeout)
+		defer cancel()
+	}
+	fail := func(err error) error {
+		if ctx.Err() == nil && qctx.Err() != nil {
+			return warehouse.Interrupted(warehouse.Snowflake, lim.Timeout)
+		}
+		return classify(ctx, err)
+	}
 	rows, err := d.db.QueryContext(qctx, stmt)
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, fail(err)
 	}
 	defer rows.Close()
 	types, err := rows.ColumnTypes()
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, fail(err)
 	}
 	scales := make([]int64, len(types))
 	for i, t := range types {
@@ -278,7 +298,10 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 		return ToValue(v, types[col].DatabaseTypeName(), scales[col])
 	})
 	if err != nil {
-		return nil, classify(ctx, err)
+		return nil, fail(err)
+	}
+	if err := res.TooLarge(warehouse.Snowflake); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

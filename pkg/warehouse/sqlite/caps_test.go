@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -36,5 +37,39 @@ func TestHostileValuesFailInsideTheEngine(t *testing.T) {
 	res, err := db.Query(ctx, "SELECT length(randomblob(1000)) AS n", warehouse.Limits{MaxRows: 10, MaxBytes: 1 << 20})
 	if err != nil || res.RowCount() != 1 {
 		t.Errorf("an ordinary value: %v", err)
+	}
+}
+
+// TestHostileQueriesEndInTime: queries that would hold the process for
+// hours or fill its memory end as query errors the model can read: a
+// result is cut at warehouse.MaxResultMemory as rows are read, and a query
+// that returns nothing for a long time is interrupted at its Limits'
+// timeout, inside the statement.
+func TestHostileQueriesEndInTime(t *testing.T) {
+	t.Parallel()
+	db, err := Open(Config{Path: filepath.Join("..", "..", "..", "examples", "demo", "resource", "databases", "spider2-localdb", "shop.sqlite")})
+	if err != nil {
+		t.Skipf("demo database: %v", err)
+	}
+	defer db.Close()
+	for _, tt := range []struct {
+		name, sql, want string
+	}{
+		{"cross join", "SELECT * FROM order_items a, order_items b, order_items c, order_items d", "result too large"},
+		{"endless recursive CTE", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c", "result too large"},
+		{"long aggregate", "SELECT count(*) FROM order_items a, order_items b, order_items c", "interrupted: the query ran longer than 1s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := db.Query(context.Background(), tt.sql, warehouse.Limits{Timeout: time.Second})
+			took := time.Since(start)
+			var qe *warehouse.QueryError
+			if !errors.As(err, &qe) || !strings.Contains(qe.Message, tt.want) {
+				t.Fatalf("%v, want a query error saying %q", err, tt.want)
+			}
+			if took > 6*time.Second {
+				t.Errorf("took %s, want it to end within the 1s timeout + 5s", took)
+			}
+		})
 	}
 }

@@ -169,14 +169,15 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 		return nil, err
 	}
 	qctx := ctx
-	if d.cfg.QueryTimeout > 0 {
+	timeout := lim.Deadline(d.cfg.QueryTimeout)
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		qctx, cancel = context.WithTimeout(ctx, d.cfg.QueryTimeout)
+		qctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	conn, err := d.db.Conn(qctx)
 	if err != nil {
-		return nil, d.classify(ctx, qctx, err)
+		return nil, d.classify(ctx, qctx, timeout, err)
 	}
 	defer conn.Close()
 	maxValue := d.cfg.MaxValueBytes
@@ -193,7 +194,10 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	}
 	res, err := d.scan(qctx, conn, run, lim)
 	if err != nil {
-		return nil, d.classify(ctx, qctx, err)
+		return nil, d.classify(ctx, qctx, timeout, err)
+	}
+	if err := res.TooLarge(warehouse.SQLite); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -201,13 +205,12 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 // classify turns a driver error into what callers expect: the caller's own
 // cancellation as a plain error, quorum's per-query timeout and engine errors
 // as *warehouse.QueryError with the engine's text.
-func (d *DB) classify(parent, qctx context.Context, err error) error {
+func (d *DB) classify(parent, qctx context.Context, timeout time.Duration, err error) error {
 	if parent.Err() != nil {
 		return fmt.Errorf("sqlite query on %s: %w", d.cfg.Path, parent.Err())
 	}
 	if qctx.Err() != nil {
-		return &warehouse.QueryError{Dialect: warehouse.SQLite,
-			Message: fmt.Sprintf("interrupted: the query ran longer than %s", d.cfg.QueryTimeout)}
+		return warehouse.Interrupted(warehouse.SQLite, timeout)
 	}
 	var se *msqlite.Error
 	if errors.As(err, &se) {
