@@ -36,6 +36,16 @@ func Ref(data []byte) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
+// CheckRef refuses anything but "sha256:" and 64 lowercase hex digits:
+// references arrive in messages and become Redis keys.
+func CheckRef(ref string) error {
+	h, ok := strings.CutPrefix(ref, "sha256:")
+	if !ok || len(h) != 2*sha256.Size || strings.Trim(h, "0123456789abcdef") != "" {
+		return fmt.Errorf("blob reference %.80q is not sha256:<64 hex digits>", ref)
+	}
+	return nil
+}
+
 // Put stores data and returns its reference.
 func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	ref := Ref(data)
@@ -55,8 +65,8 @@ var ErrNotFound = errors.New("blob not found")
 
 // Get returns the data of ref and checks it against the hash.
 func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
-	if !strings.HasPrefix(ref, "sha256:") {
-		return nil, fmt.Errorf("blob reference %q is not sha256:<hex>", ref)
+	if err := CheckRef(ref); err != nil {
+		return nil, err
 	}
 	b, err := s.rdb.Get(ctx, s.prefix+ref).Bytes()
 	if errors.Is(err, redis.Nil) {

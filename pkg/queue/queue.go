@@ -205,7 +205,8 @@ func (q *Queue) Pending(ctx context.Context, name string) (int, error) {
 // messages of another version rather than misreading them.
 const Version = 2
 
-// Decode reads a message body into v and checks its version.
+// Decode reads a message body into v and checks its version and, when v
+// has a Validate method, its fields. Callers terminate what fails.
 func Decode(data []byte, v any) error {
 	var head struct {
 		V int `json:"v"`
@@ -219,5 +220,12 @@ func Decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("malformed message: %w", err)
 	}
+	if c, ok := v.(validator); ok {
+		return c.Validate()
+	}
 	return nil
 }
+
+// validator is a message that checks its own fields: anyone who can
+// publish to a stream can send one, and its names become keys and paths.
+type validator interface{ Validate() error }

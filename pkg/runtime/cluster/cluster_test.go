@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
+	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
@@ -106,7 +108,50 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, consumer := range []string{"generate-sqlite", "explore-sqlite"} {
+	waitDrained(t, ctx, cl, "generate-sqlite", "explore-sqlite")
+	if n := execs.Load(); n != 16 {
+		t.Errorf("%d task executions after finished tasks were delivered again, want 16", n)
+	}
+	// Forged tasks (anyone who can publish to the stream can send one) are
+	// terminated without running: their names would become keys and paths.
+	forged := *tasks[0]
+	forged.Example = "../../escape"
+	badKind := *tasks[1]
+	badKind.Task.Kind = "answer\nFLUSHALL"
+	badRun := *tasks[2]
+	badRun.Run = "toy:*"
+	for i, tk := range []*message.Task{&forged, &badKind, &badRun} {
+		if err := cl.Env.Queue.Publish(ctx, queue.Subject("toy", string(agent.Generator), "sqlite"), fmt.Sprintf("forged.%d", i), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDrained(t, ctx, cl, "generate-sqlite")
+	if n := execs.Load(); n != 16 {
+		t.Errorf("%d task executions after forged tasks, want 16", n)
+	}
+	ropt, err := redis.ParseURL(cl.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	if keys, err := rdb.Keys(ctx, "*escape*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("a forged task wrote Redis keys: %v (%v)", keys, err)
+	}
+	// Resuming the finished run publishes nothing and redoes nothing.
+	again, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: &runstate.Manifest{Run: "toy"}, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := execs.Load(); n != 16 || len(again.Examples) != 4 {
+		t.Errorf("after a resume of the finished run: %d executions, %d examples", n, len(again.Examples))
+	}
+}
+
+// waitDrained waits until the consumers have nothing pending.
+func waitDrained(t *testing.T, ctx context.Context, cl *cluster.Cluster, consumers ...string) {
+	t.Helper()
+	for _, consumer := range consumers {
 		for {
 			n, err := cl.Env.Queue.Pending(ctx, consumer)
 			if err != nil {
@@ -117,17 +162,6 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-	}
-	if n := execs.Load(); n != 16 {
-		t.Errorf("%d task executions after finished tasks were delivered again, want 16", n)
-	}
-	// Resuming the finished run publishes nothing and redoes nothing.
-	again, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: &runstate.Manifest{Run: "toy"}, Out: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := execs.Load(); n != 16 || len(again.Examples) != 4 {
-		t.Errorf("after a resume of the finished run: %d executions, %d examples", n, len(again.Examples))
 	}
 }
 
