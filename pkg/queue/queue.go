@@ -42,6 +42,10 @@ func CheckToken(kind, s string) error {
 	return nil
 }
 
+// Urgent is the stage of a pool's urgent lane ("generate" → "generate-now"),
+// which workers drain before the pool's batch work.
+func Urgent(stage string) string { return stage + "-now" }
+
 // Subject is quorum.<run>.<stage>[.<warehouse>].
 func Subject(run, stage, warehouse string) string {
 	if warehouse == "" {

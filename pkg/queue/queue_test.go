@@ -170,3 +170,50 @@ func TestDecodeChecksVersion(t *testing.T) {
 		t.Error("a dotted run id was accepted")
 	}
 }
+
+// TestUrgentLaneGoesFirst: with a backlog of batch work, messages on the
+// urgent lane take the next free slot; the batch backlog still drains.
+func TestUrgentLaneGoesFirst(t *testing.T) {
+	t.Parallel()
+	q := connect(t, queue.Config{})
+	ctx := context.Background()
+	for i := range 20 {
+		if err := q.Publish(ctx, queue.Subject("batch", queue.StageGenerate, "sqlite"), fmt.Sprintf("b%d", i), task{V: queue.Version, N: fmt.Sprintf("b%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var order []string
+	published := false
+	handler := func(_ context.Context, d queue.Delivery) error {
+		var tk task
+		if err := queue.Decode(d.Msg.Data(), &tk); err != nil {
+			return err
+		}
+		mu.Lock()
+		order = append(order, tk.N)
+		first := !published
+		published = true
+		mu.Unlock()
+		if first {
+			// Questions arrive while the batch is under way.
+			for i := range 3 {
+				if err := q.Publish(ctx, queue.Subject("ask", queue.Urgent(queue.StageGenerate), "sqlite"), fmt.Sprintf("u%d", i), task{V: queue.Version, N: fmt.Sprintf("u%d", i)}); err != nil {
+					return err
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}
+	run(t, q, queue.WorkConfig{Consumer: "generate-sqlite", Filters: []string{queue.Subject("*", queue.StageGenerate, "sqlite")}, Concurrency: 1,
+		Urgent:  &queue.Lane{Consumer: "generate-now-sqlite", Filters: []string{queue.Subject("*", queue.Urgent(queue.StageGenerate), "sqlite")}},
+		Handler: handler}, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 23 })
+	// One slot: the batch message in hand when the questions came, then
+	// the questions, then the rest of the batch.
+	for i, n := range order[1:4] {
+		if n != fmt.Sprintf("u%d", i) {
+			t.Fatalf("order %v: the urgent messages did not take the next slots", order)
+		}
+	}
+}

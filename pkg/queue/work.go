@@ -69,6 +69,16 @@ type WorkConfig struct {
 	Transient func(error) bool
 	WaitReady func(ctx context.Context) error
 	HoldFor   time.Duration
+	// Urgent, when set, is a second consumer drained first: whenever a
+	// slot frees, its messages (interactive questions' tasks) are taken
+	// before the batch consumer's.
+	Urgent *Lane
+}
+
+// Lane is a consumer of its own within one worker loop.
+type Lane struct {
+	Consumer string
+	Filters  []string
 }
 
 // Work fetches and handles messages until ctx ends, then stops fetching,
@@ -100,6 +110,23 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 	cons, err := q.consumer(ctx, st, wc.Consumer, wc.MaxDeliver, wc.Filters...)
 	if err != nil {
 		return err
+	}
+	fetch := func(n int) ([]jetstream.Msg, error) { return drain(cons.Fetch(n, jetstream.FetchMaxWait(time.Second))) }
+	if wc.Urgent != nil {
+		urgent, err := q.consumer(ctx, st, wc.Urgent.Consumer, wc.MaxDeliver, wc.Urgent.Filters...)
+		if err != nil {
+			return err
+		}
+		fetch = func(n int) ([]jetstream.Msg, error) {
+			msgs, err := drain(urgent.FetchNoWait(n))
+			if err != nil || len(msgs) == n {
+				return msgs, err
+			}
+			// A short wait on the batch lane: an urgent message arriving
+			// meanwhile waits at most this long for a free slot.
+			more, err := drain(cons.Fetch(n-len(msgs), jetstream.FetchMaxWait(200*time.Millisecond)))
+			return append(msgs, more...), err
+		}
 	}
 	// Handlers outlive ctx by up to DrainTimeout.
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
@@ -135,19 +162,15 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 		}
 		// Fetch only as many as there are free slots: a buffered message's
 		// AckWait would run while it waits.
-		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-slots }()
-					q.handle(ctx, hctx, msg, wc)
-				}()
-			}
-			err = batch.Error()
+		msgs, err := fetch(n)
+		got := len(msgs)
+		for _, msg := range msgs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				q.handle(ctx, hctx, msg, wc)
+			}()
 		}
 		for i := got; i < n; i++ {
 			<-slots
@@ -225,6 +248,21 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 		_ = msg.NakWithDelay(delay)
 		observe("retry")
 	}
+}
+
+// drain collects a fetched batch; running out of messages is no error.
+func drain(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		return msgs, err
+	}
+	return msgs, nil
 }
 
 func truncateReason(s string) string {

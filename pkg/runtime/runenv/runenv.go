@@ -158,7 +158,13 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 		}
 		e.datasets[key] = l
 	}
-	r := &Run{Manifest: m, DS: l.ds, whs: &dataset.Warehouses{DS: l.ds, SQLite: l.set}, Def: def, Agent: ag, reg: e.Warehouses}
+	ds := l.ds
+	if len(m.Questions) > 0 {
+		if ds, err = ds.WithQuestions(m.Questions...); err != nil {
+			return nil, queue.Permanent(fmt.Errorf("run %s: %w", id, err))
+		}
+	}
+	r := &Run{Manifest: m, DS: ds, whs: &dataset.Warehouses{DS: ds, SQLite: l.set}, Def: def, Agent: ag, reg: e.Warehouses}
 	if e.runs == nil {
 		e.runs = map[string]*Run{}
 	}
@@ -320,7 +326,11 @@ func (e *Env) PublishTasks(ctx context.Context, run *Run, tasks []*message.Task)
 		if !ok {
 			return fmt.Errorf("agent %s dispatched a task of undeclared kind %q", run.Def.Name, t.Task.Kind)
 		}
-		if err := e.Queue.Publish(ctx, queue.Subject(t.Run, string(k.Pool), t.Warehouse), t.ID(), t); err != nil {
+		stage := string(k.Pool)
+		if run.Manifest.Interactive {
+			stage = queue.Urgent(stage)
+		}
+		if err := e.Queue.Publish(ctx, queue.Subject(t.Run, stage, t.Warehouse), t.ID(), t); err != nil {
 			return err
 		}
 	}
@@ -425,6 +435,7 @@ func (e *Env) Serve(ctx context.Context, pool string, warehouses []string, base 
 		wc := e.Resilient(base)
 		wc.Consumer = pool + "-" + wh
 		wc.Filters = []string{queue.Subject("*", pool, wh)}
+		wc.Urgent = &queue.Lane{Consumer: queue.Urgent(pool) + "-" + wh, Filters: []string{queue.Subject("*", queue.Urgent(pool), wh)}}
 		wc.Logger = e.Log
 		wc.Observe = func(outcome string, redelivered bool) {
 			if e.Metrics == nil {

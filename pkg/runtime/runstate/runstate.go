@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 )
 
@@ -44,6 +45,12 @@ type Manifest struct {
 	// (candidates, exploration, checks); 0 leaves each warehouse's own.
 	QueryTimeout time.Duration `json:"query_timeout,omitempty"`
 	LLM          string        `json:"llm"`
+	// Questions, when set, are the run's examples, asked online (quorum
+	// serve) on the dataset's databases instead of read from its task file.
+	Questions []dataset.Question `json:"questions,omitempty"`
+	// Interactive runs' tasks go to the pools' urgent lane, which workers
+	// drain before batch work.
+	Interactive bool `json:"interactive,omitempty"`
 	// Skipped are the task lines left out with --skip-invalid.
 	Skipped []string `json:"skipped,omitempty"`
 }
