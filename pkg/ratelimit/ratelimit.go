@@ -56,12 +56,35 @@ type Config struct {
 	Client redis.UniversalClient
 	// Prefix namespaces the keys (default "quorum:rl:").
 	Prefix string
+	// Reserve is the share of every burst that batch work may not take
+	// (default DefaultReserve; negative: none): a batch run saturating a
+	// quota leaves that much for interactive questions to start at once,
+	// at no cost to the batch's long-run rate.
+	Reserve float64
 }
+
+// DefaultReserve keeps a fifth of each burst for interactive work.
+const DefaultReserve = 0.2
 
 // Limiter makes reservations against Redis.
 type Limiter struct {
-	rdb    redis.UniversalClient
-	prefix string
+	rdb      redis.UniversalClient
+	prefix   string
+	batchCut float64
+}
+
+type interactiveKey struct{}
+
+// Interactive marks ctx as serving a waiting user: its claims may use the
+// whole burst, the part batch work leaves free included.
+func Interactive(ctx context.Context) context.Context {
+	return context.WithValue(ctx, interactiveKey{}, true)
+}
+
+// IsInteractive reports whether ctx was marked Interactive.
+func IsInteractive(ctx context.Context) bool {
+	v, _ := ctx.Value(interactiveKey{}).(bool)
+	return v
 }
 
 // New returns a Limiter.
@@ -72,7 +95,15 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "quorum:rl:"
 	}
-	return &Limiter{rdb: cfg.Client, prefix: cfg.Prefix}, nil
+	switch {
+	case cfg.Reserve == 0:
+		cfg.Reserve = DefaultReserve
+	case cfg.Reserve < 0:
+		cfg.Reserve = 0
+	case cfg.Reserve >= 1:
+		return nil, fmt.Errorf("ratelimit: reserve %g must be below 1", cfg.Reserve)
+	}
+	return &Limiter{rdb: cfg.Client, prefix: cfg.Prefix, batchCut: cfg.Reserve}, nil
 }
 
 // Claim is n units on one key at one rate.
@@ -151,8 +182,12 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 			return 0, false, fmt.Errorf("limit %s: %w", c.Key, err)
 		}
 		em := c.Rate.emissionMicros()
+		tol := em * c.Rate.Burst
+		if !IsInteractive(ctx) {
+			tol *= 1 - l.batchCut
+		}
 		keys = append(keys, l.key(c.Key))
-		args = append(args, em, em*c.Rate.Burst, c.Units)
+		args = append(args, em, tol, c.Units)
 	}
 	keys = append(keys, l.key("cooldown:"+group))
 	res, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()

@@ -396,3 +396,43 @@ func BenchmarkLimiterAcquire(b *testing.B) {
 		settle(ctx, 1500)
 	}
 }
+
+// TestBatchLeavesTheReserveToQuestions: batch work that drains a quota
+// stops short of the reserved part of its burst; an interactive claim is
+// admitted at once from it, while the next batch claim must wait.
+func TestBatchLeavesTheReserveToQuestions(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, err := New(Config{Client: srv.Client(t), Reserve: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claim := Claim{Key: "llm:req", Rate: PerMinute(6, 8), Units: 1} // one per 10 s, burst 8
+	batch := 0
+	for {
+		_, ok, err := l.reserve(ctx, "m", []Claim{claim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		batch++
+	}
+	if batch != 6 {
+		t.Errorf("batch took %d of the burst of 8, want 6 (a quarter kept back)", batch)
+	}
+	ictx := Interactive(ctx)
+	for i := range 2 {
+		if _, ok, err := l.reserve(ictx, "m", []Claim{claim}); err != nil || !ok {
+			t.Fatalf("interactive claim %d waited (%v) although the reserve was free", i+1, err)
+		}
+	}
+	if wait, ok, _ := l.reserve(ictx, "m", []Claim{claim}); ok || wait <= 0 {
+		t.Errorf("a third interactive claim was admitted past the whole burst")
+	}
+	if _, err := New(Config{Client: srv.Client(t), Reserve: 1}); err == nil {
+		t.Error("a reserve of the whole burst was accepted")
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
@@ -90,6 +91,15 @@ func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Ware
 		return wh, err
 	}
 	return &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}, nil
+}
+
+// Priority marks ctx for the run's class of work: an interactive run's LLM
+// calls may use the part of each quota batch work leaves free.
+func (r *Run) Priority(ctx context.Context) context.Context {
+	if r.Manifest.Interactive {
+		return ratelimit.Interactive(ctx)
+	}
+	return ctx
 }
 
 // Route names the warehouse (subject token) of an example.

@@ -207,7 +207,7 @@ func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
 		return err
 	}
 	ac := v.env.Context(run, e, r.Agent)
-	d, err := ag.Decide(ctx, ac, r.Round, cands)
+	d, err := ag.Decide(run.Priority(ctx), ac, r.Round, cands)
 	if err != nil {
 		return fmt.Errorf("agent %s deciding round %d of %s: %w", r.Agent, r.Round, r.Example, err)
 	}

@@ -81,7 +81,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
-	out, err := ag.Execute(ctx, ac, t.Task)
+	out, err := ag.Execute(run.Priority(ctx), ac, t.Task)
 	m.Since("execute", executed)
 	stopBeat()
 	if agent.IsPermanent(err) {
