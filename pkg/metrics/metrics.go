@@ -143,10 +143,9 @@ func (m *Metrics) ObserveCost(stage string, c cost.Cost) {
 	}
 }
 
-// Serve runs the health and metrics endpoints on addr until ctx ends.
-// ready reports readiness (connected to NATS and Redis).
-func Serve(ctx context.Context, addr string, m *Metrics, ready func() error) (net.Addr, error) {
-	mux := http.NewServeMux()
+// Handle registers /healthz, /readyz (ready, when set, must return nil)
+// and /metrics on mux.
+func Handle(mux *http.ServeMux, m *Metrics, ready func() error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil {
@@ -158,6 +157,13 @@ func Serve(ctx context.Context, addr string, m *Metrics, ready func() error) (ne
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+}
+
+// Serve runs the health and metrics endpoints on addr until ctx ends.
+// ready reports readiness (connected to NATS and Redis).
+func Serve(ctx context.Context, addr string, m *Metrics, ready func() error) (net.Addr, error) {
+	mux := http.NewServeMux()
+	Handle(mux, m, ready)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

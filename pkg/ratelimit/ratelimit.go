@@ -205,6 +205,12 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 	return time.Duration(micros) * time.Microsecond, ok == 1, nil
 }
 
+// Try admits the claims now or says how long until they would fit,
+// without waiting: for callers that answer "too many requests" instead.
+func (l *Limiter) Try(ctx context.Context, group string, claims ...Claim) (wait time.Duration, admitted bool, err error) {
+	return l.reserve(ctx, group, claims)
+}
+
 // Wait returns once the claims are admitted, sleeping for as long as the
 // limiter says they would not fit (with a little jitter, so that callers
 // told the same time do not all return at once).

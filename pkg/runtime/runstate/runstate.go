@@ -107,6 +107,18 @@ func (s *Store) Manifest(ctx context.Context, run string) (*Manifest, error) {
 	return &m, nil
 }
 
+// Cancel marks a run cancelled: workers drop its queued tasks and stop
+// its running ones.
+func (s *Store) Cancel(ctx context.Context, run, reason string) error {
+	return s.rdb.Set(ctx, runKey(run, "cancelled"), reason, 14*24*time.Hour).Err()
+}
+
+// Cancelled reports whether a run was cancelled.
+func (s *Store) Cancelled(ctx context.Context, run string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, runKey(run, "cancelled")).Result()
+	return n > 0, err
+}
+
 // SetMeta records an example's meta.
 func (s *Store) SetMeta(ctx context.Context, run, ex string, m ExampleMeta) error {
 	b, _ := json.Marshal(m)

@@ -64,6 +64,12 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if err != nil {
 		return err
 	}
+	if run.Manifest.Interactive {
+		// A question can be cancelled while its tasks wait: drop them.
+		if cancelled, err := w.env.State.Cancelled(ctx, t.Run); err != nil || cancelled {
+			return err
+		}
+	}
 	kind, ok := def.Kind(t.Task.Kind)
 	if !ok || kind.Pool != w.pool {
 		return queue.Permanent(fmt.Errorf("agent %s has no %s task kind %q", def.Name, w.pool, t.Task.Kind))
@@ -81,7 +87,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
-	out, err := ag.Execute(run.Priority(ctx), ac, t.Task)
+	ectx, stopWatch := w.watchCancel(ctx, run)
+	out, err := ag.Execute(run.Priority(ectx), ac, t.Task)
+	stopWatch()
 	m.Since("execute", executed)
 	stopBeat()
 	if agent.IsPermanent(err) {
@@ -123,6 +131,34 @@ func (w *worker) beat(ctx context.Context, r runstate.Round, m *runstate.Manifes
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// watchCancel returns a context that ends when an interactive run is
+// cancelled (checked every second), so a cancelled question stops its
+// running tasks; the redelivery then finds the run cancelled and drops it.
+func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Context, func()) {
+	if !run.Manifest.Interactive {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				if c, _ := w.env.State.Cancelled(wctx, run.Manifest.Run); c {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return wctx, func() { cancel(); <-done }
 }
 
 // publish stores and sends a task's results, then logs and sends the tasks
