@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
+	"github.com/quorumsql/quorum/pkg/serve"
+)
+
+// serveFlags configure quorum serve (and quorum ask in process).
+type serveFlags struct {
+	cf           clusterFlags
+	lf           llmFlags
+	df           datasetFlags
+	dataset      string
+	listen       string
+	apiKeys      string
+	noAuth       bool
+	stateDir     string
+	questionLog  string
+	agent        string
+	votes        int
+	seed         uint64
+	cacheTTL     time.Duration
+	queryTimeout time.Duration
+	roundTimeout time.Duration
+	tenantRPM    float64
+	tenantTokens int64
+	tenantLimits []string
+	explorers    int
+}
+
+func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
+	f.cf.register(cmd, true)
+	f.lf.register(cmd)
+	f.df.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataset, "dataset", "", "dataset folder whose databases can be asked about (Spider 2.0 or BIRD layout)")
+	if withListen {
+		fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API and web page")
+		fl.StringVar(&f.apiKeys, "api-keys", "", "file of tenant:key lines; every request needs one of the keys (env QUORUM_API_KEYS holds the same lines, comma-separated)")
+		fl.BoolVar(&f.noAuth, "no-auth", false, "serve without API keys (only on a loopback --listen address)")
+		fl.Float64Var(&f.tenantRPM, "tenant-rpm", 0, "questions per minute each tenant may ask (0 = no limit)")
+		fl.Int64Var(&f.tenantTokens, "tenant-tokens-per-day", 0, "LLM tokens each tenant's questions may use per UTC day (0 = no limit)")
+		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY (0 = no limit; repeatable)")
+		fl.StringVar(&f.questionLog, "question-log", "", "file receiving one JSON line per finished question (default <state-dir>/questions.jsonl)")
+	}
+	fl.StringVar(&f.stateDir, "state-dir", filepath.Join("out", "serve"), "where the embedded NATS and Redis keep their data and each question's run writes its files")
+	fl.StringVar(&f.agent, "agent", agents.Default, "agent answering questions that name none (quorum agents lists them)")
+	fl.IntVar(&f.votes, "votes", 8, "candidates per question unless it asks for another number")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of every question's run: the same question gets the same answer as in a dataset run with this seed")
+	fl.DurationVar(&f.cacheTTL, "cache-ttl", time.Hour, "answer an equal question on an unchanged schema from the cache for this long (0 = no cache)")
+	fl.DurationVar(&f.queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
+	fl.DurationVar(&f.roundTimeout, "round-timeout", 10*time.Minute, "decide a question's round with the results that are in once none of its tasks has made progress for this long")
+	fl.IntVar(&f.explorers, "explorers", 8, "exploration tasks handled at once in this process")
+}
+
+// tenants reads the API keys from --api-keys or QUORUM_API_KEYS, with the
+// tenants' limits.
+func (f *serveFlags) tenants() (*serve.Tenants, error) {
+	var t *serve.Tenants
+	var err error
+	switch env := os.Getenv("QUORUM_API_KEYS"); {
+	case f.apiKeys != "":
+		file, ferr := os.Open(f.apiKeys)
+		if ferr != nil {
+			return nil, fmt.Errorf("--api-keys: %w", ferr)
+		}
+		defer file.Close()
+		t, err = serve.ParseKeys(file, f.apiKeys)
+	case env != "":
+		t, err = serve.ParseKeys(strings.NewReader(strings.ReplaceAll(env, ",", "\n")), "QUORUM_API_KEYS")
+	default:
+		if !f.noAuth {
+			return nil, errors.New("no API keys: pass --api-keys FILE (tenant:key lines) or set QUORUM_API_KEYS, or --no-auth to serve without keys on a loopback address")
+		}
+		if !loopback(f.listen) {
+			return nil, fmt.Errorf("--no-auth: --listen %s is not a loopback address; anyone who reaches it could spend your quotas", f.listen)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Default = serve.Limits{RequestsPerMinute: f.tenantRPM, TokensPerDay: f.tenantTokens}
+	for _, spec := range f.tenantLimits {
+		name, lim, ok := strings.Cut(spec, "=")
+		rpm, tokens, ok2 := strings.Cut(lim, "/")
+		r, err1 := strconv.ParseFloat(rpm, 64)
+		n, err2 := strconv.ParseInt(tokens, 10, 64)
+		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil || r < 0 || n < 0 {
+			return nil, fmt.Errorf("--tenant-limit %q: want TENANT=RPM/TOKENS_PER_DAY, e.g. analytics=30/2000000", spec)
+		}
+		t.Limits[name] = serve.Limits{RequestsPerMinute: r, TokensPerDay: n}
+	}
+	return t, nil
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serving is a running question API with its runtime.
+type serving struct {
+	srv   *serve.Server
+	cl    *cluster.Cluster
+	url   string
+	label string
+	stops []func()
+}
+
+func (s *serving) close() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+}
+
+// start brings up the runtime (embedded, or joined with --nats-url and
+// --redis-url), the question server and its HTTP listener.
+func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tenants) (*serving, error) {
+	if f.dataset == "" {
+		return nil, usage(errors.New("--dataset is required: the folder whose databases can be asked about (e.g. examples/demo)"))
+	}
+	if f.votes < 1 || f.votes > serve.MaxVotes {
+		return nil, usage(fmt.Errorf("--votes %d: use 1 to %d", f.votes, serve.MaxVotes))
+	}
+	if f.queryTimeout <= 0 {
+		return nil, usage(queryTimeoutError(f.queryTimeout))
+	}
+	ds, err := f.df.load(f.dataset)
+	if err != nil {
+		return nil, usage(err)
+	}
+	s := &serving{}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	lcfg, label, stop, err := f.lf.config(ds, w)
+	if err != nil {
+		return nil, usage(err)
+	}
+	s.stops = append(s.stops, stop)
+	simulated, err := preflight(ctx, lcfg)
+	if err != nil {
+		return nil, usage(err)
+	}
+	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
+	file, err := f.cf.warehousesFile()
+	if err != nil {
+		return nil, usage(err)
+	}
+	log, err := newLogger(f.cf.logLevel)
+	if err != nil {
+		return nil, usage(err)
+	}
+	natsOpts, err := f.cf.natsOptions()
+	if err != nil {
+		return nil, usage(err)
+	}
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: f.stateDir, NATSURL: f.cf.natsURL, RedisURL: f.cf.redisURL, NATSOptions: natsOpts,
+		Queue: queue.Config{AckWait: f.cf.ackWait, MaxDeliver: f.cf.maxDeliver}, LLM: lcfg,
+		LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: f.cf.llmRPM, TokensPerMinute: f.cf.llmTPM},
+		WarehousesFile: file, Serve: f.cf.warehouses, Generators: 1, GeneratorConcurrency: f.cf.concurrency,
+		Explorers: 1, ExplorerConcurrency: f.explorers, Agents: agents.Builtin(), Log: log})
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	s.stops = append(s.stops, cl.Close)
+	ropt, err := redis.ParseURL(cl.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	ropt.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(ropt)
+	s.stops = append(s.stops, func() { rdb.Close() })
+	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
+	if err != nil {
+		return nil, err
+	}
+	qlog := io.Writer(nil)
+	if f.listen != "" {
+		path := f.questionLog
+		if path == "" {
+			path = filepath.Join(f.stateDir, "questions.jsonl")
+		}
+		lf, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--question-log: %w", err))
+		}
+		s.stops = append(s.stops, func() { lf.Close() })
+		qlog = lf
+	}
+	ttl := f.cacheTTL
+	if ttl == 0 {
+		ttl = -1
+	}
+	fp, closeFP := fingerprinter(ds, cl)
+	s.stops = append(s.stops, closeFP)
+	srv, err := serve.New(serve.Config{Env: cl.Env, Redis: rdb, Limiter: lim, Dataset: f.dataset, SQLiteDir: f.df.sqliteDir,
+		Tenants: tenants, DefaultAgent: f.agent, Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout,
+		CacheTTL: ttl, Fingerprint: fp, StateDir: f.stateDir, LLM: s.label, QuestionLog: qlog, Metrics: cl.Metrics,
+		Ready: func() error { return cl.Env.State.Ping(ctx) }, Log: log})
+	if err != nil {
+		return nil, usage(err)
+	}
+	s.srv = srv
+	listen := f.listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, usage(fmt.Errorf("--listen %s: %w", listen, err))
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { _ = srv.Run(rctx) }()
+	s.stops = append(s.stops, func() {
+		cancel()
+		sctx, done := context.WithTimeout(context.Background(), 2*time.Second)
+		defer done()
+		_ = hs.Shutdown(sctx)
+	})
+	s.url = "http://" + ln.Addr().String()
+	ok = true
+	return s, nil
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --dataset DIR",
+		Short: "Answer questions over an HTTP API and a web page, on the same workers and quotas as batch runs",
+		Long: `serve answers one question at a time for applications: POST /v1/questions
+with {"db": ..., "question": ...}, then GET /v1/questions/{id} (or its
+/events stream) for the SQL, the result rows, the confidence and the cost.
+docs/api.md documents the API. Like quorum run it starts an embedded NATS
+server and a redis-server with every role in process (the simulated LLM when
+no endpoint is configured, labelled as such), or joins a cluster with
+--nats-url and --redis-url, where questions' tasks are taken before queued
+batch work. Every request needs an API key (--api-keys) unless --no-auth.`,
+		Example: `  quorum serve --dataset examples/demo --no-auth
+  QUORUM_API_KEYS=analytics:0123456789abcdef01 quorum serve --dataset examples/demo --listen :8080 --tenant-rpm 30`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			w := cmd.OutOrStdout()
+			tenants, err := f.tenants()
+			if err != nil {
+				return usage(err)
+			}
+			if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
+				return usage(fmt.Errorf("--state-dir: %w", err))
+			}
+			s, err := f.start(ctx, w, tenants)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			auth := "API keys required"
+			if tenants == nil {
+				auth = "no API keys (loopback only)"
+			}
+			fmt.Fprintf(w, "quorum serve: %d databases of %s at %s (%s); agent %s; LLM: %s\n",
+				len(s.srv.Databases()), f.dataset, s.url, auth, f.agent, s.label)
+			<-ctx.Done()
+			fmt.Fprintln(w, "\nStopping: questions in flight resume when serve starts again with the same --state-dir.")
+			return nil
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}

@@ -1,0 +1,272 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+)
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 256 << 10
+
+// MaxVotes bounds the candidates one question may ask for.
+const MaxVotes = 32
+
+// apiError is every error response: what is wrong and, for bad input, the
+// field.
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func badField(w http.ResponseWriter, field, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, apiError{Error: field + ": " + fmt.Sprintf(format, args...), Field: field})
+}
+
+type tenantKey struct{}
+
+// authed resolves the request's API key (Authorization: Bearer KEY, or
+// X-API-Key) to its tenant; no key, no answer.
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tenant := "default"
+		if s.cfg.Tenants != nil {
+			key := r.Header.Get("X-API-Key")
+			if auth := r.Header.Get("Authorization"); auth != "" {
+				key, _ = strings.CutPrefix(auth, "Bearer ")
+			}
+			var ok bool
+			if tenant, ok = s.cfg.Tenants.Tenant(strings.TrimSpace(key)); !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="quorum"`)
+				writeJSON(w, http.StatusUnauthorized, apiError{Error: "a valid API key is required (Authorization: Bearer KEY)"})
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+	}
+}
+
+func tenantOf(r *http.Request) string { t, _ := r.Context().Value(tenantKey{}).(string); return t }
+
+// askRequest is POST /v1/questions' body.
+type askRequest struct {
+	DB                string            `json:"db"`
+	Dialect           string            `json:"dialect"`
+	Question          string            `json:"question"`
+	ExternalKnowledge string            `json:"external_knowledge"`
+	Agent             string            `json:"agent"`
+	Votes             int               `json:"votes"`
+	Options           map[string]string `json:"options"`
+	Cache             *bool             `json:"cache"`
+}
+
+// accepted is POST's answer.
+type accepted struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Cached bool   `json:"cached,omitempty"`
+}
+
+func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	tenant := tenantOf(r)
+	if s.cfg.Tenants != nil {
+		wait, err := s.quota.admit(ctx, tenant, s.cfg.Tenants.LimitsOf(tenant))
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "checking the tenant's quota: " + err.Error()})
+			return
+		}
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("tenant %s is over its quota; retry in %s", tenant, wait.Round(time.Second))})
+			return
+		}
+	}
+	q, ok := s.parseQuestion(w, r)
+	if !ok {
+		return
+	}
+	q.Tenant = tenant
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		id, fresh, err := s.store.claimIdempotent(ctx, tenant, key, q.ID)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+			return
+		}
+		if !fresh {
+			s.resend(w, r, id)
+			return
+		}
+	}
+	fp, err := s.fingerprint(ctx, q.db)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return
+	}
+	q.Fingerprint = fp
+	if hit, ok := s.cached(ctx, &q.Question); ok {
+		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
+		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
+		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
+	}
+	if err := s.store.put(ctx, &q.Question); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return
+	}
+	if q.Cached {
+		s.finished(ctx, &q.Question)
+	} else {
+		// The question is stored before it is started: from here on a
+		// crash loses nothing, the next driver picks it up.
+		s.start(s.baseCtx(), q.ID)
+	}
+	s.cfg.Log.Info("question accepted", zap.String("question", q.ID), zap.String("tenant", tenant), zap.String("db", q.DB), zap.Bool("cached", q.Cached))
+	writeJSON(w, http.StatusAccepted, accepted{ID: q.ID, Status: q.Status, Cached: q.Cached})
+}
+
+// resend answers a repeated Idempotency-Key with the first request's
+// question, doing nothing new.
+func (s *Server) resend(w http.ResponseWriter, r *http.Request, id string) {
+	for range 20 { // the first request may still be storing it
+		rec, err := s.store.get(r.Context(), id)
+		if err == nil {
+			writeJSON(w, http.StatusAccepted, accepted{ID: id, Status: rec.Status, Cached: rec.Cached})
+			return
+		}
+		if !errors.Is(err, errNoQuestion) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	writeJSON(w, http.StatusConflict, apiError{Error: "the Idempotency-Key names a question that could not be read; retry later"})
+}
+
+// pendingQuestion is a parsed request with its database.
+type pendingQuestion struct {
+	Question
+	db *Database
+}
+
+// parseQuestion reads and checks the body; on bad input it has answered
+// 400 naming the field.
+func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pendingQuestion, bool) {
+	var req askRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)})
+			return nil, false
+		}
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			badField(w, ute.Field, "want a %s", ute.Type)
+			return nil, false
+		}
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			badField(w, strings.Trim(f, `"`), "unknown field")
+			return nil, false
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
+		return nil, false
+	}
+	if dec.More() {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: more than one value"})
+		return nil, false
+	}
+	if req.DB == "" {
+		badField(w, "db", "required (GET /v1/databases lists them)")
+		return nil, false
+	}
+	db, ok := s.database(req.DB, req.Dialect)
+	if !ok {
+		badField(w, "db", "unknown database %q (GET /v1/databases lists them)", req.DB)
+		return nil, false
+	}
+	q := &pendingQuestion{db: db, Question: Question{ID: newID(), Status: Queued, DB: db.Name, Dialect: db.Dialect,
+		Question: strings.TrimSpace(req.Question), ExternalKnowledge: req.ExternalKnowledge, Agent: req.Agent, Votes: req.Votes,
+		Created: time.Now().UTC(), NoCache: req.Cache != nil && !*req.Cache}}
+	if q.Agent == "" {
+		q.Agent = s.cfg.DefaultAgent
+	}
+	if q.Votes == 0 {
+		q.Votes = s.cfg.Votes
+	}
+	def, err := s.cfg.Env.Agents.Lookup(q.Agent)
+	if err != nil {
+		badField(w, "agent", "%v", err)
+		return nil, false
+	}
+	if q.Votes < 1 || q.Votes > MaxVotes {
+		badField(w, "votes", "%d: use 1 to %d", q.Votes, MaxVotes)
+		return nil, false
+	}
+	if q.Options, err = def.CheckOptions(req.Options); err != nil {
+		badField(w, "options", "%v", err)
+		return nil, false
+	}
+	text := q.Question.Question
+	q.Example = exampleID(q.DB, text, q.ExternalKnowledge)
+	dq := dataset.Question{ID: q.Example, DB: q.DB, Dialect: db.db.Dialect, Question: text, ExternalKnowledge: q.ExternalKnowledge}
+	if err := dq.Check(s.ds); err != nil {
+		field, _, _ := strings.Cut(err.Error(), ":")
+		badField(w, field, "%s", strings.TrimSpace(strings.TrimPrefix(err.Error(), field+":")))
+		return nil, false
+	}
+	return q, true
+}
+
+// owned returns the tenant's question id, or answers 404: another
+// tenant's question does not exist for this one.
+func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*Question, bool) {
+	id := r.PathValue("id")
+	rec, err := s.store.get(r.Context(), id)
+	if errors.Is(err, errNoQuestion) || (err == nil && rec.Tenant != tenantOf(r)) {
+		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no question %q", id)})
+		return nil, false
+	}
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return nil, false
+	}
+	return &rec.Question, true
+}
+
+func (s *Server) getQuestion(w http.ResponseWriter, r *http.Request) {
+	if q, ok := s.owned(w, r); ok {
+		writeJSON(w, http.StatusOK, q)
+	}
+}
+
+func (s *Server) cancelQuestion(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.owned(w, r)
+	if !ok {
+		return
+	}
+	q, err := s.cancel(r.Context(), q.ID)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+func (s *Server) listDatabases(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"databases": s.dbs})
+}

@@ -1,0 +1,61 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// cacheKey names an answer by what decides it: the database, the question
+// normalised, the knowledge, the agent and its options, the votes.
+func cacheKey(q *Question) string {
+	opts := make([]string, 0, len(q.Options))
+	for k, v := range q.Options {
+		opts = append(opts, k+"="+v)
+	}
+	sort.Strings(opts)
+	return keyPrefix + "cache:" + hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
+		strings.Join(opts, ","), strconv.Itoa(q.Votes))
+}
+
+// fingerprint is the database's schema fingerprint ("" when unknown).
+func (s *Server) fingerprint(ctx context.Context, db *Database) (string, error) {
+	if s.cfg.Fingerprint == nil {
+		return "", nil
+	}
+	fp, err := s.cfg.Fingerprint(ctx, db.db)
+	if err != nil {
+		return "", fmt.Errorf("schema fingerprint of %s: %w", db.Name, err)
+	}
+	return fp, nil
+}
+
+// cached returns the stored answer of an equal question asked on the same
+// schema within the TTL.
+func (s *Server) cached(ctx context.Context, q *Question) (*Question, bool) {
+	if s.cfg.CacheTTL < 0 || q.NoCache {
+		return nil, false
+	}
+	b, err := s.cfg.Redis.Get(ctx, cacheKey(q)).Bytes()
+	if err != nil {
+		return nil, false
+	}
+	var hit record
+	if json.Unmarshal(b, &hit) != nil || hit.Fingerprint != q.Fingerprint {
+		return nil, false
+	}
+	return &hit.Question, true
+}
+
+func (s *Server) cachePut(ctx context.Context, q *Question) {
+	if s.cfg.CacheTTL < 0 {
+		return
+	}
+	b, err := json.Marshal(record{Question: *q, Fingerprint: q.Fingerprint})
+	if err == nil {
+		_ = s.cfg.Redis.Set(ctx, cacheKey(q), b, s.cfg.CacheTTL).Err()
+	}
+}

@@ -1,0 +1,225 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Question statuses.
+const (
+	Queued    = "queued"
+	Running   = "running"
+	Answered  = "answered"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+// Cost is what one answer cost.
+type Cost struct {
+	LLMCalls         int `json:"llm_calls"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	WarehouseQueries int `json:"warehouse_queries"`
+}
+
+// Tokens is the answer's LLM tokens, what tenants' daily limits count.
+func (c Cost) Tokens() int { return c.PromptTokens + c.CompletionTokens }
+
+// Question is one question and, once it has one, its answer: what GET
+// /v1/questions/{id} returns. It is kept in Redis, so any serve process
+// can answer for it and a restarted one resumes it.
+type Question struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Tenant string `json:"-"`
+	// What was asked.
+	DB                string            `json:"db"`
+	Dialect           string            `json:"dialect"`
+	Question          string            `json:"question"`
+	ExternalKnowledge string            `json:"external_knowledge,omitempty"`
+	Agent             string            `json:"agent"`
+	Votes             int               `json:"votes"`
+	Options           map[string]string `json:"options,omitempty"`
+	// The answer.
+	SQL        string     `json:"sql,omitempty"`
+	Columns    []string   `json:"columns,omitempty"`
+	Rows       [][]string `json:"rows,omitempty"`
+	RowCount   int        `json:"row_count,omitempty"`
+	Truncated  bool       `json:"truncated,omitempty"`
+	Confidence string     `json:"confidence,omitempty"`
+	Method     string     `json:"method,omitempty"`
+	Candidates int        `json:"candidates,omitempty"`
+	Valid      int        `json:"valid_candidates,omitempty"`
+	Agreed     []int      `json:"agreed_candidates,omitempty"`
+	Cost       Cost       `json:"cost"`
+	Cached     bool       `json:"cached,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Created    time.Time  `json:"created"`
+	Started    time.Time  `json:"started,omitzero"`
+	Finished   time.Time  `json:"finished,omitzero"`
+	// Example is the question's example id within its run, derived from
+	// what was asked so that its seeds (and so its answer) are those of
+	// the same question in a dataset run.
+	Example string `json:"-"`
+	// NoCache skips the answer cache for this question.
+	NoCache bool `json:"-"`
+	// Fingerprint is the database schema's when the question was asked.
+	Fingerprint string `json:"-"`
+}
+
+// record is the stored form: the public fields and the private ones.
+type record struct {
+	Question
+	Tenant      string `json:"tenant"`
+	Example     string `json:"example"`
+	NoCache     bool   `json:"no_cache,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// Terminal reports whether the question is finished one way or another.
+func (q *Question) Terminal() bool {
+	return q.Status == Answered || q.Status == Failed || q.Status == Cancelled
+}
+
+// newID is a question id: a run id and a Redis key token, unguessable so
+// that one tenant cannot read another's questions by counting.
+func newID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "q" + hex.EncodeToString(b[:])
+}
+
+// exampleID names the question within its run after what was asked.
+func exampleID(db, question, knowledge string) string {
+	h := sha256.Sum256([]byte(db + "\x00" + question + "\x00" + knowledge))
+	return "q" + hex.EncodeToString(h[:6])
+}
+
+// normalize makes equal questions equal for the cache: case, spacing and
+// trailing punctuation do not change what is asked.
+func normalize(q string) string {
+	q = strings.ToLower(strings.Join(strings.Fields(q), " "))
+	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+}
+
+// store keeps questions in Redis.
+type store struct {
+	rdb redis.UniversalClient
+	ttl time.Duration
+}
+
+const (
+	keyPrefix  = "quorum:serve:"
+	pendingKey = keyPrefix + "pending"
+)
+
+func questionKey(id string) string { return keyPrefix + "q:" + id }
+
+var errNoQuestion = errors.New("no such question")
+
+func (s *store) get(ctx context.Context, id string) (*record, error) {
+	b, err := s.rdb.Get(ctx, questionKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, errNoQuestion
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read question %s: %w", id, err)
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("question %s: %w", id, err)
+	}
+	r.Question.Tenant, r.Question.Example, r.Question.NoCache, r.Question.Fingerprint = r.Tenant, r.Example, r.NoCache, r.Fingerprint
+	return &r, nil
+}
+
+func (s *store) put(ctx context.Context, q *Question) error {
+	b, err := json.Marshal(record{Question: *q, Tenant: q.Tenant, Example: q.Example, NoCache: q.NoCache, Fingerprint: q.Fingerprint})
+	if err != nil {
+		return err
+	}
+	pipe := s.rdb.TxPipeline()
+	pipe.Set(ctx, questionKey(q.ID), b, s.ttl)
+	if q.Terminal() {
+		pipe.ZRem(ctx, pendingKey, q.ID)
+	} else {
+		pipe.ZAdd(ctx, pendingKey, redis.Z{Score: float64(q.Created.UnixMilli()), Member: q.ID})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store question %s: %w", q.ID, err)
+	}
+	return nil
+}
+
+// update applies fn to the stored question unless it is already
+// terminal (a cancel is never overwritten by a late answer).
+func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (*Question, error) {
+	r, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	q := &r.Question
+	if q.Terminal() {
+		return q, nil
+	}
+	fn(q)
+	return q, s.put(ctx, q)
+}
+
+// pending lists the questions accepted and not finished, oldest first.
+func (s *store) pending(ctx context.Context) ([]string, error) {
+	return s.rdb.ZRange(ctx, pendingKey, 0, -1).Result()
+}
+
+// claimIdempotent maps a tenant's Idempotency-Key to id, or returns the
+// id it already maps to.
+func (s *store) claimIdempotent(ctx context.Context, tenant, key, id string) (string, bool, error) {
+	k := keyPrefix + "idem:" + hashKey(tenant, key)
+	ok, err := s.rdb.SetNX(ctx, k, id, s.ttl).Result()
+	if err != nil {
+		return "", false, fmt.Errorf("idempotency key: %w", err)
+	}
+	if ok {
+		return id, true, nil
+	}
+	prev, err := s.rdb.Get(ctx, k).Result()
+	return prev, false, err
+}
+
+func hashKey(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(h[:])
+}
+
+// lease makes one serve process at a time drive a question; a process
+// that dies loses it within ttl, and another (or its restart) takes over.
+func (s *store) lease(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+	return s.rdb.SetNX(ctx, keyPrefix+"lease:"+id, owner, ttl).Result()
+}
+
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`)
+
+func (s *store) renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+	n, err := renewScript.Run(ctx, s.rdb, []string{keyPrefix + "lease:" + id}, owner, ttl.Milliseconds()).Int()
+	return n == 1, err
+}
+
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+func (s *store) release(ctx context.Context, id, owner string) {
+	_ = releaseScript.Run(ctx, s.rdb, []string{keyPrefix + "lease:" + id}, owner).Err()
+}
