@@ -1,9 +1,11 @@
 // Package check verifies the deployment files: every Kubernetes manifest
 // decodes strictly into the Kubernetes API types (and KEDA's), the compose
-// file loads with the compose-spec loader, and every metric the Grafana
-// dashboard queries is one quorum exports. A typo fails CI. It is its own
-// module so that KEDA's and compose-go's dependency graphs stay out of
-// quorum's binaries.
+// file loads with the compose-spec loader, every metric the Grafana
+// dashboard queries is one quorum exports, no file holds a literal password,
+// and the Redis ACL and NATS configuration shipped here start real servers
+// that let quorum's roles in and keep everyone else out. A typo fails CI. It
+// is its own module so that KEDA's and compose-go's dependency graphs stay
+// out of quorum's binaries.
 package check
 
 import (
@@ -18,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -54,12 +57,13 @@ type kustomization struct {
 }
 
 type manifests struct {
-	deployments map[string]*appsv1.Deployment
-	scaled      []*kedav1alpha1.ScaledObject
-	pdbs        []*policyv1.PodDisruptionBudget
-	policies    []*networkingv1.NetworkPolicy
-	jobs        []*batchv1.Job
-	configMaps  map[string]*corev1.ConfigMap
+	deployments  map[string]*appsv1.Deployment
+	statefulSets map[string]*appsv1.StatefulSet
+	scaled       []*kedav1alpha1.ScaledObject
+	pdbs         []*policyv1.PodDisruptionBudget
+	policies     []*networkingv1.NetworkPolicy
+	jobs         []*batchv1.Job
+	configMaps   map[string]*corev1.ConfigMap
 }
 
 // decode reads one document strictly into the type of its apiVersion/kind.
@@ -85,6 +89,11 @@ func decode(t *testing.T, file string, doc []byte, m *manifests) {
 		var d appsv1.Deployment
 		if strict(&d) {
 			m.deployments[d.Name] = &d
+		}
+	case "apps/v1/StatefulSet":
+		var d appsv1.StatefulSet
+		if strict(&d) {
+			m.statefulSets[d.Name] = &d
 		}
 	case "v1/ConfigMap":
 		var c corev1.ConfigMap
@@ -159,14 +168,17 @@ func loadDir(t *testing.T, dir string, m *manifests) {
 		}
 		for _, doc := range bytes.Split(data, []byte("\n---\n")) {
 			if len(bytes.TrimSpace(doc)) > 0 {
-				decode(t, path, doc, m)
+				// The split takes the newline that ends the document's
+				// last line, which a block scalar keeps.
+				decode(t, path, append(doc, '\n'), m)
 			}
 		}
 	}
 }
 
 func newManifests() *manifests {
-	return &manifests{deployments: map[string]*appsv1.Deployment{}, configMaps: map[string]*corev1.ConfigMap{}}
+	return &manifests{deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
+		configMaps: map[string]*corev1.ConfigMap{}}
 }
 
 func TestKubernetesManifests(t *testing.T) {
@@ -184,9 +196,11 @@ func TestKubernetesManifests(t *testing.T) {
 			checkDeployments(t, m)
 			checkScaledObjects(t, m)
 			checkPDBs(t, m)
+			checkRoleCredentials(t, m)
 			if dir == "base" {
 				checkPolicies(t, m)
 				checkConfig(t, m)
+				checkRedis(t, m)
 			}
 		})
 	}
@@ -197,24 +211,31 @@ func checkDeployments(t *testing.T, m *manifests) {
 		if d.Spec.Template.Spec.Containers == nil {
 			continue // a patch
 		}
-		pod := d.Spec.Template.Spec
-		if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
-			t.Errorf("deployment %s does not run as non-root", name)
-		}
+		checkPod(t, "deployment "+name, d.Spec.Template.Spec)
 		if d.Spec.Template.Labels["app.kubernetes.io/part-of"] != "quorum" {
 			t.Errorf("deployment %s pods lack app.kubernetes.io/part-of=quorum, so the NetworkPolicy would block them", name)
 		}
-		for _, c := range pod.Containers {
-			if c.LivenessProbe == nil || c.ReadinessProbe == nil {
-				t.Errorf("deployment %s container %s lacks probes", name, c.Name)
-			}
-			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
-				t.Errorf("deployment %s container %s lacks resource requests/limits", name, c.Name)
-			}
-			for _, e := range c.Env {
-				if e.Value != "" && (strings.Contains(strings.ToLower(e.Name), "key") || strings.Contains(strings.ToLower(e.Name), "password")) {
-					t.Errorf("deployment %s sets secret %s inline; reference a Secret", name, e.Name)
-				}
+	}
+	for name, s := range m.statefulSets {
+		checkPod(t, "statefulset "+name, s.Spec.Template.Spec)
+	}
+}
+
+// checkPod: non-root, probes, resources, no secret inline.
+func checkPod(t *testing.T, what string, pod corev1.PodSpec) {
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("%s does not run as non-root", what)
+	}
+	for _, c := range pod.Containers {
+		if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+			t.Errorf("%s container %s lacks probes", what, c.Name)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s container %s lacks resource requests/limits", what, c.Name)
+		}
+		for _, e := range c.Env {
+			if e.Value != "" && (strings.Contains(strings.ToLower(e.Name), "key") || strings.Contains(strings.ToLower(e.Name), "password")) {
+				t.Errorf("%s sets secret %s inline; reference a Secret", what, e.Name)
 			}
 		}
 	}
@@ -291,20 +312,38 @@ func checkConfig(t *testing.T, m *manifests) {
 	if !ok {
 		t.Fatal("no quorum-config ConfigMap")
 	}
-	for _, k := range []string{"QUORUM_NATS_URL", "RUN_ID", "DATASET", "warehouses.yaml"} {
+	for _, k := range []string{"NATS_ADDR", "REDIS_ADDR", "RUN_ID", "DATASET", "warehouses.yaml"} {
 		if c.Data[k] == "" {
 			t.Errorf("quorum-config lacks %s", k)
 		}
 	}
+	// The URLs carry passwords: the pods build them (checkRoleCredentials).
+	for _, k := range []string{"QUORUM_NATS_URL", "QUORUM_REDIS_URL"} {
+		if _, ok := c.Data[k]; ok {
+			t.Errorf("quorum-config sets %s; URLs with credentials are built in the pods from the Secret", k)
+		}
+	}
+}
+
+// Passwords the compose tests set; the shape openssl rand -hex makes.
+const (
+	composeRedisPassword = "5f0c2e9a4b7d1e3f8a6c0b2d4e6f8a1c"
+	composeNATSPassword  = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+)
+
+// composeProject loads docker-compose.yml as docker compose would, with
+// .env.example as .env and env (NAME=value) set on top of it.
+func composeProject(env ...string) (*types.Project, error) {
+	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.yml"}, cli.WithEnv(env),
+		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability"}), cli.WithName("quorum"))
+	if err != nil {
+		return nil, err
+	}
+	return opts.LoadProject(context.Background())
 }
 
 func TestComposeFileLoads(t *testing.T) {
-	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.yml"},
-		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability"}), cli.WithName("quorum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := opts.LoadProject(context.Background())
+	p, err := composeProject("QUORUM_REDIS_PASSWORD="+composeRedisPassword, "QUORUM_NATS_PASSWORD="+composeNATSPassword, "GRAFANA_ADMIN_PASSWORD=0f1e2d3c4b5a6978")
 	if err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
@@ -317,12 +356,79 @@ func TestComposeFileLoads(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("services %v, want %v", names, want)
 	}
-	redis := p.Services["redis"]
-	if !strings.Contains(strings.Join(redis.Command, " "), "--appendonly yes") || !strings.Contains(strings.Join(redis.Command, " "), "--requirepass change-me") {
-		t.Errorf("redis must persist (AOF) and require a password: %v", redis.Command)
-	}
 	if _, ok := p.Volumes["nats-data"]; !ok {
 		t.Error("NATS has no volume")
+	}
+
+	// Redis: AOF, the ACL of deploy/redis through start.sh, the password
+	// from the environment only.
+	redis := p.Services["redis"]
+	if strings.Join(redis.Entrypoint, " ") != "sh /etc/quorum/redis/start.sh" {
+		t.Errorf("redis entrypoint %v, want deploy/redis/start.sh", redis.Entrypoint)
+	}
+	if !strings.Contains(strings.Join(redis.Command, " "), "--appendonly yes") {
+		t.Errorf("redis must persist (AOF): %v", redis.Command)
+	}
+	if strings.Contains(strings.Join(redis.Command, " "), composeRedisPassword) || strings.Contains(strings.Join(redis.Entrypoint, " "), composeRedisPassword) {
+		t.Error("the Redis password is on redis-server's command line")
+	}
+	if v := redis.Environment["QUORUM_REDIS_PASSWORD"]; v == nil || *v != composeRedisPassword {
+		t.Errorf("redis QUORUM_REDIS_PASSWORD = %v", v)
+	}
+	if redis.User == "" || redis.User == "root" {
+		t.Errorf("redis runs as %q", redis.User)
+	}
+	checkMount(t, redis, "deploy/redis", "/etc/quorum/redis")
+
+	nats := p.Services["nats"]
+	if strings.Join(nats.Command, " ") != "-c /etc/quorum/nats/nats.conf" {
+		t.Errorf("nats command %v, want the configuration of deploy/nats", nats.Command)
+	}
+	if v := nats.Environment["QUORUM_NATS_PASSWORD"]; v == nil || *v != composeNATSPassword {
+		t.Errorf("nats QUORUM_NATS_PASSWORD = %v", v)
+	}
+	checkMount(t, nats, "deploy/nats", "/etc/quorum/nats")
+
+	// Every role logs in to both, as quorum.
+	for _, role := range []string{"generator", "explorer", "voter", "coordinator"} {
+		env := p.Services[role].Environment
+		for k, want := range map[string]string{
+			"QUORUM_REDIS_URL": "redis://quorum:" + composeRedisPassword + "@redis:6379/0",
+			"QUORUM_NATS_URL":  "nats://quorum:" + composeNATSPassword + "@nats:4222",
+		} {
+			if v := env[k]; v == nil || *v != want {
+				t.Errorf("%s %s = %v, want %s", role, k, v, want)
+			}
+		}
+	}
+}
+
+func checkMount(t *testing.T, s types.ServiceConfig, dir, target string) {
+	t.Helper()
+	for _, v := range s.Volumes {
+		if v.Target == target {
+			if !strings.HasSuffix(filepath.ToSlash(v.Source), dir) || !v.ReadOnly {
+				t.Errorf("%s mounts %s at %s (read-only %v), want ./%s read-only", s.Name, v.Source, target, v.ReadOnly, dir)
+			}
+			return
+		}
+	}
+	t.Errorf("%s does not mount ./%s at %s", s.Name, dir, target)
+}
+
+// TestComposeRequiresPasswords: without either password docker compose
+// refuses to start, naming it, instead of running Redis or NATS open.
+func TestComposeRequiresPasswords(t *testing.T) {
+	for _, tc := range []struct{ missing, other string }{
+		{"QUORUM_REDIS_PASSWORD", "QUORUM_NATS_PASSWORD=" + composeNATSPassword},
+		{"QUORUM_NATS_PASSWORD", "QUORUM_REDIS_PASSWORD=" + composeRedisPassword},
+	} {
+		for _, env := range [][]string{{tc.other}, {tc.other, tc.missing + "="}} {
+			_, err := composeProject(env...)
+			if err == nil || !strings.Contains(err.Error(), tc.missing) {
+				t.Errorf("with %v: %v, want an error naming %s", env, err, tc.missing)
+			}
+		}
 	}
 }
 

@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +24,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/redact"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
@@ -31,6 +36,8 @@ type clusterFlags struct {
 	natsNKey, natsCert         string
 	natsKey                    string
 	redisURL                   string
+	redisCA, redisCert         string
+	redisKey                   string
 	httpAddr                   string
 	name                       string
 	logLevel                   string
@@ -52,7 +59,10 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.natsNKey, "nats-nkey", "", "NKEY seed file to authenticate to NATS")
 	fl.StringVar(&f.natsCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS (with --nats-tls-key)")
 	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for NATS mutual TLS")
-	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with auth/TLS (redis://:pass@host:6379/0, rediss:// for TLS); env QUORUM_REDIS_URL")
+	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with an ACL user and TLS (rediss://user:pass@host:6379/0; redis:// without TLS); env QUORUM_REDIS_URL")
+	fl.StringVar(&f.redisCA, "redis-tls-ca", os.Getenv("QUORUM_REDIS_TLS_CA"), "CA certificate (PEM) for the Redis server instead of the system roots; turns TLS on even for a redis:// URL; env QUORUM_REDIS_TLS_CA")
+	fl.StringVar(&f.redisCert, "redis-tls-cert", os.Getenv("QUORUM_REDIS_TLS_CERT"), "client certificate for Redis mutual TLS (with --redis-tls-key); env QUORUM_REDIS_TLS_CERT")
+	fl.StringVar(&f.redisKey, "redis-tls-key", os.Getenv("QUORUM_REDIS_TLS_KEY"), "client key for Redis mutual TLS; env QUORUM_REDIS_TLS_KEY")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "serve /healthz, /readyz and /metrics on this address (e.g. :9090)")
 	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -95,6 +105,79 @@ func (f *clusterFlags) natsOptions() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// redisOptions are the Redis client options of --redis-url and the
+// --redis-tls-* flags, shared by every connection a role opens. A CA or a
+// client certificate turns TLS on even for a redis:// URL, as
+// --nats-tls-ca does for NATS: whoever names a CA expects TLS, and
+// plaintext would send the ACL password in the clear.
+func (f *clusterFlags) redisOptions() (*redis.Options, error) {
+	opt, err := redis.ParseURL(f.redisURL)
+	if err != nil {
+		// url.Parse quotes the whole URL, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("--redis-url %s: %w", redact.URL(f.redisURL), err)
+	}
+	opt.ContextTimeoutEnabled = true
+	if (f.redisCert == "") != (f.redisKey == "") {
+		return nil, errors.New("--redis-tls-cert and --redis-tls-key go together")
+	}
+	if f.redisCA == "" && f.redisCert == "" {
+		return opt, nil
+	}
+	if opt.Network == "unix" {
+		return nil, fmt.Errorf("--redis-tls-ca/--redis-tls-cert: --redis-url %s is a unix socket, which takes no TLS", redact.URL(f.redisURL))
+	}
+	if opt.TLSConfig == nil {
+		host, _, err := net.SplitHostPort(opt.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url %s: %w", redact.URL(f.redisURL), err)
+		}
+		opt.TLSConfig = &tls.Config{ServerName: host}
+	}
+	if opt.TLSConfig.InsecureSkipVerify && f.redisCA != "" {
+		return nil, fmt.Errorf("--redis-url %s: skip_verify would ignore --redis-tls-ca; drop one of them", redact.URL(f.redisURL))
+	}
+	opt.TLSConfig.MinVersion = max(opt.TLSConfig.MinVersion, tls.VersionTLS12)
+	if f.redisCA != "" {
+		pem, err := os.ReadFile(f.redisCA)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-tls-ca %s: %w", f.redisCA, err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--redis-tls-ca %s: no PEM certificate in the file", f.redisCA)
+		}
+		opt.TLSConfig.RootCAs = roots
+	}
+	if f.redisCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.redisCert, f.redisKey)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-tls-cert %s / --redis-tls-key %s: %w", f.redisCert, f.redisKey, err)
+		}
+		opt.TLSConfig.Certificates = []tls.Certificate{cert}
+	}
+	return opt, nil
+}
+
+// redisTLS is the TLS configuration of a given Redis server, for roles
+// run in process by quorum run and serve (nil for an embedded server).
+func (f *clusterFlags) redisTLS() (*tls.Config, error) {
+	if f.redisURL == "" {
+		if f.redisCA != "" || f.redisCert != "" {
+			return nil, errors.New("--redis-tls-ca/--redis-tls-cert need --redis-url: the embedded Redis listens on 127.0.0.1 without TLS")
+		}
+		return nil, nil
+	}
+	opt, err := f.redisOptions()
+	if err != nil {
+		return nil, err
+	}
+	return opt.TLSConfig, nil
+}
+
 func newLogger(level string) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.Set(level); err != nil {
@@ -127,16 +210,15 @@ func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) 
 	if err != nil {
 		return nil, nil, err
 	}
+	// Checked before connecting anywhere: a wrong flag is reported at once.
+	ropt, err := f.redisOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	q, err := queue.Connect(ctx, f.natsURL, queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	ropt, err := redis.ParseURL(f.redisURL)
-	if err != nil {
-		q.Close()
-		return nil, nil, fmt.Errorf("--redis-url: %w", err)
-	}
-	ropt.ContextTimeoutEnabled = true
 	ropt.PoolSize = max(ropt.PoolSize, 4*f.concurrency+16)
 	rdb := redis.NewClient(ropt)
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -191,11 +273,10 @@ func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
 	if f.redisURL == "" {
 		return nil, nil // env() says what is missing
 	}
-	ropt, err := redis.ParseURL(f.redisURL)
+	ropt, err := f.redisOptions()
 	if err != nil {
-		return nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, err
 	}
-	ropt.ContextTimeoutEnabled = true
 	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(ropt)})
 	if err != nil {
 		return nil, err

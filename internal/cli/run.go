@@ -94,7 +94,11 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if err != nil {
 				return usage(err)
 			}
-			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL, NATSOptions: natsOpts,
+			redisTLS, err := cf.redisTLS()
+			if err != nil {
+				return usage(err)
+			}
+			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
 				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
 				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
 				WarehousesFile: file, Serve: cf.warehouses, Generators: 1, GeneratorConcurrency: cf.concurrency,

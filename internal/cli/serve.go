@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
@@ -184,7 +183,11 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	if err != nil {
 		return nil, usage(err)
 	}
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: f.stateDir, NATSURL: f.cf.natsURL, RedisURL: f.cf.redisURL, NATSOptions: natsOpts,
+	redisTLS, err := f.cf.redisTLS()
+	if err != nil {
+		return nil, usage(err)
+	}
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: f.stateDir, NATSURL: f.cf.natsURL, RedisURL: f.cf.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
 		Queue: queue.Config{AckWait: f.cf.ackWait, MaxDeliver: f.cf.maxDeliver}, LLM: lcfg,
 		LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: f.cf.llmRPM, TokensPerMinute: f.cf.llmTPM},
 		WarehousesFile: file, Serve: f.cf.warehouses, Generators: 1, GeneratorConcurrency: f.cf.concurrency,
@@ -194,13 +197,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.cl = cl
 	s.stops = append(s.stops, cl.Close)
-	ropt, err := redis.ParseURL(cl.RedisURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	ropt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(ropt)
-	s.stops = append(s.stops, func() { rdb.Close() })
+	rdb := cl.Redis
 	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
 	if err != nil {
 		return nil, err
@@ -253,6 +250,18 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	s.url = "http://" + ln.Addr().String()
 	ok = true
 	return s, nil
+}
+
+// parseServeFlags parses serve's flags from args, defaults filled in (for
+// tests and quorum ask).
+func parseServeFlags(withListen bool, args ...string) (*serveFlags, error) {
+	f := &serveFlags{}
+	cmd := &cobra.Command{Use: "serve"}
+	f.register(cmd, withListen)
+	if err := cmd.Flags().Parse(args); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 func newServeCmd() *cobra.Command {

@@ -4,16 +4,16 @@
 package localredis
 
 import (
-	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,19 +23,43 @@ import (
 // ErrNotInstalled means redis-server is not on PATH.
 var ErrNotInstalled = errors.New("redis-server is not installed: run `apt-get install -y redis-server` (make test and make demo do it), or pass --redis-url to use a running Redis")
 
+// ErrNoTLS means the redis-server on PATH was built without TLS support.
+var ErrNoTLS = errors.New("redis-server was built without TLS (BUILD_TLS=yes); Debian's and the official images' builds have it")
+
 // Server is a running redis-server.
 type Server struct {
-	Addr     string
-	password string
-	cmd      *exec.Cmd
+	Addr string
+	// user and password are the credentials Start checked the server
+	// with: the default user's password, or the first ACL user's.
+	user, password string
+	tls            *tls.Config
+	cmd            *exec.Cmd
+	out            *tail
+	exited         chan struct{}
 }
 
-// URL is the server's redis:// URL, with its password when it has one.
+// URL is the server's URL (rediss:// when it speaks TLS) with the
+// credentials Start checked it with.
 func (s *Server) URL() string {
-	if s.password == "" {
-		return "redis://" + s.Addr
+	scheme := "redis://"
+	if s.tls != nil {
+		scheme = "rediss://"
 	}
-	return "redis://" + url.UserPassword("", s.password).String() + "@" + s.Addr
+	if s.password == "" {
+		return scheme + s.Addr
+	}
+	return scheme + url.UserPassword(s.user, s.password).String() + "@" + s.Addr
+}
+
+// ClientOptions are the options Start checked the server with: its
+// address, the credentials of URL and, with TLS, the client TLS
+// configuration.
+func (s *Server) ClientOptions() *redis.Options {
+	o := &redis.Options{Addr: s.Addr, Username: s.user, Password: s.password, ContextTimeoutEnabled: true}
+	if s.tls != nil {
+		o.TLSConfig = s.tls.Clone()
+	}
+	return o
 }
 
 // Options configure Start.
@@ -51,6 +75,60 @@ type Options struct {
 	// reaches the server on its standard input, never its command line,
 	// which other users of the machine can read.
 	Password string
+	// Users are ACL users, created on standard input like Password. With
+	// Users and no Password the default user is off: only they can log in.
+	Users []User
+	// TLS, when set, makes the server speak TLS only: Port is its TLS
+	// port and there is no plaintext one.
+	TLS *TLS
+}
+
+// User is a Redis ACL user.
+type User struct {
+	Name, Password string
+	// Rules follow the password on the user's line, e.g.
+	// "~quorum:* resetchannels -@all +@read".
+	Rules string
+}
+
+// TLS is the server side of TLS, and how Start itself connects.
+type TLS struct {
+	// CertFile and KeyFile are the server's certificate and key (PEM).
+	CertFile, KeyFile string
+	// CAFile, when set, is the CA that clients' certificates must chain
+	// to, and clients must present one (tls-auth-clients yes).
+	CAFile string
+	// Client is how Start checks that the server is up: roots that trust
+	// CertFile and, with CAFile, a client certificate.
+	Client *tls.Config
+}
+
+// config is the configuration fed on standard input: everything secret.
+func (opt Options) config() (string, error) {
+	var b strings.Builder
+	if opt.Password != "" {
+		b.WriteString("requirepass " + strconv.Quote(opt.Password) + "\n")
+	} else if len(opt.Users) > 0 {
+		b.WriteString("user default off resetpass resetkeys resetchannels -@all\n")
+	}
+	for _, u := range opt.Users {
+		if u.Name == "" || strings.ContainsAny(u.Name, " \t\r\n\"'") || u.Password == "" {
+			return "", fmt.Errorf("redis ACL user %q: a name without spaces or quotes, and a password, are required", u.Name)
+		}
+		fmt.Fprintf(&b, "user %s on %s %s\n", u.Name, strconv.Quote(">"+u.Password), u.Rules)
+	}
+	if t := opt.TLS; t != nil {
+		if t.CertFile == "" || t.KeyFile == "" || t.Client == nil {
+			return "", errors.New("redis TLS: CertFile, KeyFile and Client are required")
+		}
+		fmt.Fprintf(&b, "tls-cert-file %s\ntls-key-file %s\n", strconv.Quote(t.CertFile), strconv.Quote(t.KeyFile))
+		if t.CAFile != "" {
+			fmt.Fprintf(&b, "tls-ca-cert-file %s\ntls-auth-clients yes\n", strconv.Quote(t.CAFile))
+		} else {
+			b.WriteString("tls-auth-clients no\n")
+		}
+	}
+	return b.String(), nil
 }
 
 // Start launches redis-server on a free port and waits until it answers.
@@ -59,56 +137,132 @@ func Start(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
+	conf, err := opt.config()
+	if err != nil {
+		return nil, err
+	}
 	aof := "no"
 	if opt.AppendOnly {
 		aof = "yes"
 	}
+	user, password := "", opt.Password
+	if password == "" && len(opt.Users) > 0 {
+		user, password = opt.Users[0].Name, opt.Users[0].Password
+	}
 	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
+	// A fixed port may still be held by the server being replaced: retry
+	// for a while. A free port was only free when we looked: retry with
+	// another.
+	deadline := time.Now().Add(10 * time.Second)
+	for attempt := 0; ; attempt++ {
+		if opt.Port == 0 && attempt == 5 || opt.Port != 0 && attempt > 0 && time.Now().After(deadline) {
+			return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
+		}
+		if opt.Port != 0 && attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
 		port := opt.Port
 		if port == 0 {
 			if port, err = freePort(); err != nil {
 				return nil, err
 			}
 		}
-		// "-" reads the configuration from standard input first.
-		cmd := exec.Command(path, "-", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
-		conf := ""
-		if opt.Password != "" {
-			conf = "requirepass " + strconv.Quote(opt.Password) + "\n"
+		ports := []string{"--port", strconv.Itoa(port)}
+		var clientTLS *tls.Config
+		if opt.TLS != nil {
+			ports = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
+			clientTLS = opt.TLS.Client
 		}
+		// "-" reads the configuration from standard input first.
+		args := append([]string{"-"}, ports...)
+		args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
+		cmd := exec.Command(path, args...)
 		cmd.Stdin = strings.NewReader(conf)
 		// Its own process group: a terminal's Ctrl-C must reach quorum, which
 		// stops its workers first, not the server they still write to.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
+		// Kept (the last lines) to say why the server stopped; Wait copies
+		// all of it before it returns.
+		out := &tail{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), password: opt.Password, cmd: cmd}
-		go drain(out)
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), user: user, password: password, tls: clientTLS,
+			cmd: cmd, out: out, exited: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(s.exited) }()
 		if err := s.waitReady(10 * time.Second); err != nil {
 			lastErr = err
 			s.Stop()
+			if opt.TLS != nil && out.noTLS() {
+				return nil, ErrNoTLS
+			}
 			continue // the port may have been taken meanwhile
 		}
 		return s, nil
 	}
-	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
 
-func drain(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
+// tail keeps the last lines redis-server wrote.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+	part  string
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.part += string(p)
+	for {
+		line, rest, ok := strings.Cut(t.part, "\n")
+		if !ok {
+			break
+		}
+		t.part = rest
+		if line = strings.TrimSpace(line); line != "" {
+			t.lines = append(t.lines, line)
+		}
+		if len(t.lines) > 20 {
+			t.lines = t.lines[len(t.lines)-20:]
+		}
 	}
+	return len(p), nil
+}
+
+// String is the last lines, without the configuration lines redis-server
+// quotes in a configuration error: they may hold a password.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var keep []string
+	for _, l := range t.lines {
+		if !strings.HasPrefix(l, ">>>") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "; ")
+}
+
+// noTLS reports whether the server refused to start for lack of TLS:
+// before Redis 7.2 the tls-* directives do not exist in such a build;
+// from 7.2 the TLS connection type is missing.
+func (t *tail) noTLS() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, l := range t.lines {
+		if strings.Contains(l, "listener of tls") || strings.Contains(l, "TLS is not supported") {
+			return true
+		}
+		if strings.HasPrefix(l, ">>> 'tls-") && i+1 < len(t.lines) && strings.Contains(t.lines[i+1], "Bad directive") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) waitReady(d time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password})
+	c := redis.NewClient(s.ClientOptions())
 	defer c.Close()
 	deadline := time.Now().Add(d)
 	for {
@@ -117,6 +271,11 @@ func (s *Server) waitReady(d time.Duration) error {
 		cancel()
 		if err == nil {
 			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, s.out)
+		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-server at %s: %w", s.Addr, err)
@@ -131,14 +290,12 @@ func (s *Server) Stop() {
 	if s.cmd.Process == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(5 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-done
+		<-s.exited
 	}
 }
 

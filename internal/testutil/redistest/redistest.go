@@ -17,10 +17,12 @@ type Server struct {
 	*localredis.Server
 }
 
-// Client returns a new client for the server, closed at cleanup.
+// Client returns a new client for the server, closed at cleanup. It logs
+// in as Start checked the server (the default user, or the first ACL
+// user), over TLS when the server speaks it.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	c := redis.NewClient(s.ClientOptions())
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -29,9 +31,20 @@ func (s *Server) Client(t testing.TB) *redis.Client {
 // and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s, err := localredis.Start(localredis.Options{Dir: t.TempDir()})
-	if errors.Is(err, localredis.ErrNotInstalled) {
-		t.Fatalf("%v", err)
+	return StartWith(t, localredis.Options{})
+}
+
+// StartWith is Start with options: ACL users, TLS, a password. Dir
+// defaults to a temporary directory. The test is skipped when the options
+// ask for TLS and redis-server was built without it.
+func StartWith(t testing.TB, opt localredis.Options) *Server {
+	t.Helper()
+	if opt.Dir == "" {
+		opt.Dir = t.TempDir()
+	}
+	s, err := localredis.Start(opt)
+	if errors.Is(err, localredis.ErrNoTLS) {
+		t.Skipf("TLS tests need a redis-server with TLS: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,7 +43,10 @@ type Config struct {
 	NATSURL, RedisURL string
 	// NATSOptions authenticate to a given NATS server (creds, NKEY, TLS).
 	NATSOptions []nats.Option
-	Queue       queue.Config
+	// RedisTLS, when set, is the TLS configuration for a given Redis
+	// server (its CA, a client certificate).
+	RedisTLS *tls.Config
+	Queue    queue.Config
 	// LLM configures the workers' client; LLMQuota, when set, makes every
 	// call wait on the shared Redis limiter.
 	LLM      llm.Config
@@ -86,10 +90,12 @@ type Cluster struct {
 	// NATSURL and RedisURL reach the cluster's servers; when it started
 	// them they carry the credentials, so they are never printed.
 	NATSURL, RedisURL string
-	cancel            context.CancelFunc
-	grace             time.Duration
-	wg                sync.WaitGroup
-	closers           []func()
+	// Redis is the cluster's Redis client, for the process's own use.
+	Redis   *redis.Client
+	cancel  context.CancelFunc
+	grace   time.Duration
+	wg      sync.WaitGroup
+	closers []func()
 }
 
 // Start brings the servers and the roles up.
@@ -140,8 +146,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(fmt.Errorf("redis url: %w", err))
 	}
 	ropt.ContextTimeoutEnabled = true
+	if cfg.RedisTLS != nil {
+		ropt.TLSConfig = cfg.RedisTLS
+	}
 	ropt.PoolSize = 64 + 4*(cfg.Generators*cfg.GeneratorConcurrency+cfg.Explorers*cfg.ExplorerConcurrency)
 	rdb := redis.NewClient(ropt)
+	c.Redis = rdb
 	c.closers = append(c.closers, func() { rdb.Close() })
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fail(fmt.Errorf("redis at %s: %w", ropt.Addr, err))
