@@ -49,6 +49,9 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			key := r.Header.Get("X-API-Key")
 			if auth := r.Header.Get("Authorization"); auth != "" {
 				key, _ = strings.CutPrefix(auth, "Bearer ")
+				if key == auth {
+					key = "" // another scheme: no key
+				}
 			}
 			var ok bool
 			if tenant, ok = s.cfg.Tenants.Tenant(strings.TrimSpace(key)); !ok {

@@ -128,7 +128,16 @@ func questionKey(id string) string { return keyPrefix + "q:" + id }
 var errNoQuestion = errors.New("no such question")
 
 func (s *store) get(ctx context.Context, id string) (*record, error) {
-	b, err := s.rdb.Get(ctx, questionKey(id)).Bytes()
+	return getWith(ctx, s.rdb, id)
+}
+
+// getter is a client or a transaction.
+type getter interface {
+	Get(ctx context.Context, key string) *redis.StringCmd
+}
+
+func getWith(ctx context.Context, c getter, id string) (*record, error) {
+	b, err := c.Get(ctx, questionKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, errNoQuestion
 	}
@@ -144,36 +153,53 @@ func (s *store) get(ctx context.Context, id string) (*record, error) {
 }
 
 func (s *store) put(ctx context.Context, q *Question) error {
-	b, err := json.Marshal(record{Question: *q, Tenant: q.Tenant, Example: q.Example, NoCache: q.NoCache, Fingerprint: q.Fingerprint})
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.queue(ctx, p, q) })
 	if err != nil {
-		return err
-	}
-	pipe := s.rdb.TxPipeline()
-	pipe.Set(ctx, questionKey(q.ID), b, s.ttl)
-	if q.Terminal() {
-		pipe.ZRem(ctx, pendingKey, q.ID)
-	} else {
-		pipe.ZAdd(ctx, pendingKey, redis.Z{Score: float64(q.Created.UnixMilli()), Member: q.ID})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("store question %s: %w", q.ID, err)
 	}
 	return nil
 }
 
-// update applies fn to the stored question unless it is already
-// terminal (a cancel is never overwritten by a late answer).
-func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (*Question, error) {
-	r, err := s.get(ctx, id)
+// queue adds the writes of q to a transaction.
+func (s *store) queue(ctx context.Context, p redis.Pipeliner, q *Question) error {
+	b, err := json.Marshal(record{Question: *q, Tenant: q.Tenant, Example: q.Example, NoCache: q.NoCache, Fingerprint: q.Fingerprint})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	q := &r.Question
+	p.Set(ctx, questionKey(q.ID), b, s.ttl)
 	if q.Terminal() {
-		return q, nil
+		p.ZRem(ctx, pendingKey, q.ID)
+	} else {
+		p.ZAdd(ctx, pendingKey, redis.Z{Score: float64(q.Created.UnixMilli()), Member: q.ID})
 	}
-	fn(q)
-	return q, s.put(ctx, q)
+	return nil
+}
+
+// update applies fn to the stored question unless it is already
+// terminal, atomically: a cancel is never overwritten by a late answer,
+// nor an answer by a late cancel.
+func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (*Question, error) {
+	for range 10 {
+		var q *Question
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			r, err := getWith(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			q = &r.Question
+			if q.Terminal() {
+				return nil
+			}
+			fn(q)
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.queue(ctx, p, q) })
+			return err
+		}, questionKey(id))
+		if errors.Is(err, redis.TxFailedErr) {
+			continue // changed meanwhile: read it again
+		}
+		return q, err
+	}
+	return nil, fmt.Errorf("question %s: too many concurrent updates", id)
 }
 
 // pending lists the questions accepted and not finished, oldest first.
