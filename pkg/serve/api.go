@@ -225,7 +225,7 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 		return nil, false
 	}
 	text := q.Question.Question
-	q.Example = exampleID(q.DB, text, q.ExternalKnowledge)
+	q.Example = ExampleID(q.DB, text, q.ExternalKnowledge)
 	dq := dataset.Question{ID: q.Example, DB: q.DB, Dialect: db.db.Dialect, Question: text, ExternalKnowledge: q.ExternalKnowledge}
 	if err := dq.Check(s.ds); err != nil {
 		field, _, _ := strings.Cut(err.Error(), ":")

@@ -99,8 +99,8 @@ func newID() string {
 	return "q" + hex.EncodeToString(b[:])
 }
 
-// exampleID names the question within its run after what was asked.
-func exampleID(db, question, knowledge string) string {
+// ExampleID names the question within its run after what was asked.
+func ExampleID(db, question, knowledge string) string {
 	h := sha256.Sum256([]byte(db + "\x00" + question + "\x00" + knowledge))
 	return "q" + hex.EncodeToString(h[:6])
 }

@@ -1,0 +1,305 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/serve"
+)
+
+// countingSim is llmsim over the demo, counting chat calls, with a little
+// latency so that a question is in flight long enough to cancel.
+func countingSim(t *testing.T, ds *dataset.Dataset) (string, *atomic.Int64) {
+	t.Helper()
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1, Latency: llmsim.Latency{FirstToken: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			calls.Add(1)
+		}
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/v1", &calls
+}
+
+// client talks to the question API as one tenant.
+type client struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+func (c *client) do(method, path string, body any, hdr ...string) (int, http.Header, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, out
+}
+
+func (c *client) ask(body map[string]any, hdr ...string) string {
+	c.t.Helper()
+	code, _, out := c.do("POST", "/v1/questions", body, hdr...)
+	var a struct{ ID, Status string }
+	if code != http.StatusAccepted || json.Unmarshal(out, &a) != nil || a.ID == "" {
+		c.t.Fatalf("POST %v: %d %s", body, code, out)
+	}
+	return a.ID
+}
+
+func (c *client) get(id string) *serve.Question {
+	c.t.Helper()
+	code, _, out := c.do("GET", "/v1/questions/"+id, nil)
+	var q serve.Question
+	if code != http.StatusOK || json.Unmarshal(out, &q) != nil {
+		c.t.Fatalf("GET %s: %d %s", id, code, out)
+	}
+	return &q
+}
+
+// wait polls until the question is finished.
+func (c *client) wait(id string) *serve.Question {
+	c.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		q := c.get(id)
+		if q.Terminal() {
+			return q
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("question %s still %s after 3 minutes", id, q.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+const (
+	keyA = "tenant-a-0123456789abcdef"
+	keyB = "tenant-b-0123456789abcdef"
+)
+
+// TestServeAnswersLikeSolve runs quorum serve's question API through the
+// real parts (embedded NATS, a spawned redis-server, llmsim over HTTP):
+// 20 questions asked at once are each answered with the SQL quorum solve
+// writes for the same question and seed; an Idempotency-Key sent twice
+// does no new work; a cancel stops the question's tasks; and the API's
+// refusals (401, 429, 400 naming the field, 404) each come as documented.
+func TestServeAnswersLikeSolve(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs questions through the runtime")
+	}
+	demoDS, err := dataset.Load(demo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llmURL, calls := countingSim(t, demoDS)
+	examples := demoDS.Examples[:20]
+
+	// quorum solve over the same questions, named as serve names them.
+	abs, _ := filepath.Abs(demo)
+	copyDir := t.TempDir()
+	if err := os.Symlink(filepath.Join(abs, "resource"), filepath.Join(copyDir, "resource")); err != nil {
+		t.Fatal(err)
+	}
+	var lines bytes.Buffer
+	for _, e := range examples {
+		var ek any
+		if e.ExternalKnowledgeFile != "" {
+			ek = filepath.Base(e.ExternalKnowledgeFile)
+		}
+		b, _ := json.Marshal(map[string]any{"instance_id": serve.ExampleID(e.DB, e.Question, e.ExternalKnowledge), "db": e.DB,
+			"question": e.Question, "external_knowledge": ek})
+		lines.Write(append(b, '\n'))
+	}
+	if err := os.WriteFile(filepath.Join(copyDir, "questions.jsonl"), lines.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	solved := filepath.Join(t.TempDir(), "solve")
+	if log, err := run(t, "solve", "--dataset", copyDir, "--dialect", "sqlite", "--votes", "2", "--seed", "1", "--llm-base-url", llmURL, "--llm-api-key", "k",
+		"--out", solved); err != nil {
+		t.Fatalf("quorum solve: %v\n%s", err, log)
+	}
+
+	keys := filepath.Join(t.TempDir(), "keys")
+	os.WriteFile(keys, []byte("a:"+keyA+"\nb:"+keyB+"\n"), 0o600)
+	f, err := parseServeFlags(true, "--dataset", demo, "--api-keys", keys, "--tenant-limit", "b=2/0", "--votes", "2", "--seed", "1",
+		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := f.tenants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := f.start(ctx, io.Discard, tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	a := &client{t: t, base: s.url, key: keyA}
+
+	ids := make([]string, len(examples))
+	var wg sync.WaitGroup
+	for i, e := range examples {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = a.ask(map[string]any{"db": e.DB, "question": e.Question, "external_knowledge": e.ExternalKnowledge})
+		}()
+	}
+	wg.Wait()
+	for i, e := range examples {
+		q := a.wait(ids[i])
+		want, err := os.ReadFile(filepath.Join(solved, serve.ExampleID(e.DB, e.Question, e.ExternalKnowledge)+".sql"))
+		switch {
+		case err != nil:
+			t.Errorf("%s: solve wrote no answer: %v", e.ID, err)
+		case q.Status != serve.Answered:
+			t.Errorf("%s: %s (%s), want answered", e.ID, q.Status, q.Error)
+		case q.SQL != strings.TrimSpace(string(want)):
+			t.Errorf("%s: serve answered\n%s\nsolve answered\n%s", e.ID, q.SQL, want)
+		case len(q.Columns) == 0 || q.Cost.LLMCalls == 0 || q.Confidence == "":
+			t.Errorf("%s: incomplete answer %+v", e.ID, q)
+		}
+	}
+
+	t.Run("idempotent resend", func(t *testing.T) {
+		e := demoDS.Examples[30]
+		body := map[string]any{"db": e.DB, "question": e.Question, "external_knowledge": e.ExternalKnowledge, "cache": false}
+		id := a.ask(body, "Idempotency-Key", "order-30")
+		a.wait(id)
+		before := calls.Load()
+		if again := a.ask(body, "Idempotency-Key", "order-30"); again != id {
+			t.Fatalf("the resend got id %s, want %s", again, id)
+		}
+		time.Sleep(time.Second)
+		if n := calls.Load(); n != before {
+			t.Errorf("the resend made %d LLM calls", n-before)
+		}
+		// Without the key, the same question is new work.
+		if other := a.ask(body); other == id {
+			t.Error("a question without the key reused the keyed one's id")
+		}
+	})
+
+	t.Run("cache", func(t *testing.T) {
+		e := examples[0]
+		before := calls.Load()
+		id := a.ask(map[string]any{"db": e.DB, "question": "  " + strings.ToUpper(e.Question[:1]) + e.Question[1:] + " ", "external_knowledge": e.ExternalKnowledge})
+		q := a.wait(id)
+		if !q.Cached || q.Cost.LLMCalls != 0 || q.SQL == "" || calls.Load() != before {
+			t.Errorf("an equal question: cached %v, cost %+v, %d LLM calls", q.Cached, q.Cost, calls.Load()-before)
+		}
+	})
+
+	t.Run("cancel stops the tasks", func(t *testing.T) {
+		e := demoDS.Examples[40]
+		id := a.ask(map[string]any{"db": e.DB, "question": e.Question, "external_knowledge": e.ExternalKnowledge, "votes": 8, "cache": false})
+		for a.get(id).Status == serve.Queued {
+			time.Sleep(20 * time.Millisecond)
+		}
+		code, _, out := a.do("DELETE", "/v1/questions/"+id, nil)
+		if code != http.StatusOK || !strings.Contains(string(out), `"status":"cancelled"`) {
+			t.Fatalf("DELETE: %d %s", code, out)
+		}
+		time.Sleep(2 * time.Second) // running calls end; queued tasks are dropped
+		settled := calls.Load()
+		time.Sleep(2 * time.Second)
+		if n := calls.Load() - settled; n != 0 {
+			t.Errorf("%d LLM calls after the cancel settled: its tasks go on", n)
+		}
+		if q := a.get(id); q.Status != serve.Cancelled {
+			t.Errorf("status %s after the cancel", q.Status)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		e := examples[1]
+		good := map[string]any{"db": e.DB, "question": e.Question}
+		for _, tc := range []struct {
+			name  string
+			key   string
+			body  any
+			code  int
+			field string
+		}{
+			{"no key", "", good, 401, ""},
+			{"wrong key", "nope-0123456789abcdef", good, 401, ""},
+			{"malformed JSON", keyA, `{"db": "shop", `, 400, ""},
+			{"missing db", keyA, map[string]any{"question": "x"}, 400, "db"},
+			{"unknown db", keyA, map[string]any{"db": "nowhere", "question": "x"}, 400, "db"},
+			{"missing question", keyA, map[string]any{"db": e.DB}, 400, "question"},
+			{"oversize question", keyA, map[string]any{"db": e.DB, "question": strings.Repeat("x", dataset.MaxQuestionBytes+1)}, 400, "question"},
+			{"unknown field", keyA, map[string]any{"db": e.DB, "question": "x", "colour": "red"}, 400, "colour"},
+			{"votes out of range", keyA, map[string]any{"db": e.DB, "question": "x", "votes": 99}, 400, "votes"},
+			{"unknown agent", keyA, map[string]any{"db": e.DB, "question": "x", "agent": "oracle"}, 400, "agent"},
+			{"votes not a number", keyA, `{"db": "shop", "question": "x", "votes": "eight"}`, 400, "votes"},
+		} {
+			c := &client{t: t, base: s.url, key: tc.key}
+			code, _, out := c.do("POST", "/v1/questions", tc.body)
+			var e struct{ Error, Field string }
+			_ = json.Unmarshal(out, &e)
+			if code != tc.code || e.Field != tc.field || e.Error == "" {
+				t.Errorf("%s: %d %s, want %d naming field %q", tc.name, code, out, tc.code, tc.field)
+			}
+		}
+		if code, _, _ := a.do("GET", "/v1/questions/qnothing", nil); code != 404 {
+			t.Errorf("an unknown id: %d, want 404", code)
+		}
+		b := &client{t: t, base: s.url, key: keyB}
+		if code, _, _ := b.do("GET", "/v1/questions/"+ids[0], nil); code != 404 {
+			t.Errorf("another tenant's question: %d, want 404", code)
+		}
+		// Tenant b may ask 2 questions a minute: the burst is 1.
+		b.ask(good)
+		code, hdr, out := b.do("POST", "/v1/questions", good)
+		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+			t.Errorf("over the tenant's limit: %d %s (Retry-After %q), want 429 with Retry-After", code, out, hdr.Get("Retry-After"))
+		}
+	})
+
+	t.Run("databases", func(t *testing.T) {
+		code, _, out := a.do("GET", "/v1/databases", nil)
+		if code != 200 || !strings.Contains(string(out), `"name":"shop","dialect":"sqlite","tables":29`) {
+			t.Errorf("GET /v1/databases: %d %s", code, out)
+		}
+	})
+}
