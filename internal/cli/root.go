@@ -56,7 +56,7 @@ Start with:
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
+	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newVersionCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")

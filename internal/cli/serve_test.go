@@ -116,7 +116,7 @@ const (
 
 // TestServeAnswersLikeSolve runs quorum serve's question API through the
 // real parts (embedded NATS, a spawned redis-server, llmsim over HTTP):
-// 20 questions asked at once are each answered with the SQL quorum solve
+// 20 questions asked at once (and one with quorum ask) are each answered with the SQL quorum solve
 // writes for the same question and seed; an Idempotency-Key sent twice
 // does no new work; a cancel stops the question's tasks; and the API's
 // refusals (401, 429, 400 naming the field, 404) each come as documented.
@@ -293,6 +293,21 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 		code, hdr, out := b.do("POST", "/v1/questions", good)
 		if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
 			t.Errorf("over the tenant's limit: %d %s (Retry-After %q), want 429 with Retry-After", code, out, hdr.Get("Retry-After"))
+		}
+	})
+
+	t.Run("quorum ask --server", func(t *testing.T) {
+		e := examples[2]
+		log, err := run(t, "ask", "--server", s.url, "--api-key", keyA, "--db", e.DB, e.Question)
+		want, _ := os.ReadFile(filepath.Join(solved, serve.ExampleID(e.DB, e.Question, "")+".sql"))
+		if err != nil || !strings.Contains(log, strings.TrimSpace(string(want))) || !strings.Contains(log, "Confidence: ") || !strings.Contains(log, "Cost: ") {
+			t.Errorf("quorum ask: %v\n%s", err, log)
+		}
+		if _, err := run(t, "ask", "--server", s.url, "--api-key", keyA, "--db", "nowhere", "x"); exitCode(err) != 2 || !strings.Contains(err.Error(), "db: unknown database") {
+			t.Errorf("quorum ask about an unknown database: exit %d, %v; want 2 naming the field", exitCode(err), err)
+		}
+		if _, err := run(t, "ask", "--server", s.url, "--db", e.DB, "x"); exitCode(err) != 2 || !strings.Contains(err.Error(), "401") {
+			t.Errorf("quorum ask without a key: exit %d, %v; want 2 with the 401", exitCode(err), err)
 		}
 	})
 
