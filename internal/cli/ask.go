@@ -176,8 +176,6 @@ func newAskCmd() *cobra.Command {
 table, the confidence and the cost. With --server it asks a running serve
 (its key from --api-key or QUORUM_API_KEY); without, it starts the runtime
 in this process over --dataset, as serve would, and stops it afterwards.`,
-		Example: `  quorum ask --dataset examples/demo --db shop "How many customers does the shop have?"
-  QUORUM_API_KEY=… quorum ask --server http://quorum:8080 --db shop "Which category sells most?"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

@@ -69,6 +69,11 @@ Start with:
 // examples are shown by quorum CMD --help; every command has one (a test
 // checks).
 var examples = map[string]string{
+	"serve": `  quorum serve --dataset examples/demo --no-auth
+  quorum serve --dataset examples/demo --api-keys keys.txt --listen :8080 --tenant-rpm 30
+  quorum serve --dataset DIR --nats-url nats://… --redis-url rediss://… --api-keys keys.txt   # join a cluster`,
+	"ask": `  quorum ask --dataset examples/demo --db shop "How many customers does the shop have?"
+  quorum ask --server http://quorum:8080 --api-key KEY --db shop "Which category sells most?"`,
 	"inspect": `  quorum inspect examples/demo
   quorum inspect --strict ../spider2-lite
   quorum inspect --prompts --json examples/demo`,

@@ -277,8 +277,6 @@ server and a redis-server with every role in process (the simulated LLM when
 no endpoint is configured, labelled as such), or joins a cluster with
 --nats-url and --redis-url, where questions' tasks are taken before queued
 batch work. Every request needs an API key (--api-keys) unless --no-auth.`,
-		Example: `  quorum serve --dataset examples/demo --no-auth
-  QUORUM_API_KEYS=analytics:0123456789abcdef01 quorum serve --dataset examples/demo --listen :8080 --tenant-rpm 30`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
