@@ -32,7 +32,12 @@ func (f *datasetFlags) register(cmd *cobra.Command) {
 }
 
 func (f *datasetFlags) load(dir string) (*dataset.Dataset, error) {
-	opt := dataset.Options{TaskFile: f.tasks, SQLiteDir: f.sqliteDir}
+	return f.loadOpt(dir, dataset.Options{})
+}
+
+// loadOpt loads with opt's other settings (e.g. the catalogue).
+func (f *datasetFlags) loadOpt(dir string, opt dataset.Options) (*dataset.Dataset, error) {
+	opt.TaskFile, opt.SQLiteDir = f.tasks, f.sqliteDir
 	if f.dialect != "" {
 		d, err := warehouse.ParseDialect(f.dialect)
 		if err != nil {

@@ -16,10 +16,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/serve"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/schema"
 )
 
 // serveFlags configure quorum serve (and quorum ask in process).
@@ -43,6 +46,7 @@ type serveFlags struct {
 	tenantTokens int64
 	tenantLimits []string
 	explorers    int
+	refresh      time.Duration
 }
 
 func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
@@ -50,7 +54,8 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	f.lf.register(cmd)
 	f.df.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&f.dataset, "dataset", "", "dataset folder whose databases can be asked about (Spider 2.0 or BIRD layout)")
+	fl.StringVar(&f.dataset, "dataset", "", "dataset folder whose databases can be asked about (Spider 2.0 or BIRD layout); without it, the databases are read live: every .sqlite file of --sqlite-dir and the databases each warehouse of --warehouses-config lists")
+	fl.DurationVar(&f.refresh, "schema-refresh", time.Minute, "without --dataset: how often each database's schema fingerprint is checked, and its schema read again when it changed")
 	if withListen {
 		fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API and web page")
 		fl.StringVar(&f.apiKeys, "api-keys", "", "file of tenant:key lines; every request needs one of the keys (env QUORUM_API_KEYS holds the same lines, comma-separated)")
@@ -141,16 +146,32 @@ func (s *serving) close() {
 // start brings up the runtime (embedded, or joined with --nats-url and
 // --redis-url), the question server and its HTTP listener.
 func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tenants) (*serving, error) {
-	if f.dataset == "" {
-		return nil, usage(errors.New("--dataset is required: the folder whose databases can be asked about (e.g. examples/demo)"))
-	}
 	if f.votes < 1 || f.votes > serve.MaxVotes {
 		return nil, usage(fmt.Errorf("--votes %d: use 1 to %d", f.votes, serve.MaxVotes))
 	}
 	if f.queryTimeout <= 0 {
 		return nil, usage(queryTimeoutError(f.queryTimeout))
 	}
-	ds, err := f.df.load(f.dataset)
+	file, err := f.cf.warehousesFile()
+	if err != nil {
+		return nil, usage(err)
+	}
+	var live []liveDB
+	var fps map[string]string
+	if f.dataset == "" {
+		// Databases read from their warehouses, written as a dataset.
+		if live, err = liveDatabases(f.df.sqliteDir, file); err != nil {
+			return nil, usage(err)
+		}
+		f.dataset = filepath.Join(f.stateDir, "live")
+		fps, err = materialise(ctx, f.dataset, live, func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error) {
+			return schema.Read(ctx, wh, db.name, schema.Options{})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	ds, err := f.df.loadOpt(f.dataset, dataset.Options{Catalogue: true})
 	if err != nil {
 		return nil, usage(err)
 	}
@@ -171,10 +192,6 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 		return nil, usage(err)
 	}
 	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
-	file, err := f.cf.warehousesFile()
-	if err != nil {
-		return nil, usage(err)
-	}
 	log, err := newLogger(f.cf.logLevel)
 	if err != nil {
 		return nil, usage(err)
@@ -241,6 +258,9 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	go func() { _ = hs.Serve(ln) }()
 	rctx, cancel := context.WithCancel(ctx)
 	go func() { _ = srv.Run(rctx) }()
+	if live != nil {
+		go refreshLive(rctx, f.dataset, live, fps, &schema.Cache{Client: cl.Redis}, f.refresh, log)
+	}
 	s.stops = append(s.stops, func() {
 		cancel()
 		sctx, done := context.WithTimeout(context.Background(), 2*time.Second)

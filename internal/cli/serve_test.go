@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,9 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/serve"
+
+	_ "modernc.org/sqlite" // database/sql driver, to change a schema
 )
 
 // countingSim is llmsim over the demo, counting chat calls, with a little
@@ -317,4 +321,111 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 			t.Errorf("GET /v1/databases: %d %s", code, out)
 		}
 	})
+}
+
+// TestServeLiveSchema serves databases read from their warehouse rather
+// than from Spider files: the demo's SQLite file, through the live path,
+// gives the same compressed table information as the demo's Spider 2.0
+// metadata (which adds descriptions SQLite does not keep); a question is
+// answered; a schema change is read again and drops the cached answers.
+func TestServeLiveSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs questions through the runtime")
+	}
+	abs, _ := filepath.Abs(demo)
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(abs, "resource", "databases", "spider2-localdb", "shop.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbPath := filepath.Join(dir, "shop.sqlite")
+	if err := os.WriteFile(dbPath, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	demoDS, err := dataset.Load(demo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llmURL, _ := countingSim(t, demoDS)
+	state := t.TempDir()
+	f, err := parseServeFlags(true, "--sqlite-dir", dir, "--no-auth", "--votes", "2", "--schema-refresh", "200ms",
+		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := f.start(ctx, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+
+	// The same compressed table information as the Spider metadata.
+	render := func(root string, descriptions bool) string {
+		ds, err := dataset.Load(root, dataset.Options{Catalogue: true, SQLiteDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := ds.Databases["sqlite/shop"]
+		if db == nil {
+			t.Fatalf("%s: no database shop", root)
+		}
+		sc, _, err := dataset.LoadSchema(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range sc.Folders {
+			for _, tb := range f.Tables {
+				for i := range tb.Columns {
+					if !descriptions {
+						tb.Columns[i].Description = ""
+					}
+				}
+			}
+		}
+		opt := dbinfo.DefaultOptions()
+		opt.SampleRows = false // the demo's generator sampled rows across each table; the live path takes the first
+		return dbinfo.FromMetadata(sc, db, opt).Prompt("")
+	}
+	if live, spider := render(filepath.Join(state, "live"), true), render(demo, false); live != spider {
+		t.Errorf("live table information differs from the Spider metadata's:\nlive:\n%.2000s\nspider:\n%.2000s", live, spider)
+	}
+
+	c := &client{t: t, base: s.url}
+	code, _, out := c.do("GET", "/v1/databases", nil)
+	if code != 200 || !strings.Contains(string(out), `"name":"shop","dialect":"sqlite","tables":29`) {
+		t.Fatalf("GET /v1/databases: %d %s", code, out)
+	}
+	e := demoDS.Examples[0]
+	body := map[string]any{"db": "shop", "question": e.Question}
+	if q := c.wait(c.ask(body)); q.Status != serve.Answered || q.Cached {
+		t.Fatalf("first question: %s cached=%v %s", q.Status, q.Cached, q.Error)
+	}
+	if q := c.wait(c.ask(body)); !q.Cached {
+		t.Fatal("the same question again was not answered from the cache")
+	}
+
+	// A new table: the schema is read again, and the cache no longer
+	// answers for the old schema.
+	rw, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.Exec("CREATE TABLE gift_cards (card_id INTEGER, balance REAL)"); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	newTable := filepath.Join(state, "live", "resource", "databases", "sqlite", "shop", "gift_cards.json")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(newTable); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new table was not read within 30 s")
+		}
+	}
+	if q := c.wait(c.ask(body)); q.Cached || q.Status != serve.Answered {
+		t.Errorf("after the schema changed: %s cached=%v, want a fresh answer", q.Status, q.Cached)
+	}
 }

@@ -125,6 +125,10 @@ type Options struct {
 	SQLiteDir string
 	// Dialect overrides the dialect derived from instance id prefixes.
 	Dialect warehouse.Dialect
+	// Catalogue registers every database of resource/databases (metadata
+	// folders per dialect, and SQLite files), not only those the task file
+	// names: what quorum serve can be asked about.
+	Catalogue bool
 }
 
 // Load reads the dataset folder at root. It returns an error only when the
@@ -162,6 +166,9 @@ func Load(root string, opt Options) (*Dataset, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if opt.Catalogue {
+		ds.catalogue(opt)
 	}
 	sort.SliceStable(ds.Problems, func(i, j int) bool {
 		if ds.Problems[i].File != ds.Problems[j].File {

@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Dataset = abs
-	ds, err := dataset.Load(abs, dataset.Options{SQLiteDir: cfg.SQLiteDir})
+	ds, err := dataset.Load(abs, dataset.Options{SQLiteDir: cfg.SQLiteDir, Catalogue: true})
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}

@@ -155,10 +155,12 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	if r, ok := e.runs[id]; ok {
 		return r, nil
 	}
-	key := m.Dataset + "\x00" + m.TaskFile + "\x00" + m.SQLiteDir
+	// Questions may ask about any database of the dataset's catalogue.
+	catalogue := len(m.Questions) > 0
+	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v", m.Dataset, m.TaskFile, m.SQLiteDir, catalogue)
 	l, ok := e.datasets[key]
 	if !ok {
-		ds, err := dataset.Load(m.Dataset, dataset.Options{TaskFile: m.TaskFile, SQLiteDir: m.SQLiteDir})
+		ds, err := dataset.Load(m.Dataset, dataset.Options{TaskFile: m.TaskFile, SQLiteDir: m.SQLiteDir, Catalogue: catalogue})
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
