@@ -27,11 +27,25 @@ const (
 // longer scores 0.
 const birdQueryTimeout = 30 * time.Second
 
+// evalQueryTimeout is --query-timeout's default: how long one predicted
+// query may run in sql mode before it is interrupted and scored 0.
+const evalQueryTimeout = 60 * time.Second
+
+// evalWarehouses is the runner of sql mode: each example's SQLite database,
+// queries interrupted after timeout and their results capped at
+// eval.ResultLimits (a result beyond them scores 0 as too large rather
+// than being compared cut).
+func evalWarehouses(ds *dataset.Dataset, timeout time.Duration) (*dataset.Warehouses, *sqlite.Set) {
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: timeout}}
+	return &dataset.Warehouses{DS: ds, SQLite: set, Limits: eval.ResultLimits}, set
+}
+
 func newEvalCmd() *cobra.Command {
 	var (
 		df                                    datasetFlags
 		goldDir, predDir, mode, dsDir, metric string
 		asJSON                                bool
+		queryTimeout                          time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "eval --gold GOLD_DIR --pred PRED_DIR",
@@ -50,21 +64,35 @@ duplicates ignored, NULL equal to NULL, 1 equal to 1.0, strings exact). In
 sql mode the prediction <instance_id>.sql and the example's gold SQL from the
 dataset (--dataset, a BIRD folder with dev.json and dev_databases/; --gold
 may name the same folder or its task file) both run on the example's SQLite
-database, each for at most 30 s. Instance ids are <task file stem>_<question_id>,
-e.g. dev_0. In exec_result mode GOLD_DIR holds <instance_id>.csv gold results
+database, each for at most 30 s (or --query-timeout). Instance ids are
+<task file stem>_<question_id>, e.g. dev_0. In exec_result mode GOLD_DIR holds <instance_id>.csv gold results
 (directly or in exec_result/), and --dataset, when given, supplies the
 difficulties. The report adds BIRD's breakdown by difficulty (simple,
-moderate, challenging) when the examples have one.`,
+moderate, challenging) when the examples have one.
+
+Hostile inputs are bounded: in sql mode a query runs at most --query-timeout
+and may return at most 500,000 rows and 32 MiB of values; a CSV (file or
+rendered result) may hold at most 64 MiB and 5 million cells; matching one
+prediction against its gold tables may take at most 5×10^8 value
+comparisons. An instance beyond a bound scores 0 with a "result too large"
+or "interrupted" error; the others are scored as usual.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := eval.ParseMode(mode)
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
+			if queryTimeout <= 0 {
+				return usage(fmt.Errorf("--query-timeout %s: must be positive (e.g. 60s)", queryTimeout))
+			}
 			switch metric {
 			case metricSpider2:
 			case metricBird:
-				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON)
+				// BIRD's own timeout applies unless the flag is given.
+				if !cmd.Flags().Changed("query-timeout") {
+					queryTimeout = birdQueryTimeout
+				}
+				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON, queryTimeout)
 			default:
 				return fmt.Errorf("--metric: unknown metric %q: use spider2 or bird", metric)
 			}
@@ -80,9 +108,9 @@ moderate, challenging) when the examples have one.`,
 				if err != nil {
 					return err
 				}
-				set := &sqlite.Set{}
+				wh, set := evalWarehouses(ds, queryTimeout)
 				defer set.Close()
-				cfg.Runner = &dataset.Warehouses{DS: ds, SQLite: set}
+				cfg.Runner, cfg.ResultLimits = wh, wh.Limits
 			}
 			rep, err := eval.Evaluate(cmd.Context(), cfg)
 			if err != nil {
@@ -106,11 +134,12 @@ moderate, challenging) when the examples have one.`,
 	cmd.Flags().StringVar(&dsDir, "dataset", "", "dataset folder (sql mode): where each example's database is")
 	cmd.Flags().StringVar(&metric, "metric", metricSpider2, "scoring rules: spider2 (Spider 2.0's evaluate.py) or bird (BIRD's execution accuracy)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the scores as JSON")
+	cmd.Flags().DurationVar(&queryTimeout, "query-timeout", evalQueryTimeout, "sql mode: interrupt a query after this long and score it 0 (--metric bird: default 30s, BIRD's own)")
 	return cmd
 }
 
 // runBirdEval is quorum eval --metric bird.
-func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON bool) error {
+func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON bool, queryTimeout time.Duration) error {
 	if predDir == "" {
 		return fmt.Errorf("--pred is required")
 	}
@@ -133,9 +162,9 @@ func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir s
 		if len(cfg.Tasks) == 0 {
 			return fmt.Errorf("dataset %s has no example with gold SQL (BIRD's \"SQL\" or Spider's \"query\")", root)
 		}
-		set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: birdQueryTimeout}}
+		wh, set := evalWarehouses(ds, queryTimeout)
 		defer set.Close()
-		cfg.Runner = &dataset.Warehouses{DS: ds, SQLite: set}
+		cfg.Runner, cfg.ResultLimits = wh, wh.Limits
 	case eval.ModeExecResult:
 		if goldDir == "" {
 			return fmt.Errorf("exec_result mode compares CSVs: pass --gold DIR with the gold <instance_id>.csv results")

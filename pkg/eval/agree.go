@@ -52,29 +52,15 @@ var voteOptions = matchOptions{absTol: voteTolerance, ignoreOrder: true}
 
 // votePrepared returns the frame's column vectors sorted for the vote,
 // computed once.
-func (f *Frame) votePrepared() [][]PyValue {
-	f.voteOnce.Do(func() {
-		for _, v := range f.Vectors() {
-			f.voteVectors = append(f.voteVectors, prepare(v, voteOptions))
-		}
-	})
+func (f *Frame) votePrepared() []vector {
+	f.voteOnce.Do(func() { f.voteVectors = prepareFrame(f, voteOptions) })
 	return f.voteVectors
 }
 
 // coveredBy reports whether every prepared column of want matches some
-// prepared column of have.
-func coveredBy(want, have [][]PyValue) bool {
-	for _, w := range want {
-		found := false
-		for _, h := range have {
-			if vectorsMatch(w, h, voteOptions) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+// prepared column of have. The vote has no comparison budget: its tables
+// are query results, already bounded by the warehouse.
+func coveredBy(want, have []vector) bool {
+	ok, _ := everyColumnMatched(want, have, voteOptions, newBudget(-1))
+	return ok
 }

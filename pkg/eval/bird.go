@@ -186,6 +186,12 @@ type BirdConfig struct {
 	Runner SQLRunner
 	// Workers scores this many instances at once; default 1.
 	Workers int
+	// ResultLimits are the limits Runner applies to each query (see
+	// ResultLimits); a result they cut scores 0, and its error names them.
+	ResultLimits warehouse.Limits
+	// Limits bound the CSVs read (exec_result mode); zero fields take the
+	// defaults.
+	Limits Limits
 }
 
 // DifficultyScore is BIRD's per-difficulty accuracy, over every gold
@@ -393,40 +399,47 @@ func byDifficulty(ids []string, tasks map[string]BirdTask, correct map[string]bo
 }
 
 func birdScoreOne(ctx context.Context, cfg BirdConfig, id, predPath string, t BirdTask, goldCSV string) (bool, error) {
-	data, err := os.ReadFile(predPath)
-	if err != nil {
-		return false, err
-	}
+	lim := cfg.Limits.withDefaults()
 	if cfg.Mode == ModeExecResult {
-		pred, err := ReadCSV(data)
+		data, err := readBounded(predPath, lim.MaxBytes, ErrTooLarge)
+		if err != nil {
+			return false, err
+		}
+		pred, err := readCSVText(string(data), lim)
 		if err != nil {
 			return false, fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
 		}
-		g, err := ReadCSVFile(goldCSV)
+		g, err := ReadCSVFileLimited(goldCSV, lim)
 		if err != nil {
 			return false, fmt.Errorf("gold %w", err)
 		}
 		return BirdEqualFrames(pred, g), nil
 	}
-	// BIRD executes the prediction first, then the gold query.
-	pred, err := runBird(ctx, cfg.Runner, id, PredictionSQL(string(data)))
+	data, err := readBounded(predPath, lim.MaxBytes, errors.New("prediction file too large"))
 	if err != nil {
 		return false, err
 	}
-	g, err := runBird(ctx, cfg.Runner, id, t.GoldSQL)
+	// BIRD executes the prediction first, then the gold query.
+	pred, err := runBird(ctx, cfg, id, PredictionSQL(string(data)), "the prediction")
+	if err != nil {
+		return false, err
+	}
+	g, err := runBird(ctx, cfg, id, t.GoldSQL, "the query")
 	if err != nil {
 		return false, fmt.Errorf("gold SQL: %w", err)
 	}
 	return BirdEqual(pred.Rows, g.Rows), nil
 }
 
-func runBird(ctx context.Context, r SQLRunner, id, sql string) (*warehouse.Result, error) {
-	res, _, err := r.RunInstanceSQL(ctx, id, sql)
+// runBird runs one query; a result cut by a limit is an error, as its rows
+// cannot be compared.
+func runBird(ctx context.Context, cfg BirdConfig, id, sql, who string) (*warehouse.Result, error) {
+	res, _, err := cfg.Runner.RunInstanceSQL(ctx, id, sql)
 	if err != nil {
 		return nil, err
 	}
 	if res.Truncated {
-		return nil, fmt.Errorf("the result was cut at a %s limit, so its rows cannot be compared", res.TruncatedBy)
+		return nil, truncatedError(res, cfg.ResultLimits, who)
 	}
 	return res, nil
 }

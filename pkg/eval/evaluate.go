@@ -46,6 +46,12 @@ type Config struct {
 	Mode    Mode
 	// Runner executes predictions in sql mode.
 	Runner SQLRunner
+	// ResultLimits are the limits Runner applies to each query (see
+	// ResultLimits); a result they cut scores 0, and its error names them.
+	ResultLimits warehouse.Limits
+	// Limits bound the CSVs read and the comparisons made; zero fields take
+	// the defaults.
+	Limits Limits
 }
 
 // InstanceScore is one instance's verdict.
@@ -153,23 +159,26 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, spec Spec) (bool, error) {
-	data, err := os.ReadFile(predPath)
-	if err != nil {
-		return false, err
-	}
+	lim := cfg.Limits.withDefaults()
 	var pred *Frame
 	if cfg.Mode == ModeSQL {
-		pred, err = executePrediction(ctx, cfg.Runner, id, string(data))
-	} else {
-		pred, err = ReadCSV(data)
+		text, err := readBounded(predPath, lim.MaxBytes, errors.New("prediction file too large"))
 		if err != nil {
-			err = fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
+			return false, err
+		}
+		if pred, err = executePrediction(ctx, cfg.Runner, id, string(text), cfg.ResultLimits, lim); err != nil {
+			return false, err
+		}
+	} else {
+		data, err := readBounded(predPath, lim.MaxBytes, ErrTooLarge)
+		if err != nil {
+			return false, err
+		}
+		if pred, err = readCSVText(string(data), lim); err != nil {
+			return false, fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
 		}
 	}
-	if err != nil {
-		return false, err
-	}
-	return ScoreAgainstGold(pred, resultDir, id, spec)
+	return ScoreAgainstGoldLimited(pred, resultDir, id, spec, lim)
 }
 
 var sqlFence = regexp.MustCompile("(?s)```sql\n(.*?)\n```")
@@ -184,21 +193,45 @@ func PredictionSQL(text string) string {
 }
 
 // executePrediction runs the SQL and reads its result back through CSV, as
-// the official sql mode does, so types follow the same pandas rules.
-func executePrediction(ctx context.Context, r SQLRunner, id, text string) (*Frame, error) {
+// the official sql mode does, so types follow the same pandas rules. A
+// result cut by the warehouse's limits scores 0: comparing its first rows
+// would judge a different table.
+func executePrediction(ctx context.Context, r SQLRunner, id, text string, resLim warehouse.Limits, lim Limits) (*Frame, error) {
 	res, dialect, err := r.RunInstanceSQL(ctx, id, PredictionSQL(text))
 	if err != nil {
 		return nil, err
+	}
+	if res.Truncated {
+		return nil, truncatedError(res, resLim, "the prediction")
 	}
 	if dialect != warehouse.SQLite && res.RowCount() == 0 {
 		// The official BigQuery and Snowflake paths score an empty result 0.
 		return nil, errors.New("no data found: the query returned no rows")
 	}
-	return FrameFromResult(res)
+	return FrameFromResultLimited(res, lim)
 }
 
 // FrameFromResult renders a query result to CSV and reads it back, which is
-// how both the evaluator and ReFoRCE's vote see a result.
+// how both the evaluator and ReFoRCE's vote see a result. It works within
+// the default Limits.
 func FrameFromResult(res *warehouse.Result) (*Frame, error) {
-	return ReadCSV([]byte(res.CSV()))
+	return FrameFromResultLimited(res, Limits{})
+}
+
+// FrameFromResultLimited is FrameFromResult within lim: the rendering stops
+// as soon as the CSV passes lim.MaxBytes.
+func FrameFromResultLimited(res *warehouse.Result, lim Limits) (*Frame, error) {
+	lim = lim.withDefaults()
+	cells := int64(len(res.Columns)) * int64(max(len(res.Rows), 1))
+	if lim.cellsOver(cells) {
+		return nil, fmt.Errorf("%w: %d columns × %d rows = %d cells (limit %d cells)", ErrTooLarge, len(res.Columns), len(res.Rows), cells, lim.MaxCells)
+	}
+	var b strings.Builder
+	if err := res.WriteCSV(&limitWriter{w: &b, n: lim.MaxBytes}); err != nil {
+		if errors.Is(err, errWriteLimit) {
+			return nil, fmt.Errorf("%w: %d rows render to more than %d bytes of CSV (limit %d bytes)", ErrTooLarge, len(res.Rows), lim.MaxBytes, lim.MaxBytes)
+		}
+		return nil, err
+	}
+	return readCSVText(b.String(), lim)
 }

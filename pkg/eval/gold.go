@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,7 +22,7 @@ type Spec struct {
 
 // LoadSpecs reads an *_eval.jsonl file. Errors name the file and line.
 func LoadSpecs(path string) (map[string]Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, DefaultMaxBytes, errors.New("eval config too large"))
 	if err != nil {
 		return nil, fmt.Errorf("eval config: %w", err)
 	}
@@ -90,30 +91,44 @@ func GoldFiles(resultDir, id string) (files []string, single bool, err error) {
 	return files, false, nil
 }
 
-// ReadCSVFile reads one CSV file with the pandas rules.
+// ReadCSVFile reads one CSV file with the pandas rules, within the default
+// Limits.
 func ReadCSVFile(path string) (*Frame, error) {
-	data, err := os.ReadFile(path)
+	return ReadCSVFileLimited(path, Limits{})
+}
+
+// ReadCSVFileLimited reads one CSV file within lim; a file larger than
+// lim.MaxBytes is refused before it is read. Errors name the file.
+func ReadCSVFileLimited(path string, lim Limits) (*Frame, error) {
+	lim = lim.withDefaults()
+	data, err := readBounded(path, lim.MaxBytes, ErrTooLarge)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ReadCSV(data)
+	f, err := readCSVText(string(data), lim)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
 }
 
-// ScoreAgainstGold scores one predicted table against id's gold files.
+// ScoreAgainstGold scores one predicted table against id's gold files,
+// within the default Limits.
 func ScoreAgainstGold(pred *Frame, resultDir, id string, spec Spec) (bool, error) {
+	return ScoreAgainstGoldLimited(pred, resultDir, id, spec, Limits{})
+}
+
+// ScoreAgainstGoldLimited is ScoreAgainstGold within lim.
+func ScoreAgainstGoldLimited(pred *Frame, resultDir, id string, spec Spec, lim Limits) (bool, error) {
 	files, single, err := GoldFiles(resultDir, id)
 	if err != nil {
 		return false, err
 	}
 	golds := make([]*Frame, len(files))
 	for i, f := range files {
-		if golds[i], err = ReadCSVFile(f); err != nil {
+		if golds[i], err = ReadCSVFileLimited(f, lim); err != nil {
 			return false, fmt.Errorf("gold %w", err)
 		}
 	}
-	return CompareGold(pred, golds, single, spec.ConditionCols, spec.IgnoreOrder)
+	return CompareGoldLimited(pred, golds, single, spec.ConditionCols, spec.IgnoreOrder, lim)
 }
