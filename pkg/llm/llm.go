@@ -171,8 +171,10 @@ var ErrContextTooLong = errors.New("prompt exceeds the model's context window")
 // failed attempts cost, so the caller can account for them.
 type CallError struct {
 	Model string
-	// Endpoint is the name of the endpoint the call went to.
+	// Endpoint is the name of the endpoint the call went to, URL its base
+	// URL with any credentials removed.
 	Endpoint string
+	URL      string
 	Attempts int
 	// Status is the last HTTP status (0 for transport errors).
 	Status int
@@ -184,6 +186,9 @@ func (e *CallError) Error() string {
 	to := e.Model
 	if e.Endpoint != "" && e.Endpoint != DefaultEndpoint {
 		to += " at endpoint " + e.Endpoint
+	}
+	if e.URL != "" {
+		to += " (" + e.URL + ")"
 	}
 	if e.Status > 0 {
 		return fmt.Sprintf("llm call to %s failed after %d attempts (last status %d): %v", to, e.Attempts, e.Status, e.Err)

@@ -18,6 +18,9 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/priority"
+	"github.com/quorumsql/quorum/pkg/redact"
 )
 
 // DefaultEndpoint names the endpoint Config's top-level fields describe:
@@ -115,6 +118,10 @@ type Config struct {
 	MaxAttempts int
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
+	// InteractiveAttempts bounds the attempts of a call a user waits for
+	// (priority.Interactive: a quorum serve question), whose waits between
+	// attempts are also capped at a few seconds (default 3).
+	InteractiveAttempts int
 	// AttemptTimeout bounds one HTTP attempt (default 5 minutes).
 	AttemptTimeout time.Duration
 	// ExpectedCompletionTokens is the completion size reserved against the
@@ -227,6 +234,9 @@ func New(cfg Config) (*OpenAI, error) {
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
+	}
+	if cfg.InteractiveAttempts <= 0 {
+		cfg.InteractiveAttempts = 3
 	}
 	if cfg.BaseBackoff <= 0 {
 		cfg.BaseBackoff = time.Second
@@ -341,7 +351,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	ep, _ := c.endpoint(mc.Endpoint) // New checked every role's endpoint
 	usage := Usage{Endpoint: ep.Name, Model: mc.Name}
 	fail := func(attempts, status int, err error) error {
-		return &CallError{Model: mc.Name, Endpoint: ep.Name, Attempts: attempts, Status: status, Err: err, Usage: usage}
+		return &CallError{Model: mc.Name, Endpoint: ep.Name, URL: redact.URL(ep.BaseURL), Attempts: attempts, Status: status, Err: err, Usage: usage}
 	}
 	oreq, err := c.buildRequest(mc, req)
 	if err != nil {
@@ -367,7 +377,12 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	}
 	var lastErr error
 	lastStatus := 0
-	for attempt := 1; attempt <= c.cfg.MaxAttempts; attempt++ {
+	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)
+	if interactive {
+		// A user is waiting: say what is wrong within seconds.
+		attempts = min(attempts, c.cfg.InteractiveAttempts)
+	}
+	for attempt := 1; attempt <= attempts; attempt++ {
 		usage.Attempts = attempt
 		settle := func(context.Context, int) {}
 		if c.cfg.Limiter != nil {
@@ -417,8 +432,11 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 				_ = c.cfg.Limiter.Cooldown(ctx, bucket, delay)
 			}
 		}
-		if attempt == c.cfg.MaxAttempts {
+		if attempt == attempts {
 			break
+		}
+		if interactive && status != http.StatusTooManyRequests {
+			delay = min(delay, interactiveBackoff)
 		}
 		c.log.Debug("llm attempt failed; retrying", zap.String("endpoint", ep.Name), zap.String("model", mc.Name), zap.Int("attempt", attempt),
 			zap.Int("status", status), zap.Duration("delay", delay), zap.Error(err))
@@ -426,8 +444,12 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			return nil, fail(attempt, status, err)
 		}
 	}
-	return nil, fail(c.cfg.MaxAttempts, lastStatus, lastErr)
+	return nil, fail(attempts, lastStatus, lastErr)
 }
+
+// interactiveBackoff caps the wait between an interactive call's attempts
+// (a 429's Retry-After is still honoured: the quota is shared).
+const interactiveBackoff = 2 * time.Second
 
 func (c *OpenAI) buildRequest(mc ModelConfig, req Request) (openai.ChatCompletionRequest, error) {
 	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/pkg/priority"
 )
 
 // Rate is a GCRA limit: Limit units per Period, with up to Burst units
@@ -71,20 +73,6 @@ type Limiter struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	batchCut float64
-}
-
-type interactiveKey struct{}
-
-// Interactive marks ctx as serving a waiting user: its claims may use the
-// whole burst, the part batch work leaves free included.
-func Interactive(ctx context.Context) context.Context {
-	return context.WithValue(ctx, interactiveKey{}, true)
-}
-
-// IsInteractive reports whether ctx was marked Interactive.
-func IsInteractive(ctx context.Context) bool {
-	v, _ := ctx.Value(interactiveKey{}).(bool)
-	return v
 }
 
 // New returns a Limiter.
@@ -183,7 +171,9 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 		}
 		em := c.Rate.emissionMicros()
 		tol := em * c.Rate.Burst
-		if !IsInteractive(ctx) {
+		// Interactive claims (priority.Interactive) may use the whole
+		// burst, the part batch work leaves free included.
+		if !priority.IsInteractive(ctx) {
 			tol *= 1 - l.batchCut
 		}
 		keys = append(keys, l.key(c.Key))

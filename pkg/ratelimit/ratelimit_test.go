@@ -20,6 +20,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/priority"
 )
 
 // The helper processes of the multi-process tests are this test binary run
@@ -423,7 +424,7 @@ func TestBatchLeavesTheReserveToQuestions(t *testing.T) {
 	if batch != 6 {
 		t.Errorf("batch took %d of the burst of 8, want 6 (a quarter kept back)", batch)
 	}
-	ictx := Interactive(ctx)
+	ictx := priority.Interactive(ctx)
 	for i := range 2 {
 		if _, ok, err := l.reserve(ictx, "m", []Claim{claim}); err != nil || !ok {
 			t.Fatalf("interactive claim %d waited (%v) although the reserve was free", i+1, err)

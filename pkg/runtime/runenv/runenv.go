@@ -28,8 +28,8 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
@@ -97,7 +97,7 @@ func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Ware
 // calls may use the part of each quota batch work leaves free.
 func (r *Run) Priority(ctx context.Context) context.Context {
 	if r.Manifest.Interactive {
-		return ratelimit.Interactive(ctx)
+		return priority.Interactive(ctx)
 	}
 	return ctx
 }
