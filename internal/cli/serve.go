@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -258,6 +259,14 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	go func() { _ = hs.Serve(ln) }()
 	rctx, cancel := context.WithCancel(ctx)
 	go func() { _ = srv.Run(rctx) }()
+	if f.cf.httpAddr != "" {
+		// The health and metrics endpoints also on their own address, as
+		// the other roles serve them (they are on --listen too).
+		if _, err := metrics.Serve(rctx, f.cf.httpAddr, cl.Metrics, func() error { return cl.Env.State.Ping(rctx) }); err != nil {
+			cancel()
+			return nil, usage(fmt.Errorf("--http-addr %s: %w", f.cf.httpAddr, err))
+		}
+	}
 	if live != nil {
 		go refreshLive(rctx, f.dataset, live, fps, &schema.Cache{Client: cl.Redis}, f.refresh, log)
 	}

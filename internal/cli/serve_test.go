@@ -429,3 +429,35 @@ func TestServeLiveSchema(t *testing.T) {
 		t.Errorf("after the schema changed: %s cached=%v, want a fresh answer", q.Status, q.Cached)
 	}
 }
+
+// TestServeQuestionWithTheLLMDown: a question whose LLM endpoint fails
+// every call ends failed, soon, with the endpoint's error in "error".
+func TestServeQuestionWithTheLLMDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a question through the runtime")
+	}
+	url := brokenEndpoint(t, status(503, `{"error":{"message":"upstream overloaded","type":"server_error"}}`))
+	f, err := parseServeFlags(true, "--dataset", demo, "--no-auth", "--votes", "2", "--llm-base-url", url, "--llm-api-key", "k",
+		"--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := f.start(ctx, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	c := &client{t: t, base: s.url}
+	start := time.Now()
+	q := c.wait(c.ask(map[string]any{"db": "shop", "question": "How many customers does the shop have?"}))
+	took := time.Since(start)
+	t.Logf("failed after %s: %s", took.Round(time.Millisecond), q.Error)
+	if q.Status != serve.Failed || !strings.Contains(q.Error, "503") || !strings.Contains(q.Error, "upstream overloaded") {
+		t.Errorf("%s: %q, want failed with the endpoint's 503", q.Status, q.Error)
+	}
+	if took > 90*time.Second {
+		t.Errorf("the question took %s to fail", took)
+	}
+}

@@ -48,9 +48,9 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		if s.cfg.Tenants != nil {
 			key := r.Header.Get("X-API-Key")
 			if auth := r.Header.Get("Authorization"); auth != "" {
-				key, _ = strings.CutPrefix(auth, "Bearer ")
-				if key == auth {
-					key = "" // another scheme: no key
+				key = "" // another scheme than Bearer: no key
+				if scheme, rest, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
+					key = rest
 				}
 			}
 			var ok bool
@@ -105,8 +105,15 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Tenant = tenant
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
-		id, fresh, err := s.store.claimIdempotent(ctx, tenant, key, q.ID)
+	idem := r.Header.Get("Idempotency-Key")
+	unavailable := func(err error) {
+		if idem != "" {
+			s.store.releaseIdempotent(context.WithoutCancel(ctx), tenant, idem, q.ID)
+		}
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+	}
+	if idem != "" {
+		id, fresh, err := s.store.claimIdempotent(ctx, tenant, idem, q.ID)
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
 			return
@@ -116,19 +123,21 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	fp, err := s.fingerprint(ctx, q.db)
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
-		return
+	if s.cfg.CacheTTL >= 0 && !q.NoCache {
+		fp, err := s.fingerprint(ctx, q.db)
+		if err != nil {
+			unavailable(err)
+			return
+		}
+		q.Fingerprint = fp
 	}
-	q.Fingerprint = fp
 	if hit, ok := s.cached(ctx, &q.Question); ok {
 		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
 		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
 	}
 	if err := s.store.put(ctx, &q.Question); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		unavailable(err)
 		return
 	}
 	if q.Cached {
@@ -179,7 +188,16 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 		}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			badField(w, ute.Field, "want a %s", ute.Type)
+			want := ute.Type.Kind().String()
+			switch want {
+			case "int", "int64", "float64":
+				want = "number"
+			case "map", "struct":
+				want = "object"
+			case "ptr":
+				want = "boolean"
+			}
+			badField(w, ute.Field, "want a %s, not a JSON %s", want, ute.Value)
 			return nil, false
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -197,9 +215,13 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 		badField(w, "db", "required (GET /v1/databases lists them)")
 		return nil, false
 	}
-	db, ok := s.database(req.DB, req.Dialect)
-	if !ok {
+	db, n := s.database(req.DB, req.Dialect)
+	switch {
+	case n == 0:
 		badField(w, "db", "unknown database %q (GET /v1/databases lists them)", req.DB)
+		return nil, false
+	case n > 1:
+		badField(w, "dialect", "database %q exists in several dialects: name one", req.DB)
 		return nil, false
 	}
 	q := &pendingQuestion{db: db, Question: Question{ID: newID(), Status: Queued, DB: db.Name, Dialect: db.Dialect,

@@ -10,15 +10,16 @@ import (
 )
 
 // cacheKey names an answer by what decides it: the database, the question
-// normalised, the knowledge, the agent and its options, the votes.
-func cacheKey(q *Question) string {
+// normalised, the knowledge, the agent and its options, the votes, and the
+// server's seed and LLM.
+func (s *Server) cacheKey(q *Question) string {
 	opts := make([]string, 0, len(q.Options))
 	for k, v := range q.Options {
 		opts = append(opts, k+"="+v)
 	}
 	sort.Strings(opts)
 	return keyPrefix + "cache:" + hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
-		strings.Join(opts, ","), strconv.Itoa(q.Votes))
+		strings.Join(opts, ","), strconv.Itoa(q.Votes), strconv.FormatUint(s.cfg.Seed, 10), s.cfg.LLM)
 }
 
 // fingerprint is the database's schema fingerprint ("" when unknown).
@@ -39,7 +40,7 @@ func (s *Server) cached(ctx context.Context, q *Question) (*Question, bool) {
 	if s.cfg.CacheTTL < 0 || q.NoCache {
 		return nil, false
 	}
-	b, err := s.cfg.Redis.Get(ctx, cacheKey(q)).Bytes()
+	b, err := s.cfg.Redis.Get(ctx, s.cacheKey(q)).Bytes()
 	if err != nil {
 		return nil, false
 	}
@@ -56,6 +57,6 @@ func (s *Server) cachePut(ctx context.Context, q *Question) {
 	}
 	b, err := json.Marshal(record{Question: *q, Fingerprint: q.Fingerprint})
 	if err == nil {
-		_ = s.cfg.Redis.Set(ctx, cacheKey(q), b, s.cfg.CacheTTL).Err()
+		_ = s.cfg.Redis.Set(ctx, s.cacheKey(q), b, s.cfg.CacheTTL).Err()
 	}
 }

@@ -34,11 +34,13 @@ func (s *Server) questionEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	n := 0
+	last := time.Now()
 	send := func(event string, v any) {
 		b, _ := json.Marshal(v)
 		n++
 		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", n, event, b)
 		fl.Flush()
+		last = time.Now()
 	}
 	ctx := r.Context()
 	w1 := &watch{s: s, id: q.ID, seen: map[string]bool{}}
@@ -58,6 +60,12 @@ func (s *Server) questionEvents(w http.ResponseWriter, r *http.Request) {
 			send(event, &rec.Question)
 			return
 		}
+		if time.Since(last) > keepAlive {
+			// A comment line: proxies with idle timeouts keep the stream.
+			fmt.Fprint(w, ": keepalive\n\n")
+			fl.Flush()
+			last = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -65,6 +73,9 @@ func (s *Server) questionEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// keepAlive is the longest a stream stays silent.
+const keepAlive = 15 * time.Second
 
 // watch remembers what a stream has sent.
 type watch struct {

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
@@ -101,7 +102,7 @@ func (s *Server) drive(ctx context.Context, id string) {
 		return
 	}
 	if q.Status == Queued {
-		if q, err = s.store.update(ctx, id, func(q *Question) { q.Status, q.Started = Running, time.Now().UTC() }); err != nil || q.Terminal() {
+		if q, _, err = s.store.update(ctx, id, func(q *Question) { q.Status, q.Started = Running, time.Now().UTC() }); err != nil || q.Terminal() {
 			return
 		}
 	}
@@ -118,12 +119,14 @@ func (s *Server) drive(ctx context.Context, id string) {
 		}
 		s.answer(q, rep, out)
 	}
-	q, uerr := s.store.update(context.WithoutCancel(ctx), id, fin)
+	q, applied, uerr := s.store.update(context.WithoutCancel(ctx), id, fin)
 	if uerr != nil {
 		s.cfg.Log.Error("recording an answer", zap.String("question", id), zap.Error(uerr))
 		return
 	}
-	s.finished(context.WithoutCancel(ctx), q)
+	if applied { // else it was cancelled meanwhile, and accounted then
+		s.finished(context.WithoutCancel(ctx), q)
+	}
 }
 
 // answer copies the run's decision, SQL and result rows into q.
@@ -133,8 +136,7 @@ func (s *Server) answer(q *Question, rep *outputs.Report, out string) {
 		return
 	}
 	e := rep.Examples[0]
-	c := e.Cost
-	q.Cost = Cost{LLMCalls: c.LLMCalls, PromptTokens: c.LLM.PromptTokens, CompletionTokens: c.LLM.CompletionTokens, WarehouseQueries: c.Queries}
+	q.Cost = costOf(e.Cost)
 	q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = e.Confidence, e.Method, e.Candidates, e.ValidCandidates, e.AgreedCandidates
 	switch e.Status {
 	case "answered":
@@ -231,15 +233,6 @@ func (s *Server) logQuestion(q *Question) {
 // cancel stops a question: its record says cancelled, its run's queued
 // tasks are dropped and its running ones stopped by the workers.
 func (s *Server) cancel(ctx context.Context, id string) (*Question, error) {
-	q, err := s.store.update(ctx, id, func(q *Question) {
-		q.Status, q.Finished, q.Error = Cancelled, time.Now().UTC(), "cancelled by the client"
-	})
-	if err != nil {
-		return nil, err
-	}
-	if q.Status != Cancelled {
-		return q, nil
-	}
 	if err := s.cfg.Env.State.Cancel(ctx, id, "cancelled by the client"); err != nil {
 		return nil, err
 	}
@@ -248,6 +241,40 @@ func (s *Server) cancel(ctx context.Context, id string) (*Question, error) {
 		stop()
 	}
 	s.mu.Unlock()
+	q, applied, err := s.store.update(ctx, id, func(q *Question) {
+		q.Status, q.Finished, q.Error = Cancelled, time.Now().UTC(), "cancelled by the client"
+		// What its finished tasks cost is charged like any answer's.
+		q.Cost = s.spent(ctx, q)
+	})
+	if err != nil || !applied {
+		return q, err // already ended: nothing to stop
+	}
+	s.quota.spend(ctx, q.Tenant, q.Cost.Tokens())
 	s.logQuestion(q)
 	return q, nil
+}
+
+// spent adds up what a question's recorded results cost (each carries the
+// cost of the tasks it continued).
+func (s *Server) spent(ctx context.Context, q *Question) Cost {
+	st := s.cfg.Env.State
+	current, err := st.Current(ctx, q.ID, q.Example, q.Agent)
+	if err != nil {
+		return Cost{}
+	}
+	var total cost.Cost
+	for round := 0; round <= current; round++ {
+		results, err := st.Results(ctx, q.ID, q.Example, q.Agent, round)
+		if err != nil {
+			break
+		}
+		for _, r := range results {
+			total.Add(r.Cost.Total())
+		}
+	}
+	return costOf(total)
+}
+
+func costOf(c cost.Cost) Cost {
+	return Cost{LLMCalls: c.LLMCalls, PromptTokens: c.LLM.PromptTokens, CompletionTokens: c.LLM.CompletionTokens, WarehouseQueries: c.Queries}
 }

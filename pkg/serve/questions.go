@@ -53,7 +53,7 @@ type Question struct {
 	// The answer.
 	SQL        string     `json:"sql,omitempty"`
 	Columns    []string   `json:"columns,omitempty"`
-	Rows       [][]string `json:"rows,omitempty"`
+	Rows       [][]string `json:"rows,omitzero"`
 	RowCount   int        `json:"row_count,omitempty"`
 	Truncated  bool       `json:"truncated,omitempty"`
 	Confidence string     `json:"confidence,omitempty"`
@@ -177,11 +177,12 @@ func (s *store) queue(ctx context.Context, p redis.Pipeliner, q *Question) error
 
 // update applies fn to the stored question unless it is already
 // terminal, atomically: a cancel is never overwritten by a late answer,
-// nor an answer by a late cancel.
-func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (*Question, error) {
+// nor an answer by a late cancel. applied says whether fn's change was
+// stored (false: the question had already ended).
+func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (q *Question, applied bool, err error) {
 	for range 10 {
-		var q *Question
-		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		applied = false
+		err = s.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			r, err := getWith(ctx, tx, id)
 			if err != nil {
 				return err
@@ -192,14 +193,15 @@ func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (*Q
 			}
 			fn(q)
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.queue(ctx, p, q) })
+			applied = err == nil
 			return err
 		}, questionKey(id))
 		if errors.Is(err, redis.TxFailedErr) {
 			continue // changed meanwhile: read it again
 		}
-		return q, err
+		return q, applied, err
 	}
-	return nil, fmt.Errorf("question %s: too many concurrent updates", id)
+	return nil, false, fmt.Errorf("question %s: too many concurrent updates", id)
 }
 
 // pending lists the questions accepted and not finished, oldest first.
@@ -220,6 +222,12 @@ func (s *store) claimIdempotent(ctx context.Context, tenant, key, id string) (st
 	}
 	prev, err := s.rdb.Get(ctx, k).Result()
 	return prev, false, err
+}
+
+// releaseIdempotent frees a tenant's Idempotency-Key that still maps to
+// id, when the question could not be stored: a retry then starts afresh.
+func (s *store) releaseIdempotent(ctx context.Context, tenant, key, id string) {
+	_ = releaseScript.Run(ctx, s.rdb, []string{keyPrefix + "idem:" + hashKey(tenant, key)}, id).Err()
 }
 
 func hashKey(parts ...string) string {

@@ -162,21 +162,30 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.dbs = append(s.dbs, d)
 	}
-	sort.Slice(s.dbs, func(i, j int) bool { return s.dbs[i].Name < s.dbs[j].Name })
+	sort.Slice(s.dbs, func(i, j int) bool {
+		if s.dbs[i].Name != s.dbs[j].Name {
+			return s.dbs[i].Name < s.dbs[j].Name
+		}
+		return s.dbs[i].Dialect < s.dbs[j].Dialect
+	})
 	return s, nil
 }
 
 // Databases lists what can be asked about.
 func (s *Server) Databases() []Database { return s.dbs }
 
-// database finds a database by name (and dialect, when given).
-func (s *Server) database(name, dialect string) (*Database, bool) {
+// database finds a database by name (and dialect, when given), and says
+// how many match: a name in several dialects needs the dialect.
+func (s *Server) database(name, dialect string) (*Database, int) {
+	var found *Database
+	n := 0
 	for i := range s.dbs {
 		if s.dbs[i].Name == name && (dialect == "" || s.dbs[i].Dialect == dialect) {
-			return &s.dbs[i], true
+			found = &s.dbs[i]
+			n++
 		}
 	}
-	return nil, false
+	return found, n
 }
 
 // Handler is the HTTP API, the web page and the health endpoints.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 )
 
@@ -111,7 +112,7 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Durati
 	}
 	if l.RequestsPerMinute > 0 && q.lim != nil {
 		burst := max(1, l.RequestsPerMinute/6) // ten seconds' worth
-		wait, ok, err := q.lim.Try(ratelimit.Interactive(ctx), "serve:"+tenant,
+		wait, ok, err := q.lim.Try(priority.Interactive(ctx), "serve:"+tenant,
 			ratelimit.Claim{Key: "serve:" + tenant + ":req", Rate: ratelimit.PerMinute(l.RequestsPerMinute, burst), Units: 1})
 		if err != nil || ok {
 			return 0, err
