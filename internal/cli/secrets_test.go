@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,20 +33,31 @@ func TestSecretsNeverWritten(t *testing.T) {
 	const password, key = "pw-Zq81xVv", "sk-KEY-77QQxx"
 	base := strings.Replace(ts.URL, "http://", "http://alice:"+password+"@", 1) + "/v1"
 	out := filepath.Join(t.TempDir(), "out")
-	log, err := run(t, "run", "--dataset", demo, "--limit", "2", "--llm-base-url", base, "--llm-api-key", key,
+	// The real binary, so that the zap logs on stderr are read too.
+	cmd := exec.Command(quorumBinary(t), "run", "--dataset", demo, "--limit", "2", "--llm-base-url", base, "--llm-api-key", key,
 		"--out", out, "--run-id", "secrets", "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=", "OPENAI_BASE_URL=")
+	logb, err := cmd.CombinedOutput()
+	log := string(logb)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, `"level":"debug"`) && !strings.Contains(log, `"level":"info"`) {
+		t.Errorf("no zap log line was read: the check would miss them\n%.2000s", log)
 	}
 	for _, s := range []string{password, key} {
 		if strings.Contains(log, s) {
 			t.Errorf("the run's output shows %q", s)
 		}
 	}
+	// out holds run.json, the answers, report.html and, in .state, the
+	// embedded Redis's append-only file: everything the run stored.
+	aof := false
 	filepath.Walk(out, func(p string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() {
 			return nil
 		}
+		aof = aof || strings.Contains(p, "appendonly")
 		b, _ := os.ReadFile(p)
 		for _, s := range []string{password, key} {
 			if strings.Contains(string(b), s) {
@@ -54,6 +66,9 @@ func TestSecretsNeverWritten(t *testing.T) {
 		}
 		return nil
 	})
+	if !aof {
+		t.Error("no Redis append-only file under the run's folder: what Redis stored was not checked")
+	}
 }
 
 // TestRunServesHTTPAddr: quorum run honours --http-addr like every role:
