@@ -126,14 +126,19 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 			e.ExternalKnowledgeFile = name
 			docs := filepath.Join(ds.Root, "resource", "documents")
 			doc := filepath.Join(docs, name)
+			// A path, or a symlink out of the documents folder, would send
+			// any local file to the LLM endpoint: the line is left out
+			// like a malformed one (refused unless --skip-invalid).
 			if err := CheckName(name); err != nil {
-				ds.problem(task, line, id, "external_knowledge %q: %v (name a file in %s)", name, err, docs)
+				ds.Examples = ds.Examples[:len(ds.Examples)-1]
+				ds.skip(task, line, id, "external_knowledge %q: %v (name a file in %s)", name, err, docs)
+				continue
 			} else if _, err := os.Stat(doc); err != nil {
 				ds.problem(task, line, id, "missing document %s (external_knowledge %q)", doc, name)
 			} else if real, err := within(docs, doc); err != nil {
-				// A symlink out of the documents folder would send any
-				// local file to the LLM endpoint.
-				ds.problem(task, line, id, "external_knowledge %q: %v", name, err)
+				ds.Examples = ds.Examples[:len(ds.Examples)-1]
+				ds.skip(task, line, id, "external_knowledge %q: %v", name, err)
+				continue
 			} else if b, err := os.ReadFile(real); err != nil {
 				ds.problem(task, line, id, "document %s: %v", doc, err)
 			} else {
