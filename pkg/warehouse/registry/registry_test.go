@@ -2,12 +2,16 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/snowflake"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
@@ -130,5 +134,51 @@ func TestOpenGatesAndReusesConnections(t *testing.T) {
 	}
 	if _, ok := ga.W.(*snowflake.DB); !ok || ga.W != gb.W {
 		t.Errorf("Snowflake warehouse not opened once per process: %T %T", ga.W, gb.W)
+	}
+}
+
+// TestSlotReleasedWhenAQueryIsStopped: a warehouse's concurrency slot (the
+// shared Redis semaphore) is given back when a query is interrupted at its
+// timeout or cancelled by its caller, so stopped queries never starve the
+// warehouse's quota.
+func TestSlotReleasedWhenAQueryIsStopped(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	lim, err := ratelimit.New(ratelimit.Config{Client: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := &File{Warehouses: []Spec{{Name: "local", Kind: warehouse.SQLite, Quota: Quota{MaxConcurrent: 1}}}}
+	r := WithLimiter(file, lim)
+	defer r.Close()
+	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &dataset.Warehouses{DS: ds, SQLite: &sqlite.Set{}}
+	defer local.SQLite.Close()
+	e, _ := ds.Example("local001")
+	wh, err := r.Open(context.Background(), e, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slow = "SELECT count(*) FROM order_items a, order_items b, order_items c"
+	// Interrupted at its timeout.
+	_, err = wh.Query(context.Background(), slow, warehouse.Limits{Timeout: 300 * time.Millisecond})
+	var qe *warehouse.QueryError
+	if !errors.As(err, &qe) || !strings.Contains(qe.Message, "interrupted") {
+		t.Fatalf("slow query: %v, want interrupted", err)
+	}
+	// Cancelled by its caller.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := wh.Query(ctx, slow, warehouse.Limits{}); err == nil {
+		t.Fatal("a cancelled query returned no error")
+	}
+	// The one slot is free again: the next query starts at once.
+	qctx, qcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer qcancel()
+	if _, err := wh.Query(qctx, "SELECT 1", warehouse.Limits{}); err != nil {
+		t.Fatalf("the next query did not get the slot: %v", err)
 	}
 }
