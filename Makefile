@@ -59,7 +59,7 @@ deploy-check:
 
 # race runs the race detector on the packages with concurrency.
 race:
-	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/agents/... ./pkg/queue/... ./pkg/runtime/...
+	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/agents/... ./pkg/queue/... ./pkg/runtime/... ./pkg/serve/...
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8
 # candidates, against the simulated LLM allowing 3,000 requests a minute,

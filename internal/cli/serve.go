@@ -74,6 +74,10 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	fl.DurationVar(&f.queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 10*time.Minute, "decide a question's round with the results that are in once none of its tasks has made progress for this long")
 	fl.IntVar(&f.explorers, "explorers", 8, "exploration tasks handled at once in this process")
+	// A question whose worker died waits this long for its task to come
+	// back: shorter than a batch run's default, a user is waiting.
+	f.cf.ackWait = 15 * time.Second
+	fl.Lookup("ack-wait").DefValue = "15s"
 }
 
 // tenants reads the API keys from --api-keys or QUORUM_API_KEYS, with the
@@ -81,7 +85,11 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 func (f *serveFlags) tenants() (*serve.Tenants, error) {
 	var t *serve.Tenants
 	var err error
-	switch env := os.Getenv("QUORUM_API_KEYS"); {
+	env := os.Getenv("QUORUM_API_KEYS")
+	if f.noAuth && (f.apiKeys != "" || env != "") {
+		return nil, errors.New("--no-auth with API keys (--api-keys or QUORUM_API_KEYS): drop one of them")
+	}
+	switch {
 	case f.apiKeys != "":
 		file, ferr := os.Open(f.apiKeys)
 		if ferr != nil {
@@ -275,6 +283,14 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 		sctx, done := context.WithTimeout(context.Background(), 2*time.Second)
 		defer done()
 		_ = hs.Shutdown(sctx)
+		// The drivers record what they have before the log file and the
+		// runtime close.
+		waited := make(chan struct{})
+		go func() { srv.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(10 * time.Second):
+		}
 	})
 	s.url = "http://" + ln.Addr().String()
 	ok = true

@@ -178,9 +178,7 @@ func Start(opt Options) (*Server, error) {
 		args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
 		cmd := exec.Command(path, args...)
 		cmd.Stdin = strings.NewReader(conf)
-		// Its own process group: a terminal's Ctrl-C must reach quorum, which
-		// stops its workers first, not the server they still write to.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = procAttr()
 		// Kept (the last lines) to say why the server stopped; Wait copies
 		// all of it before it returns.
 		out := &tail{}

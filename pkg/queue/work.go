@@ -111,21 +111,23 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 	if err != nil {
 		return err
 	}
-	fetch := func(n int) ([]jetstream.Msg, error) { return drain(cons.Fetch(n, jetstream.FetchMaxWait(time.Second))) }
+	fetch := func(n int, each func(jetstream.Msg)) (int, error) {
+		return stream(cons.Fetch(n, jetstream.FetchMaxWait(time.Second)))(ctx, each)
+	}
 	if wc.Urgent != nil {
 		urgent, err := q.consumer(ctx, st, wc.Urgent.Consumer, wc.MaxDeliver, wc.Urgent.Filters...)
 		if err != nil {
 			return err
 		}
-		fetch = func(n int) ([]jetstream.Msg, error) {
-			msgs, err := drain(urgent.FetchNoWait(n))
-			if err != nil || len(msgs) == n {
-				return msgs, err
+		fetch = func(n int, each func(jetstream.Msg)) (int, error) {
+			got, err := stream(urgent.FetchNoWait(n))(ctx, each)
+			if err != nil || got == n {
+				return got, err
 			}
 			// A short wait on the batch lane: an urgent message arriving
 			// meanwhile waits at most this long for a free slot.
-			more, err := drain(cons.Fetch(n-len(msgs), jetstream.FetchMaxWait(200*time.Millisecond)))
-			return append(msgs, more...), err
+			more, err := stream(cons.Fetch(n-got, jetstream.FetchMaxWait(200*time.Millisecond)))(ctx, each)
+			return got + more, err
 		}
 	}
 	// Handlers outlive ctx by up to DrainTimeout.
@@ -162,16 +164,14 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 		}
 		// Fetch only as many as there are free slots: a buffered message's
 		// AckWait would run while it waits.
-		msgs, err := fetch(n)
-		got := len(msgs)
-		for _, msg := range msgs {
+		got, err := fetch(n, func(msg jetstream.Msg) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
 				q.handle(ctx, hctx, msg, wc)
 			}()
-		}
+		})
 		for i := got; i < n; i++ {
 			<-slots
 		}
@@ -250,19 +250,39 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 	}
 }
 
-// drain collects a fetched batch; running out of messages is no error.
-func drain(batch jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
-	if err != nil {
-		return nil, err
+// stream hands each message of a fetch to each as it arrives, instead of
+// after the whole batch (or its wait) is over.
+func stream(batch jetstream.MessageBatch, err error) func(ctx context.Context, each func(jetstream.Msg)) (int, error) {
+	return func(ctx context.Context, each func(jetstream.Msg)) (int, error) {
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		msgs := batch.Messages()
+	loop:
+		for {
+			select {
+			case msg, ok := <-msgs:
+				if !ok {
+					break loop
+				}
+				n++
+				each(msg)
+			case <-ctx.Done():
+				// Stopping: hand back whatever the fetch still brings.
+				go func() {
+					for msg := range msgs {
+						_ = msg.Nak()
+					}
+				}()
+				return n, nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return n, err
+		}
+		return n, nil
 	}
-	var msgs []jetstream.Msg
-	for msg := range batch.Messages() {
-		msgs = append(msgs, msg)
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-		return msgs, err
-	}
-	return msgs, nil
 }
 
 func truncateReason(s string) string {

@@ -41,8 +41,10 @@ func (s *Server) start(ctx context.Context, id string) {
 	}
 	qctx, cancel := context.WithCancel(ctx)
 	s.running[id] = cancel
+	s.drivers.Add(1)
 	s.mu.Unlock()
 	go func() {
+		defer s.drivers.Done()
 		defer func() {
 			s.mu.Lock()
 			delete(s.running, id)
@@ -205,13 +207,13 @@ func (s *Server) readRows(q *Question, path string) error {
 // finished accounts a finished question: the tenant's tokens, the cache,
 // the question log.
 func (s *Server) finished(ctx context.Context, q *Question) {
+	s.logQuestion(q) // first: the smallest window for a crash to lose it
 	if !q.Cached {
 		s.quota.spend(ctx, q.Tenant, q.Cost.Tokens())
 	}
 	if q.Status == Answered && !q.Cached && !q.NoCache {
 		s.cachePut(ctx, q)
 	}
-	s.logQuestion(q)
 }
 
 // logQuestion writes the question log line: who asked what, the SQL, what

@@ -86,7 +86,13 @@ type Server struct {
 	running map[string]context.CancelFunc
 	// ctx is Run's: questions driven here stop with it.
 	ctx context.Context
+	// drivers are the questions driven here, for Wait.
+	drivers sync.WaitGroup
 }
+
+// Wait returns once every question this process drives has stopped (after
+// Run's context ended): their last records and log lines are written.
+func (s *Server) Wait() { s.drivers.Wait() }
 
 func (s *Server) baseCtx() context.Context {
 	s.mu.Lock()
