@@ -24,6 +24,9 @@ func newBenchCmd() *cobra.Command {
 		ablations               ablationFlags
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
+		mixed                   bool
+		ms                      = bench.StandardMixed()
+		interval                = time.Duration(ms.IntervalMS) * time.Millisecond
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -37,10 +40,22 @@ made) and the run's ratio to it, 429s, redeliveries and failed examples,
 example latency against one candidate chain, orchestration overhead per
 task, cost per example and per stage next to the ReFoRCE paper's figures,
 and throughput with 1-16 generator workers. It writes bench.json and an
-HTML report. Flags override the scenario file.`,
+HTML report. Flags override the scenario file.
+
+With --mixed it measures questions' latency while a batch runs instead: on
+one cluster and one LLM quota it asks --questions questions through the
+question API (as quorum serve answers them, cache off) on the idle cluster,
+then starts a batch run of --examples examples (default the demo's 44 x 8
+candidates, 2 generator workers x 8 tasks, 600 req/min) and, once its tasks
+hold every generator slot, asks the same questions again. It reports both
+phases' p50/p95/max, their ratio, 429s and the batch's throughput meanwhile,
+and writes mixed.json.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc.FirstTokenMS = int(ttft.Milliseconds())
+			if mixed {
+				return benchMixed(cmd, sc, ms, interval, ablations, scenarioFile, compare, work, out, asJSON)
+			}
 			if scenarioFile != "" {
 				loaded, err := bench.LoadScenario(scenarioFile)
 				if err != nil {
@@ -149,6 +164,10 @@ HTML report. Flags override the scenario file.`,
 	f.IntVar(&sc.GeneratorConcurrency, "generator-concurrency", sc.GeneratorConcurrency, "tasks each generator worker handles at once")
 	f.IntVar(&sc.ScalingExamples, "scaling-examples", sc.ScalingExamples, "examples in each scaling run")
 	ablations.register(f, "reforce: ")
+	f.BoolVar(&mixed, "mixed", false, "measure questions' latency while a batch runs, against an idle cluster (its own defaults: 44 examples, 600 req/min, 2 generators x 8)")
+	f.IntVar(&ms.Questions, "questions", ms.Questions, "--mixed: questions asked in each phase")
+	f.IntVar(&ms.QuestionVotes, "question-votes", ms.QuestionVotes, "--mixed: candidates per question")
+	f.DurationVar(&interval, "interval", interval, "--mixed: time between questions")
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
 	return cmd
@@ -218,4 +237,112 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 			r.Scenario.RPM, r.BindsAtEstimate, r.Scenario.ScalingConcurrency)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s (bench took %s)\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"), took.Round(time.Second))
+}
+
+// benchMixed runs the mixed benchmark: the mixed scenario's defaults, with
+// the scenario flags given explicitly applied over them.
+func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, interval time.Duration, ablations ablationFlags,
+	scenarioFile string, compare []string, work, out string, asJSON bool) error {
+	switch {
+	case scenarioFile != "":
+		return usage(fmt.Errorf("--mixed takes its scenario from flags (--examples, --votes, --rpm, …), not --scenario"))
+	case len(compare) > 0:
+		return usage(fmt.Errorf("--mixed runs one agent: use --agent, not --agents"))
+	case interval < 0:
+		return usage(fmt.Errorf("--interval %s: it must not be negative", interval))
+	}
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("dataset", func() { ms.Dataset = sc.Dataset })
+	set("examples", func() { ms.Examples = sc.Examples })
+	set("votes", func() { ms.Votes = sc.Votes })
+	set("agent", func() { ms.Agent = sc.Agent })
+	set("max-in-flight", func() { ms.MaxInFlight = sc.MaxInFlight })
+	set("rpm", func() { ms.RPM = sc.RPM })
+	set("tpm", func() { ms.TPM = sc.TPM })
+	set("ttft", func() { ms.FirstTokenMS = sc.FirstTokenMS })
+	set("tps", func() { ms.TokensPerSecond = sc.TokensPerSecond })
+	set("generators", func() { ms.Generators = sc.Generators })
+	set("generator-concurrency", func() { ms.GeneratorConcurrency = sc.GeneratorConcurrency })
+	set("nats-url", func() { ms.NATSURL = sc.NATSURL })
+	set("redis-url", func() { ms.RedisURL = sc.RedisURL })
+	ms.IntervalMS = int(interval.Milliseconds())
+	if abl := ablations.options(cmd); len(abl) > 0 {
+		if err := ablations.validate(); err != nil {
+			return usage(err)
+		}
+		if ms.Agent != "" && ms.Agent != "reforce" {
+			return usage(fmt.Errorf("the ablation flags (--explore-all, --no-vote, …) are reforce options: use them with --agent reforce"))
+		}
+		ms.AgentOptions = maps.Clone(abl)
+	}
+	if err := ms.Validate(); err != nil {
+		return err
+	}
+	if work == "" {
+		dir, err := os.MkdirTemp("", "quorum-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		work = dir
+	}
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "bench %s: %d questions x %d candidates, idle then during a batch of %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n",
+		ms.Name, ms.Questions, ms.QuestionVotes, ms.Examples, ms.Votes, ms.RPM)
+	start := time.Now()
+	rep, err := bench.Mixed(cmd.Context(), ms, work, progress)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "mixed.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if asJSON {
+		c, _ := json.Marshal(rep)
+		fmt.Fprintln(cmd.OutOrStdout(), string(c))
+		return nil
+	}
+	printMixed(cmd.OutOrStdout(), rep, out, time.Since(start))
+	return nil
+}
+
+func printMixed(w io.Writer, r *bench.MixedReport, out string, took time.Duration) {
+	s := r.Scenario
+	fmt.Fprintf(w, "\nScenario %s (SIMULATED LLM): %d req/min, first token %d ms, %.0f tokens/s; %d generator workers x %d, %d explorer x %d\n",
+		s.Name, s.RPM, s.FirstTokenMS, s.TokensPerSecond, s.Generators, s.GeneratorConcurrency, s.Explorers, s.ExplorerConcurrency)
+	fmt.Fprintf(w, "%d questions x %d candidates, one every %s, cache off; batch %d examples x %d candidates\n\n",
+		s.Questions, s.QuestionVotes, time.Duration(s.IntervalMS)*time.Millisecond, s.Examples, s.Votes)
+	fmt.Fprintf(w, "%-14s %7s %7s %7s %9s %10s %10s %6s %6s %8s\n", "phase", "p50 s", "p95 s", "max s", "chain p50", "quota wait", "unserved", "429s", "failed", "CPU")
+	for _, p := range []struct {
+		name string
+		ph   bench.Phase
+	}{{"idle", r.Idle}, {"batch running", r.Mixed}} {
+		fmt.Fprintf(w, "%-14s %7.2f %7.2f %7.2f %9.2f %10.2f %10.2f %6d %6d %7.0f%%\n", p.name, p.ph.P50, p.ph.P95, p.ph.Max,
+			p.ph.ChainP50, p.ph.LimiterWaitP50, p.ph.OutsideServiceP50, p.ph.ProviderRateLimited+int64(p.ph.QuestionRateLimited), p.ph.Failed, 100*p.ph.CPUUtilization)
+	}
+	b := r.Batch
+	fmt.Fprintf(w, "\np50 ratio (batch running / idle): %.2f\n", r.RatioP50)
+	fmt.Fprintf(w, "Batch: questions began %.1fs after its start with %d tasks in flight (%d generator + %d explorer slots); while they ran (%.1fs) it finished %d examples at %.0f LLM calls/min (%.0f with the questions', %.0f%% of the quota)\n",
+		b.UnderWaySeconds, b.InFlightAtStart, b.GeneratorSlots, b.ExplorerSlots, b.WindowSeconds, b.ExamplesInWindow, b.CallsPerMinute, b.TotalCallsPerMinute, 100*b.QuotaShareInWindow)
+	if b.Report != nil {
+		fmt.Fprintf(w, "Batch overall: %d examples in %.1fs, quota ratio %.3f, %d failed, 429s %d (client %d)\n",
+			b.Report.Examples, b.Wall, b.Report.QuotaRatio, b.Failed, b.ProviderRateLimited, b.ClientRateLimited)
+	}
+	verdict := "MET"
+	if !r.Acceptance {
+		verdict = "NOT MET"
+	}
+	fmt.Fprintf(w, "\nAcceptance %s:\n", verdict)
+	for _, v := range r.Verdict {
+		fmt.Fprintf(w, "  %s\n", v)
+	}
+	fmt.Fprintf(w, "Wrote %s (bench took %s)\n", filepath.Join(out, "mixed.json"), took.Round(time.Second))
 }

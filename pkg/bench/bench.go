@@ -275,15 +275,55 @@ func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Re
 // runOnce runs one scenario size with generators worker loops; limited
 // turns the provider's limits (and the limiter's matching quota) on.
 func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string, progress io.Writer) (*Report, error) {
+	r, err := startRig(ctx, sc, examples, generators, limited, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	cfg, err := r.batch(fmt.Sprintf("bench-%d", time.Now().UnixNano()), filepath.Join(dir, "out"), progress)
+	if err != nil {
+		return nil, err
+	}
+	out, err := coordinator.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st := r.sim.Stats()
+	return measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited), nil
+}
+
+// rig is a benchmark's pieces: the synthetic dataset, llmsim serving it
+// over HTTP with the provider's limits, and an in-process cluster whose
+// limiter has the matching quota.
+type rig struct {
+	sc         Scenario
+	generators int
+	dsDir      string
+	ds         *dataset.Dataset
+	sim        *llmsim.Server
+	simURL     string
+	quota      ratelimit.LLMQuota
+	cl         *cluster.Cluster
+	closers    []func()
+}
+
+// startRig brings a rig up in dir for examples examples and generators
+// worker loops; limited turns the provider's limits (and the limiter's
+// matching quota) on.
+func startRig(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string) (_ *rig, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	dsDir, err := MakeDataset(sc.Dataset, examples, filepath.Join(dir, "dataset"))
-	if err != nil {
+	r := &rig{sc: sc, generators: generators}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.dsDir, err = MakeDataset(sc.Dataset, examples, filepath.Join(dir, "dataset")); err != nil {
 		return nil, err
 	}
-	ds, err := dataset.Load(dsDir, dataset.Options{})
-	if err != nil {
+	if r.ds, err = dataset.Load(r.dsDir, dataset.Options{}); err != nil {
 		return nil, err
 	}
 	noise := llmsim.DefaultNoise()
@@ -291,12 +331,11 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 		noise.Gold = sc.PGold
 	}
 	limits := llmsim.Limits{}
-	quota := ratelimit.LLMQuota{}
 	if limited {
 		limits = llmsim.Limits{RequestsPerMinute: sc.RPM, TokensPerMinute: sc.TPM}
-		quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.RPM), TokensPerMinute: float64(sc.TPM)}
+		r.quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.RPM), TokensPerMinute: float64(sc.TPM)}
 	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: sc.Seed, Noise: noise, Limits: limits,
+	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits,
 		Latency: llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
 	if err != nil {
 		return nil, err
@@ -305,32 +344,47 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: r.sim, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	r.closers = append(r.closers, func() { srv.Close() })
+	r.simURL = "http://" + ln.Addr().String() + "/v1"
 
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
-		LLM:      llm.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "bench", Default: llm.ModelConfig{Name: "gpt-4o"}},
-		LLMQuota: quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
+	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
+		LLM:      llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: "gpt-4o"}},
+		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	run := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	r.closers = append(r.closers, r.cl.Close)
+	return r, nil
+}
+
+// close stops the cluster, then the simulator.
+func (r *rig) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
+}
+
+// batch is the coordinator's configuration of a batch run over the rig's
+// whole dataset, with the scenario's agent, votes and admission window.
+func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, error) {
+	sc := r.sc
 	def, err := agents.Builtin().Lookup(sc.agent())
 	if err != nil {
-		return nil, err
+		return coordinator.Config{}, err
 	}
 	opts, err := def.CheckOptions(maps.Clone(sc.AgentOptions))
 	if err != nil {
-		return nil, err
+		return coordinator.Config{}, err
 	}
-	m := &runstate.Manifest{Run: run, Dataset: dsDir, Seed: sc.Seed, Votes: sc.Votes, Created: time.Now(), RoundTimeout: time.Hour,
+	m := &runstate.Manifest{Run: run, Dataset: r.dsDir, Seed: sc.Seed, Votes: sc.Votes, Created: time.Now(), RoundTimeout: time.Hour,
 		Agent: def.Name, AgentOptions: opts,
 		LLM: "SIMULATED LLM (llmsim) — not a real model"}
-	for _, e := range ds.Examples {
+	for _, e := range r.ds.Examples {
 		m.Examples = append(m.Examples, e.ID)
 	}
 	window := sc.MaxInFlight
@@ -338,15 +392,9 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(generators*sc.GeneratorConcurrency, def.LoadOf(opts, sc.Votes), quota.RequestsPerMinute, quota.TokensPerMinute)
+		window = coordinator.Window(r.generators*sc.GeneratorConcurrency, def.LoadOf(opts, sc.Votes), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
 	}
-	out, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(dir, "out"), Progress: progress,
-		MaxInFlight: window})
-	if err != nil {
-		return nil, err
-	}
-	st := sim.Stats()
-	return measure(sc, out, st, gather(cl.Env.Metrics.Registry), limited), nil
+	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window}, nil
 }
 
 // counters is what the cluster's workers counted.
