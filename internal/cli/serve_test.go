@@ -24,9 +24,10 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver, to change a schema
 )
 
-// countingSim is llmsim over the demo, counting chat calls, with a little
-// latency so that a question is in flight long enough to cancel.
-func countingSim(t *testing.T, ds *dataset.Dataset) (string, *atomic.Int64) {
+// countingSim is llmsim over the demo, counting chat calls (and those
+// whose request holds needle, when given), with a little latency so that a
+// question is in flight long enough to cancel.
+func countingSim(t *testing.T, ds *dataset.Dataset, needle ...string) (string, *atomic.Int64) {
 	t.Helper()
 	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1, Latency: llmsim.Latency{FirstToken: 50 * time.Millisecond}})
 	if err != nil {
@@ -35,7 +36,11 @@ func countingSim(t *testing.T, ds *dataset.Dataset) (string, *atomic.Int64) {
 	var calls atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
-			calls.Add(1)
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if len(needle) == 0 || bytes.Contains(b, []byte(needle[0])) {
+				calls.Add(1)
+			}
 		}
 		sim.ServeHTTP(w, r)
 	}))
@@ -321,6 +326,28 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 			t.Errorf("GET /v1/databases: %d %s", code, out)
 		}
 	})
+
+	t.Run("keys are never stored", func(t *testing.T) {
+		// The question log and the embedded Redis's append-only file hold
+		// everything serve wrote.
+		logged := false
+		filepath.Walk(f.stateDir, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			logged = logged || (strings.HasSuffix(p, "questions.jsonl") && bytes.Contains(b, []byte(`"tenant":"a"`)))
+			for _, k := range []string{keyA, keyB} {
+				if bytes.Contains(b, []byte(k)) {
+					t.Errorf("%s holds an API key", p)
+				}
+			}
+			return nil
+		})
+		if !logged {
+			t.Error("the question log has no line of tenant a")
+		}
+	})
 }
 
 // TestServeLiveSchema serves databases read from their warehouse rather
@@ -346,7 +373,7 @@ func TestServeLiveSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmURL, _ := countingSim(t, demoDS)
+	llmURL, withNewTable := countingSim(t, demoDS, "gift_cards")
 	state := t.TempDir()
 	f, err := parseServeFlags(true, "--sqlite-dir", dir, "--no-auth", "--votes", "2", "--schema-refresh", "200ms",
 		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error")
@@ -427,6 +454,9 @@ func TestServeLiveSchema(t *testing.T) {
 	}
 	if q := c.wait(c.ask(body)); q.Cached || q.Status != serve.Answered {
 		t.Errorf("after the schema changed: %s cached=%v, want a fresh answer", q.Status, q.Cached)
+	}
+	if withNewTable.Load() == 0 {
+		t.Error("no prompt after the schema changed showed the new table")
 	}
 }
 
