@@ -264,12 +264,24 @@ func checkScaledObjects(t *testing.T, m *manifests) {
 			t.Errorf("ScaledObject %s scales %s, which is not a deployment here", s.Name, s.Spec.ScaleTargetRef.Name)
 			continue
 		}
+		// A worker reads its pool's consumer and the pool's urgent lane
+		// (quorum serve's questions, "<pool>-now-<warehouse>"): both scale it.
+		batch := consumerOf(d)
+		pool, wh, _ := strings.Cut(batch, "-")
+		want := map[string]bool{batch: false, pool + "-now-" + wh: false}
 		for _, tr := range s.Spec.Triggers {
 			if tr.Type != "nats-jetstream" {
 				t.Errorf("ScaledObject %s trigger %s", s.Name, tr.Type)
 			}
-			if tr.Metadata["stream"] != "QUORUM" || tr.Metadata["consumer"] != consumerOf(d) {
-				t.Errorf("ScaledObject %s watches %s/%s, but %s reads consumer %s", s.Name, tr.Metadata["stream"], tr.Metadata["consumer"], d.Name, consumerOf(d))
+			c := tr.Metadata["consumer"]
+			if _, ok := want[c]; !ok || tr.Metadata["stream"] != "QUORUM" {
+				t.Errorf("ScaledObject %s watches %s/%s, but %s reads consumers %v", s.Name, tr.Metadata["stream"], c, d.Name, want)
+			}
+			want[c] = true
+		}
+		for c, seen := range want {
+			if !seen {
+				t.Errorf("ScaledObject %s does not watch %s", s.Name, c)
 			}
 		}
 	}
