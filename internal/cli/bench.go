@@ -119,11 +119,7 @@ and writes mixed.json.`,
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return err
-			}
-			b, _ := json.MarshalIndent(rep, "", "  ")
-			if err := os.WriteFile(filepath.Join(out, "bench.json"), append(b, '\n'), 0o644); err != nil {
+			if err := writeJSONFile(out, "bench.json", rep); err != nil {
 				return err
 			}
 			f, err := os.Create(filepath.Join(out, "report.html"))
@@ -181,11 +177,7 @@ func benchCompare(cmd *cobra.Command, sc bench.Scenario, names []string, work, o
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(c, "", "  ")
-	if err := os.WriteFile(filepath.Join(out, "bench.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeJSONFile(out, "bench.json", c); err != nil {
 		return err
 	}
 	f, err := os.Create(filepath.Join(out, "report.html"))
@@ -298,11 +290,7 @@ func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, i
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(filepath.Join(out, "mixed.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeJSONFile(out, "mixed.json", rep); err != nil {
 		return err
 	}
 	if asJSON {
@@ -345,4 +333,16 @@ func printMixed(w io.Writer, r *bench.MixedReport, out string, took time.Duratio
 		fmt.Fprintf(w, "  %s\n", v)
 	}
 	fmt.Fprintf(w, "Wrote %s (bench took %s)\n", filepath.Join(out, "mixed.json"), took.Round(time.Second))
+}
+
+// writeJSONFile writes v, indented, as out/name, making out if needed.
+func writeJSONFile(out, name string, v any) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, name), append(b, '\n'), 0o644)
 }

@@ -48,6 +48,28 @@ func countingSim(t *testing.T, ds *dataset.Dataset, needle ...string) (string, *
 	return ts.URL + "/v1", &calls
 }
 
+// startServe starts quorum serve in this process with args (its API keys
+// from them), stopped at the end of the test.
+func startServe(t *testing.T, args ...string) (*serveFlags, *serving) {
+	t.Helper()
+	f, err := parseServeFlags(true, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := f.tenants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := f.start(ctx, io.Discard, tenants)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.close(); cancel() })
+	return f, s
+}
+
 // client talks to the question API as one tenant.
 type client struct {
 	t    *testing.T
@@ -167,22 +189,8 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 
 	keys := filepath.Join(t.TempDir(), "keys")
 	os.WriteFile(keys, []byte("a:"+keyA+"\nb:"+keyB+"\n"), 0o600)
-	f, err := parseServeFlags(true, "--dataset", demo, "--api-keys", keys, "--tenant-limit", "b=2/0", "--votes", "2", "--seed", "1",
+	f, s := startServe(t, "--dataset", demo, "--api-keys", keys, "--tenant-limit", "b=2/0", "--votes", "2", "--seed", "1",
 		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenants, err := f.tenants()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := f.start(ctx, io.Discard, tenants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
 	a := &client{t: t, base: s.url, key: keyA}
 
 	ids := make([]string, len(examples))
@@ -375,18 +383,8 @@ func TestServeLiveSchema(t *testing.T) {
 	}
 	llmURL, withNewTable := countingSim(t, demoDS, "gift_cards")
 	state := t.TempDir()
-	f, err := parseServeFlags(true, "--sqlite-dir", dir, "--no-auth", "--votes", "2", "--schema-refresh", "200ms",
+	_, s := startServe(t, "--sqlite-dir", dir, "--no-auth", "--votes", "2", "--schema-refresh", "200ms",
 		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", state, "--listen", "127.0.0.1:0", "--log-level", "error")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := f.start(ctx, io.Discard, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
 
 	// The same compressed table information as the Spider metadata.
 	render := func(root string, descriptions bool) string {
@@ -467,18 +465,8 @@ func TestServeQuestionWithTheLLMDown(t *testing.T) {
 		t.Skip("runs a question through the runtime")
 	}
 	url := brokenEndpoint(t, status(503, `{"error":{"message":"upstream overloaded","type":"server_error"}}`))
-	f, err := parseServeFlags(true, "--dataset", demo, "--no-auth", "--votes", "2", "--llm-base-url", url, "--llm-api-key", "k",
+	_, s := startServe(t, "--dataset", demo, "--no-auth", "--votes", "2", "--llm-base-url", url, "--llm-api-key", "k",
 		"--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := f.start(ctx, io.Discard, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
 	c := &client{t: t, base: s.url}
 	start := time.Now()
 	q := c.wait(c.ask(map[string]any{"db": "shop", "question": "How many customers does the shop have?"}))
