@@ -347,7 +347,7 @@ const (
 // .env.example as .env and env (NAME=value) set on top of it.
 func composeProject(env ...string) (*types.Project, error) {
 	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.yml"}, cli.WithEnv(env),
-		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability"}), cli.WithName("quorum"))
+		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability", "serve"}), cli.WithName("quorum"))
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,8 @@ func composeProject(env ...string) (*types.Project, error) {
 }
 
 func TestComposeFileLoads(t *testing.T) {
-	p, err := composeProject("QUORUM_REDIS_PASSWORD="+composeRedisPassword, "QUORUM_NATS_PASSWORD="+composeNATSPassword, "GRAFANA_ADMIN_PASSWORD=0f1e2d3c4b5a6978")
+	p, err := composeProject("QUORUM_REDIS_PASSWORD="+composeRedisPassword, "QUORUM_NATS_PASSWORD="+composeNATSPassword, "GRAFANA_ADMIN_PASSWORD=0f1e2d3c4b5a6978",
+		"QUORUM_API_KEYS=app:0123456789abcdef0123")
 	if err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
@@ -364,7 +365,7 @@ func TestComposeFileLoads(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	want := []string{"coordinator", "explorer", "generator", "grafana", "llmsim", "nats", "prometheus", "redis", "voter"}
+	want := []string{"coordinator", "explorer", "generator", "grafana", "llmsim", "nats", "prometheus", "redis", "serve", "voter"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("services %v, want %v", names, want)
 	}
