@@ -66,7 +66,7 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY (0 = no limit; repeatable)")
 		fl.StringVar(&f.questionLog, "question-log", "", "file receiving one JSON line per finished question (default <state-dir>/questions.jsonl)")
 	}
-	fl.StringVar(&f.stateDir, "state-dir", filepath.Join("out", "serve"), "where the embedded NATS and Redis keep their data and each question's run writes its files while it runs")
+	fl.StringVar(&f.stateDir, "state-dir", filepath.Join("out", "serve"), "where the embedded NATS and Redis keep their data and each question's run writes its files")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent answering questions that name none (quorum agents lists them)")
 	fl.IntVar(&f.votes, "votes", 8, "candidates per question unless it asks for another number")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of every question's run: the same question gets the same answer as in a dataset run with this seed")

@@ -129,9 +129,6 @@ func (s *Server) drive(ctx context.Context, id string) {
 	if applied { // else it was cancelled meanwhile, and accounted then
 		s.finished(context.WithoutCancel(ctx), q)
 	}
-	// The answer is in Redis and the question log: the run's files would
-	// only fill the disk of a long-lived server.
-	_ = os.RemoveAll(out)
 }
 
 // answer copies the run's decision, SQL and result rows into q.

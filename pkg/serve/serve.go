@@ -59,8 +59,7 @@ type Config struct {
 	// Fingerprint returns a database's schema fingerprint; a cached
 	// answer is used only while it is unchanged (nil: never changes).
 	Fingerprint func(ctx context.Context, db *dataset.Database) (string, error)
-	// StateDir receives each question run's output files while it runs
-	// (removed once the answer is recorded).
+	// StateDir receives each question run's output files.
 	StateDir string
 	// MaxRows bounds the rows an answer returns (default 1000).
 	MaxRows int
