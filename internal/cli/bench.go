@@ -62,25 +62,7 @@ and writes mixed.json.`,
 					return err
 				}
 				// Flags given explicitly win over the file.
-				set := func(name string, apply func()) {
-					if cmd.Flags().Changed(name) {
-						apply()
-					}
-				}
-				set("dataset", func() { loaded.Dataset = sc.Dataset })
-				set("examples", func() { loaded.Examples = sc.Examples })
-				set("votes", func() { loaded.Votes = sc.Votes })
-				set("agent", func() { loaded.Agent = sc.Agent })
-				set("max-in-flight", func() { loaded.MaxInFlight = sc.MaxInFlight })
-				set("rpm", func() { loaded.RPM = sc.RPM })
-				set("tpm", func() { loaded.TPM = sc.TPM })
-				set("ttft", func() { loaded.FirstTokenMS = sc.FirstTokenMS })
-				set("tps", func() { loaded.TokensPerSecond = sc.TokensPerSecond })
-				set("generators", func() { loaded.Generators = sc.Generators })
-				set("generator-concurrency", func() { loaded.GeneratorConcurrency = sc.GeneratorConcurrency })
-				set("scaling-examples", func() { loaded.ScalingExamples = sc.ScalingExamples })
-				set("nats-url", func() { loaded.NATSURL = sc.NATSURL })
-				set("redis-url", func() { loaded.RedisURL = sc.RedisURL })
+				flagsOver(cmd, &loaded, sc)
 				sc = loaded
 			}
 			if abl := ablations.options(cmd); len(abl) > 0 {
@@ -243,24 +225,7 @@ func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, i
 	case interval < 0:
 		return usage(fmt.Errorf("--interval %s: it must not be negative", interval))
 	}
-	set := func(name string, apply func()) {
-		if cmd.Flags().Changed(name) {
-			apply()
-		}
-	}
-	set("dataset", func() { ms.Dataset = sc.Dataset })
-	set("examples", func() { ms.Examples = sc.Examples })
-	set("votes", func() { ms.Votes = sc.Votes })
-	set("agent", func() { ms.Agent = sc.Agent })
-	set("max-in-flight", func() { ms.MaxInFlight = sc.MaxInFlight })
-	set("rpm", func() { ms.RPM = sc.RPM })
-	set("tpm", func() { ms.TPM = sc.TPM })
-	set("ttft", func() { ms.FirstTokenMS = sc.FirstTokenMS })
-	set("tps", func() { ms.TokensPerSecond = sc.TokensPerSecond })
-	set("generators", func() { ms.Generators = sc.Generators })
-	set("generator-concurrency", func() { ms.GeneratorConcurrency = sc.GeneratorConcurrency })
-	set("nats-url", func() { ms.NATSURL = sc.NATSURL })
-	set("redis-url", func() { ms.RedisURL = sc.RedisURL })
+	flagsOver(cmd, &ms.Scenario, sc)
 	ms.IntervalMS = int(interval.Milliseconds())
 	if abl := ablations.options(cmd); len(abl) > 0 {
 		if err := ablations.validate(); err != nil {
@@ -345,4 +310,29 @@ func writeJSONFile(out, name string, v any) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(out, name), append(b, '\n'), 0o644)
+}
+
+// flagsOver copies into dst the scenario fields whose flags were given
+// explicitly (their values are in flags): they win over a scenario file
+// and over the mixed benchmark's defaults.
+func flagsOver(cmd *cobra.Command, dst *bench.Scenario, flags bench.Scenario) {
+	set := func(name string, apply func()) {
+		if cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("dataset", func() { dst.Dataset = flags.Dataset })
+	set("examples", func() { dst.Examples = flags.Examples })
+	set("votes", func() { dst.Votes = flags.Votes })
+	set("agent", func() { dst.Agent = flags.Agent })
+	set("max-in-flight", func() { dst.MaxInFlight = flags.MaxInFlight })
+	set("rpm", func() { dst.RPM = flags.RPM })
+	set("tpm", func() { dst.TPM = flags.TPM })
+	set("ttft", func() { dst.FirstTokenMS = flags.FirstTokenMS })
+	set("tps", func() { dst.TokensPerSecond = flags.TokensPerSecond })
+	set("generators", func() { dst.Generators = flags.Generators })
+	set("generator-concurrency", func() { dst.GeneratorConcurrency = flags.GeneratorConcurrency })
+	set("scaling-examples", func() { dst.ScalingExamples = flags.ScalingExamples })
+	set("nats-url", func() { dst.NATSURL = flags.NATSURL })
+	set("redis-url", func() { dst.RedisURL = flags.RedisURL })
 }

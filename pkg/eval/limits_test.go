@@ -68,13 +68,7 @@ func wideHeaderCSV(size int) []byte {
 // column c: its columns differ only in their last value.
 func alikeCSV(cols, rows int, last func(c int) string) []byte {
 	var b strings.Builder
-	for c := range cols {
-		if c > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "c%d", c)
-	}
-	b.WriteByte('\n')
+	writeHeader(&b, cols)
 	for r := range rows {
 		for c := range cols {
 			if c > 0 {
@@ -274,13 +268,7 @@ func randomCSV(r *rand.Rand, cols, rows int, from [][]string) (string, [][]strin
 		}
 	}
 	var b strings.Builder
-	for c := range cols {
-		if c > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "c%d", c)
-	}
-	b.WriteByte('\n')
+	writeHeader(&b, cols)
 	for i := range rows {
 		for c := range cols {
 			if c > 0 {
@@ -421,4 +409,15 @@ func TestLargeFilesAreNotRead(t *testing.T) {
 	if f, err := ReadCSVFileLimited(path, Limits{MaxBytes: 8}); err != nil || f.Rows != 3 {
 		t.Errorf("at the limit: %v", err)
 	}
+}
+
+// writeHeader writes the header c0,c1,… of a cols-column CSV.
+func writeHeader(b *strings.Builder, cols int) {
+	for c := range cols {
+		if c > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, "c%d", c)
+	}
+	b.WriteByte('\n')
 }
