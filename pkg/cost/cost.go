@@ -22,6 +22,14 @@ type Cost struct {
 	LimiterWaits time.Duration `json:"-"`
 	// ByModel splits the LLM calls by "endpoint/model" (ModelKey).
 	ByModel map[string]*ModelCost `json:"by_model,omitempty"`
+	// What the form of the model's replies cost (real models write SQL,
+	// JSON and commands in many shapes): re-asks a reply's form caused,
+	// candidates lost because no reply could be read, loops that ended
+	// early on unreadable output, verifier verdicts that could not be read.
+	FormatReasks   int `json:"format_reasks,omitempty"`
+	FormatLost     int `json:"format_lost,omitempty"`
+	FormatEnded    int `json:"format_ended,omitempty"`
+	VerdictsUnread int `json:"verdicts_unread,omitempty"`
 }
 
 // ModelCost is the spending on one model at one endpoint.
@@ -86,6 +94,10 @@ func (c *Cost) Add(o Cost) {
 	c.QueryErrors += o.QueryErrors
 	c.QueryTime += o.QueryTime
 	c.CacheHits += o.CacheHits
+	c.FormatReasks += o.FormatReasks
+	c.FormatLost += o.FormatLost
+	c.FormatEnded += o.FormatEnded
+	c.VerdictsUnread += o.VerdictsUnread
 	// Copies, never o's pointers: the sum must not change when o does.
 	for k, m := range o.ByModel {
 		c.model(k).add(*m)
