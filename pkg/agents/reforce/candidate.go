@@ -11,6 +11,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -99,6 +100,8 @@ type session struct {
 	role llm.Role
 	msgs []llm.Message
 	c    *cost.Cost
+	// finish is the last reply's finish reason ("length" when cut).
+	finish string
 }
 
 // ask sends prompt in the conversation and returns the reply text.
@@ -126,6 +129,7 @@ func (s *session) ask(ctx context.Context, prompt string, seed int64) (string, e
 	}
 	s.c.Call(resp.Usage, false)
 	s.msgs = append(s.msgs, llm.Assistant(resp.Text))
+	s.finish = resp.FinishReason
 	return resp.Text, nil
 }
 
@@ -176,18 +180,29 @@ func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in Candid
 				cand.Error = "llm: " + err.Error()
 				return cand, nil
 			}
-			blocks = llm.Blocks(text, "sql")
+			var reask string
+			blocks, reask = readSQL(text, s.finish)
 			if len(blocks) == 1 {
 				break
 			}
+			if len(blocks) == 0 {
+				// The reference's fence re-ask, saying what was wrong.
+				cand.Cost.FormatReasks++
+				prompt = reask
+				continue
+			}
 			prompt = ReaskOneSQL
 		}
-		if len(blocks) == 0 || strings.TrimSpace(blocks[0]) == "" {
+		if len(blocks) == 0 || strings.TrimSpace(blocks[len(blocks)-1]) == "" {
 			cand.Error = "the model gave no SQL"
 			cand.Status = StatusGaveUp
+			cand.Cost.FormatLost++
 			return cand, nil
 		}
-		sql := blocks[0] // still several after the re-asks: the first, as the reference does
+		// Still several after the re-asks: the last, where a reply that
+		// drafts and then finalises puts its answer (the reference took
+		// the first).
+		sql := blocks[len(blocks)-1]
 		lastSQL = sql
 		cand.SQL = sql
 		res, feedback, err := a.run(ctx, wh, &cand.Cost, sql, a.cfg.ResultLimits)
@@ -332,11 +347,28 @@ func (a *Agent) cteAsk(ctx context.Context, s *session, in CandidateInput, promp
 		}
 		return "", false, nil
 	}
-	blocks := llm.Blocks(text, "sql")
-	if len(blocks) == 0 || strings.TrimSpace(blocks[0]) == "" {
+	sql, err := reply.SQL(text, s.finish)
+	if err != nil {
+		s.c.FormatEnded++
 		return "", false, nil
 	}
-	return blocks[0], true, nil
+	return sql, true, nil
+}
+
+// readSQL reads a reply's queries the way real models write them (pkg/reply):
+// its complete SQL blocks in any fence spelling, else one query written
+// without a fence. With none, reask says what was wrong, in the words of
+// the reference's fence re-ask.
+func readSQL(text, finish string) (blocks []string, reask string) {
+	sql, err := reply.SQL(text, finish)
+	var u *reply.Unreadable
+	if errors.As(err, &u) {
+		return nil, ReaskFence(u.Problem)
+	}
+	if blocks = reply.SQLBlocks(text); len(blocks) == 0 {
+		blocks = []string{sql}
+	}
+	return blocks, ""
 }
 
 // ctePrefixQuery runs the first n CTEs of q and selects from the n-th,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -117,7 +118,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 			ex.Stopped, ex.llmFailed = "llm: "+err.Error(), true
 			return ex, nil
 		}
-		queue = splitAll(llm.Blocks(text, "sql"), opt)
+		queue = splitAll(readQueries(text), opt)
 		if len(queue) >= ec.MinQueries {
 			break
 		}
@@ -168,8 +169,9 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				rec = append(rec, false)
 				continue
 			}
-			blocks := llm.Blocks(text, "sql")
+			blocks, _ := readSQL(text, s.finish)
 			if len(blocks) == 0 {
+				s.c.FormatReasks++
 				// Counted as a failed attempt, so a model that never
 				// answers cannot loop (the reference could, forever).
 				rec = append(rec, false)
@@ -207,7 +209,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				}
 				continue
 			}
-			if rewritten := splitAll(llm.Blocks(text, "sql"), opt); len(rewritten) >= len(queue)/2 && len(rewritten) > 0 {
+			if rewritten := splitAll(readQueries(text), opt); len(rewritten) >= len(queue)/2 && len(rewritten) > 0 {
 				if len(rewritten) > len(queue) {
 					rewritten = rewritten[:len(queue)]
 				}
@@ -248,6 +250,19 @@ func (ex *Exploration) record(q ExploreQuery, ec ExploreConfig) {
 	if len(ex.Transcript)+len(entry) < ec.TranscriptChars {
 		ex.Transcript += entry
 	}
+}
+
+// readQueries reads a list of queries: every complete SQL block in any
+// fence spelling (a cut reply keeps the blocks before the cut), else
+// queries written without fences.
+func readQueries(text string) []string {
+	if blocks := reply.SQLBlocks(text); len(blocks) > 0 {
+		return blocks
+	}
+	if q := reply.PlainSQL(reply.Visible(text)); q != "" {
+		return []string{q}
+	}
+	return nil
 }
 
 func splitAll(blocks []string, opt sqltext.Options) []string {

@@ -143,6 +143,12 @@ const EmptyResult = "No data found for the specified query."
 // ReaskOneSQL asks again for exactly one query.
 const ReaskOneSQL = "Please output one SQL only."
 
+// ReaskFence asks again for a reply with no readable query: the
+// reference's fence re-ask (chat.py), preceded by what was wrong.
+func ReaskFence(problem string) string {
+	return "Your reply could not be used: " + problem + ". Please answer in ```sql``` format with one sql query."
+}
+
 // FormatPrompt asks for the expected answer format (v1's format
 // restriction).
 func FormatPrompt(question string) string {

@@ -25,6 +25,7 @@ func goldenPrompts() map[string]string {
 		"refine":            RefinePrompt("SELECT nope FROM t", "no such column: nope"),
 		"refine.empty":      RefinePrompt("SELECT id FROM t WHERE id > 9", EmptyResult),
 		"reask":             ReaskOneSQL,
+		"reask.fence":       ReaskFence("the reply was cut off inside its query"),
 		"format":            FormatPrompt("Which products sold best in 2021?"),
 		"review":            ReviewPrompt(ReviewInput{Question: "How many rows?", Format: "```csv\nn\n```", CSV: "n\n3\n", SQL: "SELECT COUNT(*) AS n FROM t", Dialect: warehouse.SQLite}),
 		"review.nested":     ReviewPrompt(ReviewInput{Question: "List the tags.", CSV: "id,tags\n1,\"[\n  a,\n  b\n]\"\n", SQL: "SELECT id, tags FROM t", Dialect: warehouse.BigQuery}),
@@ -63,7 +64,7 @@ func TestReforcePromptsArePinned(t *testing.T) {
 func TestPinnedPromptsAreRecognisedBySimulator(t *testing.T) {
 	t.Parallel()
 	want := map[string]llmsim.Kind{
-		"refine": llmsim.KindRefine, "refine.empty": llmsim.KindRefine, "reask": llmsim.KindReaskSQL, "format": llmsim.KindFormat,
+		"refine": llmsim.KindRefine, "refine.empty": llmsim.KindRefine, "reask": llmsim.KindReaskSQL, "reask.fence": llmsim.KindReaskSQL, "format": llmsim.KindFormat,
 		"review": llmsim.KindSelfConsistency, "review.nested": llmsim.KindSelfConsistency, "review.empty": llmsim.KindSelfConsistency,
 		"review.omission": llmsim.KindSelfConsistency, "cte": llmsim.KindCTERefine, "cte.error": llmsim.KindCTERefine,
 		"cte.rewrite": llmsim.KindCTERefine, "cte.rewrite.error": llmsim.KindCTERefine, "explore.reask": llmsim.KindExplore,

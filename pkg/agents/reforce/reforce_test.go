@@ -26,6 +26,8 @@ type scripted struct {
 	n     int
 	seen  []string
 	reply func(n int, last string) string
+	// finish gives a reply's finish reason ("stop" when nil).
+	finish func(text string) string
 }
 
 func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
@@ -35,7 +37,11 @@ func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, erro
 	s.seen = append(s.seen, last)
 	r := s.reply(s.n, last)
 	s.n++
-	return &llm.Response{Text: r, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
+	finish := "stop"
+	if s.finish != nil {
+		finish = s.finish(r)
+	}
+	return &llm.Response{Text: r, FinishReason: finish, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
 }
 
 func sqlReply(q string) string { return "Thinking...\n```sql\n" + q + "\n```" }
@@ -112,14 +118,27 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 	}{
 		{"one block first time", []string{sqlReply("SELECT count(*) FROM t")}, 1, StatusOK, "SELECT count(*) FROM t"},
 		{"two blocks then one", []string{sqlReply("SELECT 1") + "\n" + sqlReply("SELECT 2"), sqlReply("SELECT count(*) FROM t")}, 2, StatusOK, "SELECT count(*) FROM t"},
-		{"always two: the first is used after 3 asks", []string{sqlReply("SELECT id FROM t") + "\n" + sqlReply("SELECT 2")}, 3, StatusOK, "SELECT id FROM t"},
+		{"always two: the last (the final after a draft) is used after 3 asks", []string{sqlReply("SELECT 2") + "\n" + sqlReply("SELECT id FROM t")}, 3, StatusOK, "SELECT id FROM t"},
 		{"no block: gave up", []string{"I cannot answer."}, 3, StatusGaveUp, ""},
 		{"upper-case fence accepted", []string{"```SQL\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
+		// Real models' spellings (Qwen-coder, GPT-4o, R1 via vLLM): one ask each.
+		{"sqlite fence", []string{"```sqlite\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
+		{"bare fence", []string{"Query:\n```\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
+		{"inline fence", []string{"Use ```sql SELECT name FROM t``` here."}, 1, StatusOK, "SELECT name FROM t"},
+		{"plain SQL", []string{"The answer:\n\nSELECT name FROM t;\n\nThis lists the names."}, 1, StatusOK, "SELECT name FROM t"},
+		{"think block with a draft", []string{"<think>\n```sql\nSELECT 2\n```\n</think>\n```sql\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
+		{"cut reply re-asked, never run", []string{"```sql\nSELECT name FR", sqlReply("SELECT name FROM t")}, 2, StatusOK, "SELECT name FROM t"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
+			m.finish = func(text string) string {
+				if strings.Count(text, "```")%2 == 1 {
+					return "length" // an open block: the reply was cut
+				}
+				return "stop"
+			}
 			c, err := newAgent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
 			if err != nil {
 				t.Fatal(err)
@@ -127,7 +146,13 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 			if m.n != tt.calls || c.Status != tt.status || c.SQL != tt.sql || c.Cost.LLMCalls != tt.calls {
 				t.Errorf("calls %d (ledger %d), status %s, sql %q", m.n, c.Cost.LLMCalls, c.Status, c.SQL)
 			}
-			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.seen[1], "Please output one SQL only") {
+			if strings.HasPrefix(tt.name, "cut") && (c.Cost.FormatReasks != 1 || !strings.Contains(m.seen[1], "```sql")) {
+				t.Errorf("a cut reply: %d format re-asks, re-asked %q; want 1 naming the fence", c.Cost.FormatReasks, m.seen[1])
+			}
+			if tt.status == StatusGaveUp && c.Cost.FormatLost != 1 {
+				t.Errorf("a candidate lost to format counted %d times, want 1", c.Cost.FormatLost)
+			}
+			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.seen[1], "Please output one SQL only") && !strings.Contains(m.seen[1], "cut off") {
 				t.Errorf("second ask was %q", m.seen[1])
 			}
 		})

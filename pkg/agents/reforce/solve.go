@@ -9,6 +9,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -25,7 +26,7 @@ func (a *Agent) Format(ctx context.Context, ex Example, seed int64) (string, cos
 		}
 		return "", c, nil
 	}
-	blocks := llm.Blocks(text, "csv")
+	blocks := llm.Blocks(reply.Visible(text), "csv")
 	if len(blocks) == 0 {
 		return "", c, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 )
 
 // Confidence of a decision.
@@ -262,15 +263,53 @@ func (a *Agent) modelVote(ctx context.Context, tied []*Candidate, in CandidateIn
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range llm.Blocks(text, "plaintext") {
-			name := strings.TrimSpace(b)
-			for _, cand := range tied {
-				if name == cand.FileName() {
-					return cand, nil
-				}
-			}
+		if cand := chosenFile(text, tied); cand != nil {
+			return cand, nil
 		}
 		prompt = "Please output the name of the chosen sql file in ```plaintext\nxxx.sql\n``` format, one of the candidates above."
 	}
 	return nil, errors.New("the model named no candidate")
 }
+
+// chosenFile reads the model's choice: a block (```plaintext, ```text or
+// bare) holding a candidate's file name, else the one candidate file the
+// visible reply names (models often answer "I choose 2result.sql.").
+func chosenFile(text string, tied []*Candidate) *Candidate {
+	vis := reply.Visible(text)
+	for _, b := range reply.Blocks(vis) {
+		name := strings.Trim(strings.TrimSpace(b.Body), "`'\".")
+		for _, cand := range tied {
+			if name == cand.FileName() {
+				return cand
+			}
+		}
+	}
+	var named *Candidate
+	for _, cand := range tied {
+		if fileNamed(vis, cand.FileName()) {
+			if named != nil {
+				return nil // several named: ask again
+			}
+			named = cand
+		}
+	}
+	return named
+}
+
+// fileNamed reports whether name occurs in text as a whole name ("2result.sql"
+// is not in "12result.sql").
+func fileNamed(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		if at == 0 || !isDigit(text[at-1]) {
+			return true
+		}
+		i = at + len(name)
+	}
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

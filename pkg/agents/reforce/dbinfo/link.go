@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 )
 
 // DefaultLinkBudget is the prompt size (bytes, UTF-8) from which tables are
@@ -203,18 +203,29 @@ func (l *Linker) linkOne(ctx context.Context, info *Info, i int, q LinkQuestion)
 	return ans, c, nil
 }
 
+// parseLink reads the linking answer leniently (pkg/reply): the last
+// ```json block or JSON in prose, Python literals and trailing commas
+// repaired, "yes"/"no" or a boolean for Y/N.
 func parseLink(text string) (LinkAnswer, error) {
-	blocks := llm.Blocks(text, "json")
-	if len(blocks) != 1 {
-		return LinkAnswer{}, fmt.Errorf("expected one ```json block, found %d", len(blocks))
+	f, err := reply.JSON(text)
+	if err != nil {
+		return LinkAnswer{}, err
 	}
 	var raw struct {
-		Think   string `json:"think"`
-		Answer  string `json:"answer"`
-		Columns []any  `json:"columns"`
+		Think   string
+		Answer  string
+		Columns []any
 	}
-	if err := json.Unmarshal([]byte(blocks[0]), &raw); err != nil {
-		return LinkAnswer{}, fmt.Errorf("the json block does not parse: %w", err)
+	raw.Think, _ = f.String("think")
+	raw.Answer, _ = f.String("answer")
+	if cols, ok := f["columns"].([]any); ok {
+		raw.Columns = cols
+	}
+	switch strings.ToLower(strings.TrimSpace(raw.Answer)) {
+	case "yes", "true":
+		raw.Answer = "Y"
+	case "no", "false":
+		raw.Answer = "N"
 	}
 	a := LinkAnswer{Think: raw.Think}
 	switch strings.ToUpper(strings.TrimSpace(raw.Answer)) {

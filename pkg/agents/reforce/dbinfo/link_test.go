@@ -25,7 +25,12 @@ func TestParseLink(t *testing.T) {
 		{"```json\n{\"answer\": \"maybe\"}\n```", false, 0, true},
 		{"no block", false, 0, true},
 		{"```json\n{broken\n```", false, 0, true},
-		{"```json\n{\"answer\":\"Y\"}\n```\n```json\n{\"answer\":\"N\"}\n```", false, 0, true},
+		// A draft then a final answer: the last block.
+		{"```json\n{\"answer\":\"Y\"}\n```\n```json\n{\"answer\":\"N\"}\n```", false, 0, false},
+		// Real models' forms: JSON in prose, Python literals, a trailing comma, yes/no.
+		{"The table is related: {\"think\": \"has sales\", \"answer\": \"Y\", \"columns\": [\"a\"]}", true, 1, false},
+		{"```json\n{'think': 'x', 'answer': 'N', 'columns': [],}\n```", false, 0, false},
+		{"<think>{\"answer\": \"N\"}</think>```json\n{\"answer\": \"yes\", \"columns\": [\"a\", \"b\"]}\n```", true, 2, false},
 	}
 	for _, tt := range tests {
 		a, err := parseLink(tt.text)
