@@ -14,13 +14,14 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/bench"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 func newBenchCmd() *cobra.Command {
 	var (
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
-		compare                 []string
+		compare, personas       []string
 		ablations               ablationFlags
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
@@ -92,6 +93,9 @@ and writes mixed.json.`,
 			if err := sc.Validate(); err != nil {
 				return err
 			}
+			if len(personas) > 0 {
+				return benchConform(cmd, sc, compare, personas, work, out, asJSON)
+			}
 			if len(compare) > 0 {
 				return benchCompare(cmd, sc, compare, work, out, asJSON)
 			}
@@ -133,6 +137,8 @@ and writes mixed.json.`,
 	f.IntVar(&sc.Votes, "votes", sc.Votes, "candidates per example")
 	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
 	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
+	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
+	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the generator slots, -1 = every example at once)")
 	f.IntVar(&sc.RPM, "rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
 	f.IntVar(&sc.TPM, "tpm", sc.TPM, "provider tokens/min (0 = none)")
@@ -149,6 +155,65 @@ and writes mixed.json.`,
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
 	return cmd
+}
+
+// benchConform runs each agent under each persona and writes the
+// conformance table; exit 1 when the goal is not met.
+func benchConform(cmd *cobra.Command, sc bench.Scenario, names, personas []string, work, out string, asJSON bool) error {
+	if len(personas) == 1 && personas[0] == "all" {
+		personas = llmsim.PersonaNames()
+	}
+	for _, p := range personas {
+		if llmsim.PersonaDescription(strings.TrimSpace(p)) == "" {
+			return usage(fmt.Errorf("--personas: unknown persona %q; the personas are %s (or all)", p, strings.Join(llmsim.PersonaNames(), ", ")))
+		}
+	}
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "bench %s: conformance of %s under %s on %d examples x %d candidates, SIMULATED LLM (llmsim)\n",
+		sc.Name, strings.Join(orDefault(names, sc.Agent), ", "), strings.Join(personas, ", "), sc.Examples, sc.Votes)
+	c, err := bench.Conform(cmd.Context(), sc, names, personas, work, progress)
+	if err != nil {
+		return err
+	}
+	if err := writeJSONFile(out, "bench.json", c); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := bench.ConformanceHTML(f, c); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		j, _ := json.Marshal(c)
+		fmt.Fprintln(w, string(j))
+	} else {
+		fmt.Fprintf(w, "\n%-9s %-18s %7s %7s %5s %7s %6s %8s %6s %9s  (EX figures are the SIMULATED LLM's)\n", "agent", "persona", "EX", "delta", "lost", "re-asks", "ended", "unread", "errors", "calls/ex")
+		for _, r := range c.Rows {
+			fmt.Fprintf(w, "%-9s %-18s %7.4f %+7.1f %5d %7d %6d %8d %6d %9.1f\n", r.Agent, r.Persona, r.EX, r.DeltaPoints, r.CandidatesLost, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.LLMErrors, r.CallsPerExample)
+		}
+		fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
+	}
+	if !c.Pass {
+		return fmt.Errorf("conformance goal not met: a candidate was lost to format or an EX moved more than %.0f points from canonical (see the table)", c.MaxDeltaPoints)
+	}
+	return nil
+}
+
+func orDefault(names []string, agent string) []string {
+	if len(names) > 0 {
+		return names
+	}
+	if agent == "" {
+		agent = agents.Default
+	}
+	return []string{agent}
 }
 
 // benchCompare runs each agent in turn and writes the comparison.
@@ -325,6 +390,7 @@ func flagsOver(cmd *cobra.Command, dst *bench.Scenario, flags bench.Scenario) {
 	set("examples", func() { dst.Examples = flags.Examples })
 	set("votes", func() { dst.Votes = flags.Votes })
 	set("agent", func() { dst.Agent = flags.Agent })
+	set("persona", func() { dst.Persona = flags.Persona })
 	set("max-in-flight", func() { dst.MaxInFlight = flags.MaxInFlight })
 	set("rpm", func() { dst.RPM = flags.RPM })
 	set("tpm", func() { dst.TPM = flags.TPM })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
@@ -44,7 +45,7 @@ func newEvalCmd() *cobra.Command {
 	var (
 		df                                    datasetFlags
 		goldDir, predDir, mode, dsDir, metric string
-		asJSON                                bool
+		asJSON, bestOfN                       bool
 		queryTimeout                          time.Duration
 	)
 	cmd := &cobra.Command{
@@ -70,6 +71,13 @@ database, each for at most 30 s (or --query-timeout). Instance ids are
 difficulties. The report adds BIRD's breakdown by difficulty (simple,
 moderate, challenging) when the examples have one.
 
+With --metric bird --best-of-n, PRED_DIR is a run's output folder: besides
+the final answers it scores each example's candidates in
+candidates/<instance_id>/ (r<round>_c<index>.sql, or .csv in exec_result mode),
+and reports Best-of-N — the share of examples whose final answer or any
+candidate is right, the RAISE paper's headline metric — next to EX, by
+difficulty too.
+
 Hostile inputs are bounded: in sql mode a query runs at most --query-timeout
 and may return at most 500,000 rows and 32 MiB of values; a CSV (file or
 rendered result) may hold at most 64 MiB and 5 million cells; matching one
@@ -92,9 +100,12 @@ or "interrupted" error; the others are scored as usual.`,
 				if !cmd.Flags().Changed("query-timeout") {
 					queryTimeout = birdQueryTimeout
 				}
-				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON, queryTimeout)
+				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON, bestOfN, queryTimeout)
 			default:
 				return fmt.Errorf("--metric: unknown metric %q: use spider2 or bird", metric)
+			}
+			if bestOfN {
+				return usage(fmt.Errorf("--best-of-n scores candidates under BIRD's execution accuracy: use it with --metric bird (run.json's correct_at_k is Spider 2.0's EX@k)"))
 			}
 			if goldDir == "" || predDir == "" {
 				return fmt.Errorf("both --gold and --pred are required")
@@ -134,16 +145,23 @@ or "interrupted" error; the others are scored as usual.`,
 	cmd.Flags().StringVar(&dsDir, "dataset", "", "dataset folder (sql mode): where each example's database is")
 	cmd.Flags().StringVar(&metric, "metric", metricSpider2, "scoring rules: spider2 (Spider 2.0's evaluate.py) or bird (BIRD's execution accuracy)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the scores as JSON")
+	cmd.Flags().BoolVar(&bestOfN, "best-of-n", false, "--metric bird: also score every candidate of a run's output folder (candidates/<instance_id>/) and report Best-of-N, an example right when any candidate is")
 	cmd.Flags().DurationVar(&queryTimeout, "query-timeout", evalQueryTimeout, "sql mode: interrupt a query after this long and score it 0 (--metric bird: default 30s, BIRD's own)")
 	return cmd
 }
 
 // runBirdEval is quorum eval --metric bird.
-func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON bool, queryTimeout time.Duration) error {
+func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON, bestOfN bool, queryTimeout time.Duration) error {
 	if predDir == "" {
 		return fmt.Errorf("--pred is required")
 	}
 	cfg := eval.BirdConfig{PredDir: predDir, Mode: m, Workers: 4}
+	if bestOfN {
+		cfg.CandidatesDir = filepath.Join(predDir, outputs.CandidatesDir)
+		if st, err := os.Stat(cfg.CandidatesDir); err != nil || !st.IsDir() {
+			return usage(fmt.Errorf("--best-of-n: %s has no %s/ folder: pass a run's output folder (quorum run and the coordinator write each example's candidates there)", predDir, outputs.CandidatesDir))
+		}
+	}
 	var ds *dataset.Dataset
 	switch m {
 	case eval.ModeSQL:
@@ -196,7 +214,27 @@ func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir s
 	}
 	printReportAs(cmd.OutOrStdout(), &rep.Report, why)
 	printDifficulties(cmd.OutOrStdout(), rep.ByDifficulty)
+	if rep.BestOfN != nil {
+		printBestOfN(cmd.OutOrStdout(), rep.BestOfN)
+	}
 	return nil
+}
+
+// printBestOfN prints each example's Best-of-N verdict and the totals, by
+// difficulty when known.
+func printBestOfN(w io.Writer, b *eval.BestOfN) {
+	fmt.Fprintln(w, "\nBest-of-N (an example is right when its final answer or any candidate is):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tCANDIDATES\tSCORE\tRIGHT")
+	for _, s := range b.Instances {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", s.InstanceID, s.Candidates, s.Score, s.CorrectBy)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nBest-of-N: %.4f (%d of %d examples with an answer or a candidate)\n", b.EX, b.Correct, b.Total)
+	if b.Total < b.Gold {
+		fmt.Fprintf(w, "Best-of-N over all %d gold examples, the missing scored wrong: %.4f\n", b.Gold, b.EXAllGold)
+	}
+	printDifficulties(w, b.ByDifficulty)
 }
 
 // birdDatasetRoot picks the dataset of a BIRD sql-mode evaluation: --dataset,

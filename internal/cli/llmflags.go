@@ -37,6 +37,7 @@ type llmFlags struct {
 	maxAttempts                               int
 	simSeed                                   uint64
 	simGold                                   float64
+	simPersonas                               llmsim.Personas
 	// getenv reads the environment; nil means os.Getenv (tests set it).
 	getenv func(string) string
 }
@@ -56,6 +57,7 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxAttempts, "llm-attempts", 8, "attempts per LLM call before it is recorded as failed")
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated LLM (used only when no LLM is configured)")
 	fl.Float64Var(&f.simGold, "sim-p-gold", llmsim.DefaultNoise().Gold, "simulated LLM: probability that a first answer is right")
+	fl.Var(&f.simPersonas, "sim-persona", "simulated LLM: reply in a real model's surface form, PERSONA or MODEL=PERSONA by model name; repeatable (see quorum llmsim --help)")
 }
 
 func (f *llmFlags) env(key string) string {
@@ -141,7 +143,7 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 	} else {
 		noise := llmsim.DefaultNoise()
 		noise.Gold = f.simGold
-		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: f.simSeed, Noise: noise})
+		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: f.simSeed, Noise: noise, Personas: f.simPersonas})
 		if err != nil {
 			return cfg, "", nil, err
 		}
@@ -311,6 +313,30 @@ func roleLabel(cfg llm.Config) string {
 		return ""
 	}
 	return "; roles: " + strings.Join(parts, ", ")
+}
+
+// roleModel resolves a role as llm.OpenAI.Model does: the model its calls
+// ask for, the endpoint they go to and that endpoint's URL without
+// credentials.
+func roleModel(cfg llm.Config, role llm.Role) (model, endpoint, url string) {
+	m, ok := cfg.Models[role]
+	model, endpoint = cfg.Default.Name, cfg.Default.Endpoint
+	if ok {
+		model = firstSet(m.Name, model)
+		endpoint = firstSet(m.Endpoint, endpoint)
+		if m.Name != "" {
+			endpoint = m.Endpoint
+		}
+	}
+	if endpoint == "" || endpoint == llm.DefaultEndpoint {
+		return model, llm.DefaultEndpoint, firstSet(redactURL(cfg.BaseURL), "https://api.openai.com/v1")
+	}
+	for _, e := range cfg.Endpoints {
+		if e.Name == endpoint {
+			return model, endpoint, redactURL(e.BaseURL)
+		}
+	}
+	return model, endpoint, ""
 }
 
 // redactURL shows where a URL points without credentials: no user info,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,15 +21,16 @@ rate limits and faults, for demos, tests and benchmarks.`
 
 func newLLMSimCmd() *cobra.Command {
 	var (
-		df      datasetFlags
-		dsDir   string
-		addr    string
-		seed    uint64
-		noise   = llmsim.DefaultNoise()
-		lat     llmsim.Latency
-		limits  llmsim.Limits
-		faults  llmsim.Faults
-		showCfg bool
+		df       datasetFlags
+		dsDir    string
+		addr     string
+		seed     uint64
+		noise    = llmsim.DefaultNoise()
+		lat      llmsim.Latency
+		limits   llmsim.Limits
+		faults   llmsim.Faults
+		personas llmsim.Personas
+		showCfg  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "llmsim --dataset DIR",
@@ -43,7 +45,13 @@ SQL the text answer would hold) until a tool result comes back; stop and
 max_tokens cut answers as a real model's would (finish_reason "stop" or
 "length"). /stats counts tool calls by kind.
 Answers depend only on --seed, the messages and the request's seed field.
-Numeric limits and rates of 0 mean unlimited or off.`,
+Numeric limits and rates of 0 mean unlimited or off.
+
+--persona makes replies take a real model family's surface form (same SQL
+and decisions, different wrapping), by the request's model field:
+--persona deepseek-r1 for every model, --persona o3-mini=o3,r1=deepseek-r1
+per model (repeatable; a bare PERSONA sets the default). Personas:
+` + personaHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dsDir == "" {
@@ -53,7 +61,7 @@ Numeric limits and rates of 0 mean unlimited or off.`,
 			if err != nil {
 				return err
 			}
-			sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: seed, Noise: noise, Latency: lat, Limits: limits, Faults: faults})
+			sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: seed, Noise: noise, Latency: lat, Limits: limits, Faults: faults, Personas: personas})
 			if err != nil {
 				return err
 			}
@@ -64,8 +72,11 @@ Numeric limits and rates of 0 mean unlimited or off.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out, simBanner)
 			fmt.Fprintf(out, "\nServing %d examples from %s on http://%s/v1 (seed %d)\n", len(ds.Examples), dsDir, ln.Addr(), seed)
+			if len(personas) > 0 {
+				fmt.Fprintf(out, "Personas (model=persona; a bare name is the default): %s\n", personas)
+			}
 			if showCfg {
-				b, _ := json.MarshalIndent(map[string]any{"noise": noise, "latency": lat, "limits": limits, "faults": faults}, "", "  ")
+				b, _ := json.MarshalIndent(map[string]any{"noise": noise, "latency": lat, "limits": limits, "faults": faults, "personas": personas}, "", "  ")
 				fmt.Fprintln(out, string(b))
 			}
 			srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
@@ -109,5 +120,15 @@ Numeric limits and rates of 0 mean unlimited or off.`,
 	f.Float64Var(&faults.Malformed, "p-malformed", 0, "probability of a malformed response body")
 	f.DurationVar(&faults.HangFor, "hang-for", 10*time.Minute, "how long a hung attempt lasts")
 	f.BoolVar(&showCfg, "show-config", false, "print the effective configuration at start")
+	f.Var(&personas, "persona", "reply in a real model's surface form: PERSONA for every model, or MODEL=PERSONA by the request's model field; comma-separated, repeatable (personas: "+strings.Join(llmsim.PersonaNames(), ", ")+")")
 	return cmd
+}
+
+// personaHelp lists the personas with what each does.
+func personaHelp() string {
+	var b strings.Builder
+	for _, n := range llmsim.PersonaNames() {
+		fmt.Fprintf(&b, "  %-18s %s\n", n, llmsim.PersonaDescription(n))
+	}
+	return b.String()
 }

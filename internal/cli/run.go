@@ -3,14 +3,19 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/agents/ensemble"
+	"github.com/quorumsql/quorum/pkg/agents/raise"
+	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
@@ -26,6 +31,71 @@ func optionList(opts map[string]string) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, " ")
+}
+
+// raiseWarnings says when a run of RAISE, alone or in an ensemble, sends
+// two or three of its final roles to one model: the paper's candidates come
+// from three different models (docs/agents/raise.md), so such a run's
+// Best-of-N is not the paper's setup.
+func raiseWarnings(agentName string, opts map[string]string, cfg llm.Config) []string {
+	if !runsRAISE(agentName, opts) {
+		return nil
+	}
+	var models []string
+	roles, where := map[string][]string{}, map[string][]string{}
+	for _, r := range raise.FinalRoles {
+		model, ep, url := roleModel(cfg, r)
+		if roles[model] == nil {
+			models = append(models, model)
+		}
+		roles[model] = append(roles[model], string(r))
+		if at := fmt.Sprintf("%s (%s)", ep, url); !slices.Contains(where[model], at) {
+			where[model] = append(where[model], at)
+		}
+	}
+	var out []string
+	for _, model := range models {
+		rs := roles[model]
+		if len(rs) < 2 {
+			continue
+		}
+		both, at := "both", "endpoint "+where[model][0]
+		if len(rs) > 2 {
+			both = "all"
+		}
+		if len(where[model]) > 1 {
+			at = "endpoints " + strings.Join(where[model], ", ")
+		}
+		out = append(out, fmt.Sprintf("raise: %s and %s %s resolve to model %s at %s; the paper uses three different models (see docs/agents/raise.md)",
+			strings.Join(rs[:len(rs)-1], ", "), rs[len(rs)-1], both, model, at))
+	}
+	return out
+}
+
+// runsRAISE reports whether the agent is RAISE or an ensemble with RAISE
+// among its members.
+func runsRAISE(agentName string, opts map[string]string) bool {
+	name := raise.Definition().Name
+	if agentName == name {
+		return true
+	}
+	def, err := agents.Builtin().Lookup(agentName)
+	if err != nil {
+		return false
+	}
+	full, err := def.CheckOptions(opts)
+	if err != nil {
+		return false
+	}
+	members, ok := full[ensemble.OptMembers]
+	return ok && slices.ContainsFunc(strings.Split(members, ","), func(m string) bool { return strings.TrimSpace(m) == name })
+}
+
+// warn writes each warning on w as a line of its own.
+func warn(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintln(w, "warning:", s)
+	}
 }
 
 func newRunCmd() *cobra.Command {
@@ -127,6 +197,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			fmt.Fprintf(w, "Run %s: agent %s, %s; outputs in %s (resume with --run-id %s --out %s)\n",
 				m.Run, m.Agent, size, rf.out, m.Run, rf.out)
+			warnings := raiseWarnings(m.Agent, m.AgentOptions, lcfg)
+			warn(cmd.ErrOrStderr(), warnings)
 			finished := make(chan struct{})
 			go func() {
 				select {
@@ -137,7 +209,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				}
 			}()
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM)})
+				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM), Warnings: warnings})
 			close(finished)
 			var aborted *coordinator.Aborted
 			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {

@@ -121,6 +121,8 @@ For a cluster over NATS and Redis, use quorum run.`,
 				return usage(err)
 			}
 			label = simulatedLabel(label, simulated, lcfg.BaseURL)
+			warnings := raiseWarnings(agentName, opts, lcfg)
+			warn(cmd.ErrOrStderr(), warnings)
 			lcfg.Limiter = lim
 			client, err := llm.New(lcfg)
 			if err != nil {
@@ -130,7 +132,7 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now()}
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now(), Warnings: warnings}
 			if agentName == "reforce" {
 				agent, err := reforce.New(cfg, client)
 				if err != nil {
@@ -140,13 +142,13 @@ For a cluster over NATS and Redis, use quorum run.`,
 				// example, as the runtime's is by the cluster.
 				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
 				rep.Votes = agent.Config().Votes
-				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, writer, seed, concurrency, queryTimeout, w)
+				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, opts, writer, seed, concurrency, queryTimeout, w)
 			} else {
 				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
 				if err != nil {
 					return err
 				}
-				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
+				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
 			}
 			rep.Finished = time.Now()
 			rep.Summarize()
@@ -208,16 +210,18 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64, queryTimeout ti
 }
 
 // solveAll runs the examples with bounded concurrency and writes each answer
-// as soon as it is decided.
-func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker,
+// as soon as it is decided. The agent sees each example as the runtime
+// shows it (agent.View): no gold unless opts turn on a gold ablation.
+func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker, opts map[string]string,
 	writer *outputs.Writer, seed uint64, concurrency int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
 	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	view := agentpkg.NewView(ds, whs, opts)
 	var mu sync.Mutex
 	infos := map[string]*dbinfo.Info{}
-	info := func(e *dataset.Example) (*dbinfo.Info, error) {
-		db, _ := ds.Database(e)
+	info := func(c *agentpkg.Context) (*dbinfo.Info, error) {
+		db, _ := c.Dataset.Database(c.Example)
 		mu.Lock()
 		defer mu.Unlock()
 		if i, ok := infos[db.Key()]; ok {
@@ -227,14 +231,14 @@ func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Exam
 		if err != nil {
 			return nil, err
 		}
-		i, err := dbinfo.ForExample(ctx, ds, e, whs, opt)
+		i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, opt)
 		if err == nil {
 			infos[db.Key()] = i
 		}
 		return i, err
 	}
 	return solveEach(examples, concurrency, w, func(e *dataset.Example) outputs.Example {
-		return solveOne(ctx, ds, e, agent, linker, whs, info, writer, seed)
+		return solveOne(ctx, ds, e, view.Context(e), agent, linker, whs, info, writer, seed)
 	})
 }
 
@@ -265,8 +269,10 @@ func solveEach(examples []*dataset.Example, atOnce int, w io.Writer, solve func(
 	return results
 }
 
-func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker, whs *dataset.Warehouses,
-	info func(*dataset.Example) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
+// solveOne solves e, which the agent sees as ac shows it (no gold); ds and
+// e, with their gold, are for scoring.
+func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, ac *agentpkg.Context, agent *reforce.Agent, linker *dbinfo.Linker, whs *dataset.Warehouses,
+	info func(*agentpkg.Context) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
 	start := time.Now()
 	r := outputs.Example{InstanceID: e.ID, Agent: "reforce", Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	fail := func(err error) outputs.Example {
@@ -287,12 +293,15 @@ func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, agen
 	if err != nil {
 		return fail(err)
 	}
-	in, err := info(e)
+	in, err := info(ac)
 	if err != nil {
 		return fail(err)
 	}
-	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect,
-		ExternalKnowledge: e.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker, GoldSQL: e.Gold.SQL})
+	ae := ac.Example
+	// A gold ablation reads only the gold SQL's identifiers: joined, they
+	// read as the same identifiers.
+	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: ae.ID, Question: ae.Question, Dialect: ae.Dialect,
+		ExternalKnowledge: ae.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker, GoldSQL: strings.Join(ac.GoldIdentifiers, " ")})
 	if o != nil {
 		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
 		r.Candidates = len(o.Candidates)

@@ -50,6 +50,11 @@ type Scenario struct {
 	// AgentOptions are the agent's options (e.g. reforce's ablations,
 	// explore-all, no-vote, …), recorded in the run's manifest.
 	AgentOptions map[string]string `json:"agent_options,omitempty"`
+	// Persona is the simulator's persona for every call (llmsim's
+	// personas write as real model families do; "" is canonical). The
+	// client then names the persona's model, so an o-series persona gets
+	// a reasoning model's request.
+	Persona string `json:"persona,omitempty"`
 	// MaxInFlight is the coordinator's admission window (0: derived from
 	// the generator slots, -1: every example at once).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
@@ -335,7 +340,12 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 		limits = llmsim.Limits{RequestsPerMinute: sc.RPM, TokensPerMinute: sc.TPM}
 		r.quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.RPM), TokensPerMinute: float64(sc.TPM)}
 	}
-	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits,
+	model := "gpt-4o"
+	var personas llmsim.Personas
+	if sc.Persona != "" && sc.Persona != llmsim.PersonaCanonical {
+		personas, model = llmsim.Personas{"*": sc.Persona}, sc.Persona
+	}
+	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits, Personas: personas,
 		Latency: llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
 	if err != nil {
 		return nil, err
@@ -350,7 +360,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	r.simURL = "http://" + ln.Addr().String() + "/v1"
 
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
-		LLM:      llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: "gpt-4o"}},
+		LLM:      llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model}},
 		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})

@@ -192,6 +192,11 @@ type BirdConfig struct {
 	// Limits bound the CSVs read (exec_result mode); zero fields take the
 	// defaults.
 	Limits Limits
+	// CandidatesDir, when set, adds Best-of-N: CandidatesDir/<instance_id>/
+	// holds the example's candidates (*.sql in sql mode, *.csv in
+	// exec_result mode, as a run's output folder keeps them), and an
+	// example counts when its final prediction or any candidate is right.
+	CandidatesDir string
 }
 
 // DifficultyScore is BIRD's per-difficulty accuracy, over every gold
@@ -209,6 +214,9 @@ type DifficultyScore struct {
 type BirdReport struct {
 	Report
 	ByDifficulty []DifficultyScore `json:"by_difficulty,omitempty"`
+	// BestOfN is present when candidates were scored (BirdConfig's
+	// CandidatesDir).
+	BestOfN *BestOfN `json:"best_of_n,omitempty"`
 }
 
 // EvaluateBird scores predictions with BIRD's execution accuracy. As in
@@ -274,6 +282,7 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 		return ok
 	}
 	rep := &BirdReport{}
+	hasFinal := map[string]bool{}
 	var ids []string
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ext) {
@@ -284,9 +293,26 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 			rep.Ignored = append(rep.Ignored, e.Name())
 			continue
 		}
+		hasFinal[id] = true
 		ids = append(ids, id)
 	}
+	// Best-of-N also scores the examples that have candidates and no
+	// final answer.
+	cands, err := candidateFiles(cfg.CandidatesDir, ext)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range sortedKeys(cands) {
+		switch {
+		case !isGold(id):
+			rep.Ignored = append(rep.Ignored, filepath.Join(filepath.Base(cfg.CandidatesDir), id)+"/")
+		case !hasFinal[id]:
+			ids = append(ids, id)
+		}
+	}
+	g := &BirdGold{Runner: cfg.Runner, ResultLimits: cfg.ResultLimits, Limits: cfg.Limits}
 	scores := make([]InstanceScore, len(ids))
+	best := make([]BestOfNInstance, len(ids))
 	workers := max(cfg.Workers, 1)
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -296,17 +322,18 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 			defer wg.Done()
 			for i := range next {
 				id := ids[i]
-				s := InstanceScore{InstanceID: id}
-				ok, err := birdScoreOne(ctx, cfg, id, filepath.Join(cfg.PredDir, id+ext), tasks[id], gold[id])
-				switch {
-				case err != nil:
-					s.Error = err.Error()
-				case ok:
-					s.Score = 1
-				default:
-					s.Error = "result mismatch: the predicted rows are not the gold rows (compared as sets)"
+				sc := birdScorer{cfg: cfg, gold: g, id: id, task: tasks[id], goldCSV: gold[id]}
+				var s InstanceScore
+				var final []byte
+				ok := false
+				if hasFinal[id] {
+					s, final, ok = sc.instance(ctx, filepath.Join(cfg.PredDir, id+ext))
 				}
 				scores[i] = s
+				if cfg.CandidatesDir != "" {
+					best[i] = sc.bestOfN(ctx, final, ok, cands[id])
+				}
+				g.Forget(id)
 			}
 		}()
 	}
@@ -321,13 +348,16 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rep.Instances = scores
-	sort.Slice(rep.Instances, func(i, j int) bool { return rep.Instances[i].InstanceID < rep.Instances[j].InstanceID })
 	correct := map[string]bool{}
-	for _, s := range rep.Instances {
+	for i, s := range scores {
+		if !hasFinal[ids[i]] {
+			continue
+		}
+		rep.Instances = append(rep.Instances, s)
 		rep.Correct += s.Score
 		correct[s.InstanceID] = s.Score == 1
 	}
+	sort.Slice(rep.Instances, func(i, j int) bool { return rep.Instances[i].InstanceID < rep.Instances[j].InstanceID })
 	rep.Total = len(rep.Instances)
 	if rep.Total > 0 {
 		rep.EX = float64(rep.Correct) / float64(rep.Total)
@@ -344,6 +374,9 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 		rep.EXAllGold = float64(rep.Correct) / float64(rep.Gold)
 	}
 	rep.ByDifficulty = byDifficulty(order, tasks, correct)
+	if cfg.CandidatesDir != "" {
+		rep.BestOfN = summarizeBestOfN(best, order, tasks)
+	}
 	return rep, nil
 }
 
@@ -396,50 +429,4 @@ func byDifficulty(ids []string, tasks map[string]BirdTask, correct map[string]bo
 	}
 	add("unknown")
 	return out
-}
-
-func birdScoreOne(ctx context.Context, cfg BirdConfig, id, predPath string, t BirdTask, goldCSV string) (bool, error) {
-	lim := cfg.Limits.withDefaults()
-	if cfg.Mode == ModeExecResult {
-		data, err := readBounded(predPath, lim.MaxBytes, ErrTooLarge)
-		if err != nil {
-			return false, err
-		}
-		pred, err := readCSVText(string(data), lim)
-		if err != nil {
-			return false, fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
-		}
-		g, err := ReadCSVFileLimited(goldCSV, lim)
-		if err != nil {
-			return false, fmt.Errorf("gold %w", err)
-		}
-		return BirdEqualFrames(pred, g), nil
-	}
-	data, err := readBounded(predPath, lim.MaxBytes, errors.New("prediction file too large"))
-	if err != nil {
-		return false, err
-	}
-	// BIRD executes the prediction first, then the gold query.
-	pred, err := runBird(ctx, cfg, id, PredictionSQL(string(data)), "the prediction")
-	if err != nil {
-		return false, err
-	}
-	g, err := runBird(ctx, cfg, id, t.GoldSQL, "the query")
-	if err != nil {
-		return false, fmt.Errorf("gold SQL: %w", err)
-	}
-	return BirdEqual(pred.Rows, g.Rows), nil
-}
-
-// runBird runs one query; a result cut by a limit is an error, as its rows
-// cannot be compared.
-func runBird(ctx context.Context, cfg BirdConfig, id, sql, who string) (*warehouse.Result, error) {
-	res, _, err := cfg.Runner.RunInstanceSQL(ctx, id, sql)
-	if err != nil {
-		return nil, err
-	}
-	if res.Truncated {
-		return nil, truncatedError(res, cfg.ResultLimits, who)
-	}
-	return res, nil
 }

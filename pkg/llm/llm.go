@@ -142,6 +142,10 @@ func (u *Usage) Add(o Usage) {
 // Response is a call's answer.
 type Response struct {
 	Text string
+	// Reasoning is the reasoning the endpoint returned beside the text
+	// (reasoning_content: DeepSeek's reasoner, vLLM's reasoning parsers);
+	// reasoning inline in Text (<think>…</think>) stays there.
+	Reasoning string
 	// ToolCalls are the functions the model asked to call (FinishReason
 	// "tool_calls"); answer each with a ToolResult message.
 	ToolCalls    []ToolCall

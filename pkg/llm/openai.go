@@ -541,7 +541,7 @@ func toolsOf(req Request) ([]openai.Tool, any, error) {
 
 func (c *OpenAI) response(mc ModelConfig, resp openai.ChatCompletionResponse, prompt int) *Response {
 	ch := resp.Choices[0]
-	r := &Response{Text: ch.Message.Content, FinishReason: string(ch.FinishReason), Model: resp.Model}
+	r := &Response{Text: ch.Message.Content, Reasoning: ch.Message.ReasoningContent, FinishReason: string(ch.FinishReason), Model: resp.Model}
 	for _, tc := range ch.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}

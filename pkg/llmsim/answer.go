@@ -434,7 +434,11 @@ func afterMarker(text, marker string) string {
 	return strings.TrimSpace(rest)
 }
 
-// lastBlock returns the last ```sql block after marker (or anywhere).
+// sqlFence is an SQL block in the fences the personas write too (```SQL,
+// ```sqlite, ```bigquery, …).
+var sqlFence = regexp.MustCompile("(?s)```(?i:sql|sqlite|bigquery|googlesql|snowflake|postgresql)\\s*\n(.*?)\n```")
+
+// lastBlock returns the last SQL block after marker (or anywhere).
 func lastBlock(text, marker string) string {
 	if marker != "" {
 		_, rest, ok := strings.Cut(text, marker)
@@ -443,8 +447,7 @@ func lastBlock(text, marker string) string {
 		}
 		text = rest
 	}
-	re := regexp.MustCompile("(?s)```sql\\s*\n(.*?)\n```")
-	all := re.FindAllStringSubmatch(text, -1)
+	all := sqlFence.FindAllStringSubmatch(text, -1)
 	if len(all) == 0 {
 		return strings.TrimSpace(text)
 	}

@@ -199,13 +199,37 @@ func isExecError(s string) bool {
 	return strings.Contains(s, "Compilation Error") || strings.Contains(s, "NULL Error")
 }
 
-// argSQL is a call's sql_query argument, "" when it has none.
+// argSQL is a call's sql_query argument, "" when it has none. A
+// persona's sql key reads as sql_query.
 func argSQL(tc llm.ToolCall) string {
-	var a struct {
-		SQL string `json:"sql_query"`
-	}
+	var a map[string]any
 	_ = json.Unmarshal([]byte(tc.Arguments), &a)
-	return strings.TrimSpace(a.SQL)
+	return strings.TrimSpace(querySQL(a))
+}
+
+func querySQL(a map[string]any) string {
+	for _, k := range []string{"sql_query", "sql"} {
+		if s, ok := a[k].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// batchQueries reads an execute_sql batch, in the personas' forms too (sql
+// for sql_query, "false" for false).
+func batchQueries(args string) []sqlQuery {
+	var a struct {
+		Queries []map[string]any `json:"queries"`
+	}
+	_ = json.Unmarshal([]byte(args), &a)
+	out := make([]sqlQuery, 0, len(a.Queries))
+	for _, q := range a.Queries {
+		d, _ := q["description"].(string)
+		ex := q["exploration"] == true || q["exploration"] == "true"
+		out = append(out, sqlQuery{Description: d, SQL: querySQL(q), Exploration: ex})
+	}
+	return out
 }
 
 // pexaCall is a reply's tool call before it gets an id.
@@ -708,10 +732,7 @@ func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo) []sqlQuer
 			last = tm
 		}
 	}
-	var args struct {
-		Queries []sqlQuery `json:"queries"`
-	}
-	_ = json.Unmarshal([]byte(last.call.Arguments), &args)
+	queries := batchQueries(last.call.Arguments)
 	feedback := map[int]string{}
 	for _, m := range queryFeedback.FindAllStringSubmatch(last.content, -1) {
 		i, _ := strconv.Atoi(m[1])
@@ -730,7 +751,7 @@ func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo) []sqlQuer
 			out = append(out, q)
 		}
 	}
-	for i, q := range args.Queries {
+	for i, q := range queries {
 		fb, ok := feedback[i+1]
 		if !ok || q.Exploration {
 			continue

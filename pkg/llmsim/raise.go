@@ -183,7 +183,7 @@ func (s *Server) raiseReply(rep *reply, req chatRequest, msgs []llm.Message, all
 	rng := raiseRNG(s.cfg.Seed, reqSeed, string(rep.kind), req.Model, all)
 	switch rep.kind {
 	case KindRAISEAgent:
-		rep.text = s.raiseAgent(reqSeed, rep.info, msgs, first, req.Model)
+		rep.text = s.raiseAgent(reqSeed, rep.info, msgs, first, req.Model, req.persona)
 	case KindRAISEFinal:
 		boost := 0.6 + 0.4*s.raiseCoverage(rep.info, prompt)
 		rep.text = sqlBlock("Using what the operations show about the tables and values, the query is:", s.sqlFor(rng, rep.info, s.drawBoosted(rng, rep.info, boost)))
@@ -347,7 +347,9 @@ func readTrail(msgs []llm.Message, first int) trail {
 			tr.assistant = tr.assistant || m.Role == "assistant"
 		}
 	}
-	text := strings.Join(parts, "\n")
+	// Commands in a persona's forms read as the canonical ones, so the
+	// script's position, opening and last query are canonical's.
+	text := canonicalCommands(strings.Join(parts, "\n"))
 	tailFrom, open := 0, -1
 	awaiting := false
 	for off := 0; off <= len(text); {
@@ -563,7 +565,7 @@ func (s *Server) raisePlan(rng *rand.Rand, info *exampleInfo) []raiseStep {
 // right after a nudge), or its final answer once the script is done or the
 // trajectory was told to finish; continued after the model's own partial
 // text when there is one.
-func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Message, first int, model string) string {
+func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Message, first int, model, persona string) string {
 	tr := readTrail(msgs, first)
 	opening := ""
 	if tr.position > 0 {
@@ -577,6 +579,10 @@ func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Messag
 		seg = s.raiseAnswer(rng, info, tr, done)
 	} else {
 		seg = s.raiseCommand(rng, info, plan[tr.position])
+	}
+	if persona != PersonaCanonical && persona != "" {
+		prng := raiseRNG(s.cfg.Seed, reqSeed, "raise_persona", persona, info.ex.ID, opening, strconv.Itoa(tr.position), strconv.FormatBool(tr.nudged))
+		seg = dressSegment(prng, persona, seg, string(info.ex.Dialect))
 	}
 	if ramble {
 		seg = s.filler(rng, model) + "\n\n" + seg

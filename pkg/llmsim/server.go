@@ -67,7 +67,10 @@ type Config struct {
 	Latency Latency
 	Limits  Limits
 	Faults  Faults
-	Logger  *zap.Logger
+	// Personas give requests a real model's surface by their model field
+	// (see Personas); nil answers every request in canonical form.
+	Personas Personas
+	Logger   *zap.Logger
 }
 
 // MaxRequestBytes bounds a chat request's body (32 MiB: above any real
@@ -106,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if err := cfg.Personas.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed), tok: llm.NewTokenizer(), log: cfg.Logger,
 		limits: newProviderLimits(cfg.Limits)}
 	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
@@ -139,8 +145,11 @@ type chatRequest struct {
 	Tools               []wireTool      `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	// Prefix continuation (vLLM): see continuation in raise.go.
-	ContinueFinal       bool  `json:"continue_final_message"`
-	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	ContinueFinal       bool   `json:"continue_final_message"`
+	AddGenerationPrompt *bool  `json:"add_generation_prompt"`
+	ReasoningEffort     string `json:"reasoning_effort"`
+	// persona is the surface the reply takes (set by chat, not sent).
+	persona string
 }
 
 // check refuses what OpenAI refuses with a 400, and parses the tool choice.
@@ -182,6 +191,11 @@ type reply struct {
 	finish string
 	kind   Kind
 	info   *exampleInfo
+	// A persona's extras: reasoning_content, the reasoning tokens usage
+	// reports, and content null beside tool calls.
+	reasoning       string
+	reasoningTokens int
+	nullContent     bool
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -205,6 +219,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
+	model := req.Model
+	if model == "" {
+		model = r.PathValue("deployment")
+	}
+	req.persona = s.cfg.Personas.For(model)
+	if param, msg := personaRefusal(req.persona, req); msg != "" {
+		writeParamError(w, param, msg)
+		return
+	}
 	attempt := rand.New(rand.NewPCG(s.cfg.Seed^0x5bd1e995, s.faultSeq.Add(1)))
 	if s.fault(w, r, attempt) {
 		return
@@ -216,7 +239,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	rep := s.respond(req, choice)
+	rep := s.personaReply(req, choice)
 	prompt := s.tok.CountMessages(req.Model, req.messages()) + s.tok.CountTools(req.Model, req.tools())
 	completion := s.complete(req, &rep)
 	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
@@ -243,13 +266,55 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	msg := map[string]any{"role": "assistant", "content": rep.text}
 	if len(rep.calls) > 0 {
 		msg["tool_calls"] = rep.calls
+		if rep.nullContent && rep.text == "" {
+			msg["content"] = nil
+		}
+	}
+	if rep.reasoning != "" {
+		msg["reasoning_content"] = rep.reasoning
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": "chatcmpl-llmsim-" + fmt.Sprint(s.stats.requests.Load()), "object": "chat.completion",
-		"created": time.Now().Unix(), "model": ModelName,
+		"created": time.Now().Unix(), "model": modelName(req.persona),
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": rep.finish}},
-		"usage":   map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+		"usage":   usage(rep, prompt, completion),
 	})
+}
+
+// usage is a reply's usage object; reasoning personas add their reasoning
+// tokens' details (completion_tokens already counts them, as OpenAI's and
+// DeepSeek's do).
+func usage(rep reply, prompt, completion int) map[string]any {
+	u := map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+	if rep.reasoningTokens > 0 {
+		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": rep.reasoningTokens}
+	}
+	return u
+}
+
+// personaReply is the reply in the request's persona: the canonical reply,
+// dressed. A continued prefix gets the rest of the dressed reply when the
+// prefix is its start (a reply cut short), else the canonical
+// continuation: a prefill fixes the form the reply takes.
+func (s *Server) personaReply(req chatRequest, choice toolChoice) reply {
+	if req.persona == PersonaCanonical || req.persona == "" {
+		return s.respond(req, choice)
+	}
+	if base, prefix, ok := continuation(req); ok {
+		full := s.respond(base, choice)
+		s.dress(req.persona, base, &full, true)
+		if rest, ok := strings.CutPrefix(full.text, prefix); ok && len(full.calls) == 0 {
+			full.text, full.reasoning, full.reasoningTokens = rest, "", 0
+			s.reasoningUsage(req.persona, personaRNG(s.cfg.Seed, req, req.persona), req, &full)
+			return full
+		}
+		rep := s.respond(req, choice)
+		s.reasoningUsage(req.persona, personaRNG(s.cfg.Seed, req, req.persona), req, &rep)
+		return rep
+	}
+	rep := s.respond(req, choice)
+	s.dress(req.persona, req, &rep, false)
+	return rep
 }
 
 // complete applies the stop sequences and the completion bound to a reply
@@ -269,7 +334,7 @@ func (s *Server) complete(req chatRequest, rep *reply) int {
 	n := s.tok.CountCompletion(req.Model, rep.text, rep.messageCalls())
 	limit := req.maxTokens()
 	if limit <= 0 || n <= limit {
-		return n
+		return n + rep.reasoningTokens
 	}
 	rep.finish = "length"
 	if len(rep.calls) == 0 {
@@ -282,7 +347,10 @@ func (s *Server) complete(req chatRequest, rep *reply) int {
 		budget := limit - s.tok.CountCompletion(req.Model, "", []llm.ToolCall{{Name: c.Function.Name}})
 		c.Function.Arguments, _ = s.tok.Truncate(req.Model, c.Function.Arguments, budget)
 	}
-	return s.tok.CountCompletion(req.Model, rep.text, rep.messageCalls())
+	// Reasoning counts as completion, as providers bill it; the bound
+	// applies to the visible text only, so a persona keeps canonical's
+	// answer under the same max_tokens.
+	return s.tok.CountCompletion(req.Model, rep.text, rep.messageCalls()) + rep.reasoningTokens
 }
 
 func (rep reply) messageCalls() []llm.ToolCall {
@@ -315,11 +383,50 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 		return rep
 	}
 	lastUser := ""
-	var all strings.Builder
 	for _, m := range req.Messages {
 		if m.Role == "user" {
 			lastUser = m.Content
 		}
+	}
+	all := conversationText(req)
+	msgs := req.messages()
+	kind := ClassifyConversation(msgs)
+	info := s.know.find(all)
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.cfg.Seed)
+	h.Write(b[:])
+	h.Write([]byte(all))
+	var reqSeed uint64
+	if req.Seed != nil {
+		reqSeed = uint64(*req.Seed)
+	}
+	rng := rand.New(rand.NewPCG(h.Sum64(), reqSeed^0x9e3779b97f4a7c15))
+	rep := reply{finish: "stop", kind: kind, info: info}
+	if kind == KindUnknown || info == nil || info.gold == "" {
+		rep.kind = KindUnknown
+		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
+	} else if kind.isRAISE() {
+		s.raiseReply(&rep, req, msgs, all)
+		return rep
+	} else if kind.isPExA() {
+		s.pexaReply(&rep, rng, req, choice, msgs, all)
+		return rep
+	} else {
+		rep.text = s.answer(rng, kind, info, lastUser)
+	}
+	if wantsToolCall(req, choice) {
+		rep.calls = []wireToolCall{toolCall(req.Tools, choice, rep.text, s.callID(req, choice, all, 0))}
+		rep.text, rep.finish = "", "tool_calls"
+	}
+	return rep
+}
+
+// conversationText is the request's messages as the answer's draws see
+// them.
+func conversationText(req chatRequest) string {
+	var all strings.Builder
+	for _, m := range req.Messages {
 		all.WriteString(m.Content)
 		// Tool traffic joins the text only when present, so requests
 		// without it are answered as before.
@@ -331,37 +438,7 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 		}
 		all.WriteByte(0)
 	}
-	msgs := req.messages()
-	kind := ClassifyConversation(msgs)
-	info := s.know.find(all.String())
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], s.cfg.Seed)
-	h.Write(b[:])
-	h.Write([]byte(all.String()))
-	var reqSeed uint64
-	if req.Seed != nil {
-		reqSeed = uint64(*req.Seed)
-	}
-	rng := rand.New(rand.NewPCG(h.Sum64(), reqSeed^0x9e3779b97f4a7c15))
-	rep := reply{finish: "stop", kind: kind, info: info}
-	if kind == KindUnknown || info == nil || info.gold == "" {
-		rep.kind = KindUnknown
-		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
-	} else if kind.isRAISE() {
-		s.raiseReply(&rep, req, msgs, all.String())
-		return rep
-	} else if kind.isPExA() {
-		s.pexaReply(&rep, rng, req, choice, msgs, all.String())
-		return rep
-	} else {
-		rep.text = s.answer(rng, kind, info, lastUser)
-	}
-	if wantsToolCall(req, choice) {
-		rep.calls = []wireToolCall{toolCall(req.Tools, choice, rep.text, s.callID(req, choice, all.String(), 0))}
-		rep.text, rep.finish = "", "tool_calls"
-	}
-	return rep
+	return all.String()
 }
 
 // pexaReply fills a PExA reply: the agent's own tool call when the request
@@ -438,8 +515,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	id := "chatcmpl-llmsim-" + fmt.Sprint(s.stats.requests.Load())
+	model := modelName(req.persona)
 	chunk := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": ModelName,
+		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": model,
 			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		if fl != nil {
@@ -450,28 +528,59 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 	// arguments in pieces, each under the call's index.
 	delta := func(p string) map[string]any { return map[string]any{"content": p} }
 	text := rep.text
-	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	if rep.nullContent && len(rep.calls) > 0 && text == "" {
+		chunk(map[string]any{"role": "assistant", "content": nil}, nil)
+	} else {
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	}
+	// A persona's reasoning streams first, as reasoning_content deltas
+	// (DeepSeek's), and its text beside tool calls before the calls.
+	type part struct {
+		text  string
+		delta func(string) map[string]any
+	}
+	var parts []part
+	if rep.reasoning != "" {
+		parts = append(parts, part{rep.reasoning, func(p string) map[string]any { return map[string]any{"reasoning_content": p} }})
+	}
+	if len(rep.calls) > 0 && text != "" {
+		parts = append(parts, part{text, delta})
+	}
 	if len(rep.calls) > 0 {
 		c := rep.calls[0]
 		zero := 0
-		chunk(map[string]any{"tool_calls": []wireToolCall{{Index: &zero, ID: c.ID, Type: c.Type, Function: wireFunction{Name: c.Function.Name}}}}, nil)
 		delta = func(p string) map[string]any {
 			return map[string]any{"tool_calls": []wireToolCall{{Index: &zero, Function: wireFunction{Arguments: p}}}}
 		}
 		text = c.Function.Arguments
+		head := map[string]any{"tool_calls": []wireToolCall{{Index: &zero, ID: c.ID, Type: c.Type, Function: wireFunction{Name: c.Function.Name}}}}
+		if len(parts) == 0 {
+			chunk(head, nil)
+		} else {
+			parts = append(parts, part{"", func(string) map[string]any { return head }})
+		}
 	}
-	pieces := splitPieces(text, 8)
+	parts = append(parts, part{text, delta})
+	var pieces []func() map[string]any
+	for _, pt := range parts {
+		for _, p := range splitPieces(pt.text, 8) {
+			if p == "" && pt.text != "" {
+				continue
+			}
+			pieces = append(pieces, func() map[string]any { return pt.delta(p) })
+		}
+	}
 	step := delay / time.Duration(len(pieces)+1)
 	for _, p := range pieces {
 		if !sleepCtx(r.Context(), step) {
 			return
 		}
-		chunk(delta(p), nil)
+		chunk(p(), nil)
 	}
 	chunk(map[string]any{}, rep.finish)
 	if req.Options != nil && req.Options.IncludeUsage {
-		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": ModelName,
-			"choices": []any{}, "usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}})
+		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": model,
+			"choices": []any{}, "usage": usage(rep, prompt, completion)})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")

@@ -236,6 +236,7 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 
 <section id="scenario"><h2>Scenario</h2>
 {{if .Simulated}}<div class="banner" id="simulated-banner" role="alert">Simulated LLM: the answers in this run came from quorum's simulated LLM (llmsim), not a real model. The accuracy figures below are the simulator's, not a model's.</div>{{end}}
+{{range .Warnings}}<div class="banner warning" role="alert">Warning: {{.}}</div>{{end}}
 <table class="kv">{{range .Scenario}}<tr><th>{{.Label}}</th><td>{{.Value}}</td></tr>{{end}}</table>
 </section>
 
@@ -245,7 +246,7 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 
 <section id="accuracy"><h2>Accuracy</h2>
 {{if .Scored}}<div class="tiles">
-<div class="tile"><b>EX {{.EX}}</b><span>Share of the {{.ScoredN}} scored examples whose final answer matches the gold result, compared as Spider 2.0's evaluator does.</span></div>
+<div class="tile"><b>EX {{.EX}}</b><span>Share of the {{.ScoredN}} scored examples whose final answer matches the gold result, compared as {{.Metric}} does.</span></div>
 <div class="tile"><b>EX@{{.K}} {{.EXAtK}}</b><span>Share of the scored examples where any of the {{.K}} candidates matched the gold result (what a perfect vote would reach).</span></div>
 </div>{{else}}<p>Not scored: the dataset has no gold results for these examples.</p>{{end}}
 <table><tr><th>status</th><th>examples</th><th>share</th></tr>{{range .Status}}<tr><td>{{.Label}}</td><td>{{.Count}}</td><td>{{.Share}}</td></tr>{{end}}</table>
@@ -384,6 +385,23 @@ func barsOf(labels []string, values []float64) []bar {
 		out[i] = bar{Label: labels[i], Value: values[i]}
 	}
 	return out
+}
+
+// metricName names the evaluator whose rules scored the run's examples.
+func metricName(r *Report) string {
+	seen := map[string]bool{}
+	for _, e := range r.Examples {
+		if e.Correct != nil {
+			seen[cmp.Or(e.Metric, "spider2")] = true
+		}
+	}
+	switch {
+	case seen["bird"] && seen["spider2"]:
+		return "Spider 2.0's evaluator (examples with gold CSVs) or BIRD's execution accuracy (examples with gold SQL only)"
+	case seen["bird"]:
+		return "BIRD's execution accuracy (the sets of rows)"
+	}
+	return "Spider 2.0's evaluator"
 }
 
 // WriteHTML renders r as a self-contained HTML page (inline SVG charts,
@@ -533,7 +551,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	data := map[string]any{
 		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
 		"Scenario": scenario, "Summary": summary,
-		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes),
+		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes), "Metric": metricName(r), "Warnings": r.Warnings,
 		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
 			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
 			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},

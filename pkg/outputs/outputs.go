@@ -51,9 +51,13 @@ type Example struct {
 	// before its first task started.
 	ServiceSeconds float64 `json:"service_seconds,omitempty"`
 	// Correct and CorrectAtK are set when gold exists: the final answer,
-	// and whether any candidate was right (EX@k).
+	// and whether any candidate was right (EX@k, the RAISE paper's
+	// Best-of-N). Metric says how they were judged: "spider2" against the
+	// gold result CSVs, or "bird" (BIRD's execution accuracy) against the
+	// rows of the gold SQL run on the example's database.
 	Correct    *bool  `json:"correct,omitempty"`
 	CorrectAtK *bool  `json:"correct_at_k,omitempty"`
+	Metric     string `json:"metric,omitempty"`
 	Error      string `json:"error,omitempty"`
 	// Members are an ensemble's member decisions (their answers are in
 	// members/<agent>/), and Rule how they were combined.
@@ -90,6 +94,9 @@ type Report struct {
 	// Skipped are the dataset's task lines left out (--skip-invalid),
 	// each with its file:line and why.
 	Skipped []string `json:"skipped,omitempty"`
+	// Warnings are what the run was told at its start about a setup that
+	// departs from its agent's paper (RAISE's three final models).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Totals summarise the examples.
@@ -189,6 +196,38 @@ func NewWriter(dir string) (*Writer, error) {
 // predictions folder).
 func (w *Writer) Member(agent string) (*Writer, error) {
 	return NewWriter(filepath.Join(w.Dir, "members", agent))
+}
+
+// CandidatesDir is the folder of a run's output holding every example's
+// candidates, candidates/<instance_id>/ (quorum eval --best-of-n reads it).
+const CandidatesDir = "candidates"
+
+// CandidateName is a candidate's file name without extension: its round
+// and index, which together identify it within its example.
+func CandidateName(round, index int) string {
+	return fmt.Sprintf("r%d_c%d", round, index)
+}
+
+// Candidate writes one candidate of an example as
+// candidates/<id>/<name>.sql, and <name>.csv when it produced a result
+// (csv nil: it did not), atomically as Answer does.
+func (w *Writer) Candidate(id, name, sql string, csv *string) error {
+	if err := dataset.CheckName(id); err != nil {
+		return fmt.Errorf("candidate of instance %q: %w", id, err)
+	}
+	if err := dataset.CheckName(name); err != nil {
+		return fmt.Errorf("candidate %q of instance %s: %w", name, id, err)
+	}
+	dir := filepath.Join(w.Dir, CandidatesDir, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("candidates of instance %s: %w", id, err)
+	}
+	if csv != nil {
+		if err := writeAtomic(filepath.Join(dir, name+".csv"), []byte(*csv)); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(filepath.Join(dir, name+".sql"), []byte(sql+"\n"))
 }
 
 // Answer writes <id>.sql and <id>.csv atomically (a crash never leaves a

@@ -3,8 +3,9 @@
 // kinds, rounds and decision rule; the ensemble is a composite agent that
 // namespaces the members' tasks, slots, stored values and costs, lets each
 // member decide with its own rule, and, once every member has decided (or
-// the round's deadline passed with what is in), combines the members'
-// candidates with the pooled rule (or one vote per member's winner).
+// the round's deadline passed with what is in), combines the candidates
+// each member's vote counted with the pooled rule (or one vote per
+// member's winner).
 package ensemble
 
 import (
@@ -38,6 +39,10 @@ const (
 	RuleWinners = "winners"
 )
 
+// prior is k in the pooled rule's c/(n+k): k phantom candidates that
+// answered nothing, added to every member's pool (see pooled).
+const prior = 2
+
 // slotSpan separates the members' candidate indices: member i's slot s is
 // i*slotSpan + s.
 const slotSpan = 100_000
@@ -47,11 +52,11 @@ const slotSpan = 100_000
 func Definition(members ...*agent.Definition) *agent.Definition {
 	d := &agent.Definition{
 		Name: "ensemble",
-		Doc:  "every member agent on every example, each deciding with its own rule; their candidates pooled (an agent's pool size buys no votes), high confidence when two agents agree",
+		Doc:  "every member agent on every example, each deciding with its own rule; their candidates pooled, each member's vote split by its own pool's shares and shrunk when that pool is tiny (an agent's pool size buys no votes), high confidence when two agents agree",
 		Options: []agent.Option{
 			{Name: OptMembers, Default: names(members), Usage: "member agents, comma-separated"},
 			{Name: OptWeights, Default: "", Usage: "member weights, NAME=W comma-separated (default 1 each)"},
-			{Name: OptRule, Default: RulePooled, Usage: "pooled (all members' candidates clustered, each member's share weighted) or winners (one vote per member's answer)"},
+			{Name: OptRule, Default: RulePooled, Usage: "pooled (the candidates each member voted over clustered; a cluster scores weight × count/(member's valid pool + 2) per member) or winners (one vote per member's answer)"},
 		},
 	}
 	for _, m := range members {
@@ -276,6 +281,10 @@ type memberState struct {
 	Confidence string `json:"confidence,omitempty"`
 	Method     string `json:"method,omitempty"`
 	Valid      int    `json:"valid"`
+	// Voted is the composite indices of the valid candidates the member's
+	// vote counted; null (the member did not say) counts all of its
+	// candidates, [] counts none.
+	Voted []int `json:"voted"`
 }
 
 func stateKey(m *member) string { return "ensemble/" + m.name }
@@ -342,6 +351,12 @@ func (e *ensemble) Decide(ctx context.Context, c *agent.Context, round int, cand
 		if d.Winner != nil {
 			st.Winner = origin[d.Winner].Index
 		}
+		if d.Voted != nil {
+			st.Voted = make([]int, len(d.Voted))
+			for i, idx := range d.Voted {
+				st.Voted[i] = m.index*slotSpan + idx
+			}
+		}
 		if err := e.record(ctx, c, m, st); err != nil {
 			return nil, err
 		}
@@ -353,14 +368,17 @@ func (e *ensemble) Decide(ctx context.Context, c *agent.Context, round int, cand
 	return e.combine(c, cands, states), nil
 }
 
-// combine is the ensemble's decision over every member's candidates.
-func (e *ensemble) combine(c *agent.Context, cands []*agent.Candidate, states map[*member]*memberState) *agent.Decision {
+// combine is the ensemble's decision over the candidates each member's own
+// vote counted (after exploring, ReFoRCE's final vote counts the
+// exploration round alone, so its first round weighs nothing here either).
+func (e *ensemble) combine(c *agent.Context, all []*agent.Candidate, states map[*member]*memberState) *agent.Decision {
 	byIndex := map[int]*agent.Candidate{}
-	for _, cand := range cands {
+	for _, cand := range all {
 		byIndex[cand.Index] = cand
 	}
-	groups := reforce.Clusters(cands)
 	memberOf := func(cand *agent.Candidate) *member { return e.members[cand.Index/slotSpan] }
+	cands := counted(all, states, memberOf)
+	groups := reforce.Clusters(cands)
 	// Each member's valid candidates, for the pooled shares.
 	validOf := map[*member]int{}
 	for _, g := range groups {
@@ -390,6 +408,9 @@ func (e *ensemble) combine(c *agent.Context, cands []*agent.Candidate, states ma
 				break
 			}
 		}
+		// High when two agents agree: the winning cluster holds counted
+		// candidates of two members or more. The scores pick the answer;
+		// agreement, however weakly weighted, is what makes it high.
 		agents := map[*member]bool{}
 		for _, pos := range g {
 			d.Agreed = append(d.Agreed, cands[pos].Index)
@@ -411,6 +432,24 @@ func (e *ensemble) combine(c *agent.Context, cands []*agent.Candidate, states ma
 	return d
 }
 
+// counted keeps, of each member's candidates, those its vote counted (all
+// of them when it did not say).
+func counted(all []*agent.Candidate, states map[*member]*memberState, memberOf func(*agent.Candidate) *member) []*agent.Candidate {
+	voted := map[int]bool{}
+	for _, st := range states {
+		for _, idx := range st.Voted {
+			voted[idx] = true
+		}
+	}
+	var out []*agent.Candidate
+	for _, cand := range all {
+		if st := states[memberOf(cand)]; st == nil || st.Voted == nil || voted[cand.Index] {
+			out = append(out, cand)
+		}
+	}
+	return out
+}
+
 func inGroup(g []int, cands []*agent.Candidate, c *agent.Candidate) bool {
 	for _, pos := range g {
 		if cands[pos] == c {
@@ -420,8 +459,17 @@ func inGroup(g []int, cands []*agent.Candidate, c *agent.Candidate) bool {
 	return false
 }
 
-// pooled scores each cluster by Σ over members of weight × its share of
-// that member's valid candidates, so a member's pool size buys no votes.
+// pooled scores each cluster by Σ over members of weight × c/(n+k): c of
+// the member's n valid counted candidates are in the cluster, k = prior.
+// That is the member's share c/n times n/(n+k), a confidence that grows
+// with the pool: a pool size buys no votes (a member's total stays under
+// its weight), but a lone surviving candidate is one answer seen once and
+// counts a third (n=1), a unanimous 8 count 0.8 and 12 of 32 count 0.35.
+// c/(n+k) is additive smoothing, as if k more candidates had answered
+// nothing: linear in c, so a member's votes still add up across clusters
+// (a Wilson lower bound would not). k=2 is the smallest whole prior under
+// which a strict majority of any other member's pool of two or more
+// (c/(n+2) > 1/3) outweighs a lone candidate; at k=1, 2 of 3 only ties it.
 // The unique best wins; a tie goes to the cluster holding the answer of the
 // heaviest member among the tied, then to a seeded choice.
 func (e *ensemble) pooled(c *agent.Context, groups [][]int, cands []*agent.Candidate, validOf map[*member]int, states map[*member]*memberState) (int, string) {
@@ -432,7 +480,7 @@ func (e *ensemble) pooled(c *agent.Context, groups [][]int, cands []*agent.Candi
 	for i, g := range groups {
 		for _, pos := range g {
 			m := e.members[cands[pos].Index/slotSpan]
-			scores[i] += m.weight / float64(validOf[m])
+			scores[i] += m.weight / float64(validOf[m]+prior)
 		}
 	}
 	best := 0.0

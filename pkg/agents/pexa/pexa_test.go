@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -45,6 +46,10 @@ func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, erro
 	s.called++
 	s.reqs = append(s.reqs, req)
 	r := s.reply(req, n)
+	if r == nil {
+		// A nil reply is a call that failed after the client's retries.
+		return nil, &llm.CallError{Model: "scripted", Attempts: 3, Err: errors.New("connection refused")}
+	}
 	r.Usage = llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}
 	return r, nil
 }
@@ -106,6 +111,8 @@ func TestPromptsArePinned(t *testing.T) {
 		// The no-proposer ablation's planner (D-P21).
 		"plan.no-proposer":             PlannerPromptNoProposer("How many rows?", true),
 		"plan.no-proposer.no-verifier": PlannerPromptNoProposer("How many rows?", false),
+		// Sequential planning (D-P22).
+		"plan.sequential": PlannerPromptSequential("How many rows?"),
 	}
 	for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
 		cases["testcase."+string(d)] = TestcasePrompt(TestcaseInput{Dialect: d, TableInfo: "Table full name: t\nColumn name: id Type: INTEGER\n",
@@ -130,6 +137,28 @@ func TestPromptsArePinned(t *testing.T) {
 	if !strings.HasPrefix(ours[3], "- Write Final SQL:") || !strings.Contains(ours[3], "execute_sql") || !strings.Contains(ours[3], "semantic_verifier") ||
 		!strings.HasPrefix(ours[4], "- Finish:") || !strings.Contains(ours[4], "sql_query") || strings.Contains(PlannerPromptNoProposer("Q?", false), "semantic_verifier") {
 		t.Errorf("no-proposer bullets:\n%s\n%s", ours[3], ours[4])
+	}
+	// The sequential planner adds one guideline after Fig. 3's last and
+	// asks for the first probe in the closing line; the rest is Fig. 3's.
+	seq := strings.Split(PlannerPromptSequential("Q?"), "\n")
+	if len(seq) != len(paper)+1 {
+		t.Fatalf("the sequential planner prompt has %d lines, Fig. 3 %d", len(seq), len(paper))
+	}
+	added := 0
+	for i := range paper {
+		if i == 9 {
+			if !strings.HasPrefix(seq[9], "- Plan one probe at a time:") {
+				t.Errorf("sequential guideline: %q", seq[9])
+			}
+			added = 1
+		}
+		last := i == len(paper)-1
+		if changed := paper[i] != seq[i+added]; changed != last {
+			t.Errorf("sequential planner prompt line %d: changed %v:\n%s\n%s", i, changed, paper[i], seq[i+added])
+		}
+	}
+	if !strings.Contains(seq[len(seq)-1], "generate the first probe (using the generate_testcase tool)") {
+		t.Errorf("sequential closing line: %q", seq[len(seq)-1])
 	}
 	if p := ProposerPrompt("Q?", warehouse.SQLite, nil); !strings.Contains(p, "Main Question: Q?\nAnother way to say it: Q?") ||
 		!strings.Contains(p, "Exploratory Probes:\nFailure Probes:\nSuccessful Probes:\nFinal SQL queries (pay more attention here):") {
@@ -385,7 +414,7 @@ func TestPlannerRules(t *testing.T) {
 	if act, err = s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.called != 10 {
 		t.Errorf("never finishing: %+v after %d calls (%v); want planner_recursion after 10", act, m.called, err)
 	}
-	if r := passResult(0, 9, nil, act.Stop); r.Status != agent.StatusGaveUp || !strings.Contains(r.Error, "planner_recursion") {
+	if r := passResult(0, 9, &PlanState{}, act.Stop); r.Status != agent.StatusGaveUp || !strings.Contains(r.Error, "planner_recursion") {
 		t.Errorf("a pass with no proposal: %+v", r)
 	}
 	// Probes are capped by truncation (D-P15).
@@ -477,7 +506,7 @@ func TestNoProposerPlanner(t *testing.T) {
 	if p == nil || p.SQL != answer || !p.OK || p.Rows != 5 || p.CSV != "id\n1\n2\n3\n4\n5\n" || p.Verdict != VerdictPassed+"same" {
 		t.Fatalf("the pass's proposal: %+v", p)
 	}
-	if r := passResult(0, 1, p, ""); r.Status != agent.StatusOK || r.SQL != answer || r.Rows != 5 {
+	if r := passResult(0, 1, &PlanState{Proposal: p}, ""); r.Status != agent.StatusOK || r.SQL != answer || r.Rows != 5 {
 		t.Errorf("pass result %+v", r)
 	}
 	want := map[string][2]int{"plan": {5, 2}, "probe": {1, 1}, "verify": {1, 0}, "propose": {0, 0}}

@@ -2,7 +2,6 @@ package pexa
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,6 +28,17 @@ type PlanState struct {
 	// text, each with its whole result and its last verdict, so a SQL
 	// runs once per pass as in the Proposer's conversation.
 	Runs map[string]Proposal `json:"runs,omitempty"`
+	// LastUnread says the Planner's last reply could not be read (no tool
+	// call, or no call's arguments readable): a pass stopping then ended
+	// on unreadable output (cost.Cost.FormatEnded).
+	LastUnread bool `json:"last_unread,omitempty"`
+	// FinalsChosen and FinalsFirst count the probes whose Final the
+	// generator chose (most_promising) and those where the first
+	// successful answering query stood in (D-P5); ProbesDropped the
+	// probes sequential planning did not run (D-P22).
+	FinalsChosen  int `json:"finals_chosen,omitempty"`
+	FinalsFirst   int `json:"finals_first,omitempty"`
+	ProbesDropped int `json:"probes_dropped,omitempty"`
 }
 
 // PendingCall is a tool call of the Planner's last message: answered
@@ -40,6 +50,8 @@ type PendingCall struct {
 	To      int    `json:"to,omitempty"`
 	Probes  bool   `json:"probes,omitempty"`
 	Propose bool   `json:"propose,omitempty"`
+	// Note follows the probes' blocks (probes sequential planning dropped).
+	Note string `json:"note,omitempty"`
 }
 
 // NewPlanState opens a pass with Fig. 3.
@@ -48,12 +60,10 @@ func NewPlanState(question string) *PlanState {
 }
 
 // OpenPass opens a pass with the Planner's prompt for s's setting: Fig. 3,
-// or its no-proposer variant (D-P21).
+// its no-proposer variant (D-P21), sequential planning (D-P22), or both.
 func (s *Steps) OpenPass(question string) *PlanState {
-	if s.cfg.NoProposer {
-		return &PlanState{Messages: []llm.Message{llm.User(PlannerPromptNoProposer(question, !s.cfg.NoVerifier))}}
-	}
-	return NewPlanState(question)
+	return &PlanState{Messages: []llm.Message{llm.User(render("plan", planData{Question: question,
+		NoProposer: s.cfg.NoProposer, Verifier: !s.cfg.NoVerifier, Sequential: s.cfg.SequentialPlan}))}}
 }
 
 // PlanEnv is what the no-proposer Planner's own tools need (D-P21): the
@@ -82,8 +92,15 @@ type Action struct {
 // the evidence.
 func (st *PlanState) Resolve(outcomes []*ProbeOutcome, proposal *Proposal) {
 	for _, o := range outcomes {
-		if o != nil {
-			st.Evidence = append(st.Evidence, o.Records...)
+		if o == nil {
+			continue
+		}
+		st.Evidence = append(st.Evidence, o.Records...)
+		switch {
+		case o.Chosen:
+			st.FinalsChosen++
+		case o.final() != nil:
+			st.FinalsFirst++
 		}
 	}
 	if proposal != nil {
@@ -94,6 +111,9 @@ func (st *PlanState) Resolve(outcomes []*ProbeOutcome, proposal *Proposal) {
 		switch {
 		case p.Probes:
 			text = renderProbes(st.Probes[p.From:p.To], outcomes[p.From:p.To], p.From)
+			if p.Note != "" {
+				text += "\n\n" + p.Note
+			}
 		case p.Propose && proposal != nil:
 			text = proposal.Render()
 		case p.Propose:
@@ -136,7 +156,9 @@ func renderProbes(probes []string, outcomes []*ProbeOutcome, from int) string {
 const (
 	errNoProposal  = "No final SQL has been proposed yet. Call propose_final_sql first."
 	errFinishAlone = "finish must be called on its own."
-	errSQLArgs     = `The arguments were not understood: give {"sql_query": "..."}.`
+	// errSequentialTurn answers a second generate_testcase call in one
+	// message under sequential planning (D-P22).
+	errSequentialTurn = "Not run: with sequential planning one probe runs per turn. Give the next probe in your next turn, after reading this one's result."
 )
 
 // PlanTurn runs the Planner until it asks for work (probes, the
@@ -151,6 +173,12 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 	tools := plannerTools(s.cfg)
 	for {
 		if st.Steps >= s.cfg.MaxPlannerSteps {
+			if st.LastUnread {
+				c.FormatEnded++
+				if st.Proposal == nil {
+					c.FormatLost++ // the pass has no answer: its last replies could not be read
+				}
+			}
 			return &Action{Stop: "planner_recursion"}, nil
 		}
 		sd := seed(st.Steps)
@@ -166,23 +194,32 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 		}
 		st.Messages = append(st.Messages, resp.Message())
 		if len(resp.ToolCalls) == 0 {
+			st.Steps++ // the re-ask (D-P3)
 			st.Messages = append(st.Messages, llm.User("You must call one of the tools."))
+			c.FormatReasks++
+			st.LastUnread = true
 			continue
 		}
 		act := &Action{}
 		var pending []PendingCall
+		bad := 0
+		unreadable := func(id, result string) {
+			pending = append(pending, PendingCall{ID: id, Result: result})
+			c.FormatReasks++
+			bad++
+		}
 		for _, call := range resp.ToolCalls {
-			switch {
-			case call.Name == ToolFinish:
+			switch name := toolName(call.Name); {
+			case name == ToolFinish:
 				switch {
 				case len(resp.ToolCalls) > 1:
 					pending = append(pending, PendingCall{ID: call.ID, Result: errFinishAlone})
 				case s.cfg.NoProposer:
 					// The Proposer's guard (D-P6): the SQL must have
 					// executed with rows, else the executor's feedback.
-					sql, ok := sqlArg(call)
-					if !ok {
-						pending = append(pending, PendingCall{ID: call.ID, Result: errSQLArgs})
+					sql, err := sqlArg(call.Arguments)
+					if err != nil {
+						unreadable(call.ID, sqlArgsResult(err))
 						continue
 					}
 					p, err := s.planRun(ctx, st, env, c, sql)
@@ -193,41 +230,60 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 						pending = append(pending, PendingCall{ID: call.ID, Result: p.Feedback})
 						continue
 					}
-					st.Proposal = &p
+					st.Proposal, st.LastUnread = &p, false
 					return &Action{Finish: true}, nil
 				case st.Proposal == nil:
 					pending = append(pending, PendingCall{ID: call.ID, Result: errNoProposal})
 				default:
+					st.LastUnread = false
 					return &Action{Finish: true}, nil
 				}
-			case call.Name == ToolGenerateTestcase:
+			case name == ToolGenerateTestcase:
 				// Calls in one message merge into one batch (D-P2).
-				var a struct {
-					Probes []string `json:"probes"`
-				}
-				if json.Unmarshal([]byte(call.Arguments), &a) != nil || len(a.Probes) == 0 {
-					pending = append(pending, PendingCall{ID: call.ID, Result: `The arguments were not understood: give {"probes": ["...", "..."]}.`})
+				probes, err := readProbes(call.Arguments)
+				if err != nil {
+					unreadable(call.ID, fmt.Sprintf(`The generate_testcase arguments %v: give {"probes": ["...", "..."]}.`, err))
 					continue
 				}
-				if k := s.cfg.MaxProbesPerPlan; k > 0 && len(act.Probes)+len(a.Probes) > k {
-					a.Probes = a.Probes[:max(0, k-len(act.Probes))]
+				note := ""
+				if s.cfg.SequentialPlan {
+					// One probe per turn (D-P22): the first is run, the
+					// rest are dropped and the Planner is told so.
+					if len(act.Probes) > 0 {
+						st.ProbesDropped += len(probes)
+						pending = append(pending, PendingCall{ID: call.ID, Result: errSequentialTurn})
+						continue
+					}
+					if n := len(probes) - 1; n > 0 {
+						st.ProbesDropped += n
+						note = fmt.Sprintf("Only the first probe was run: with sequential planning one probe runs per turn. The other %d were not run; give the next one in your next turn if it is still needed.", n)
+						probes = probes[:1]
+					}
 				}
-				if len(a.Probes) == 0 {
+				if k := s.cfg.MaxProbesPerPlan; k > 0 && len(act.Probes)+len(probes) > k {
+					probes = probes[:max(0, k-len(act.Probes))]
+				}
+				if len(probes) == 0 {
 					pending = append(pending, PendingCall{ID: call.ID, Result: fmt.Sprintf("At most %d probes per plan: these were not run.", s.cfg.MaxProbesPerPlan)})
 					continue
 				}
 				from := len(act.Probes)
-				act.Probes = append(act.Probes, a.Probes...)
-				pending = append(pending, PendingCall{ID: call.ID, Probes: true, From: from, To: len(act.Probes)})
-			case call.Name == ToolProposeFinalSQL && !s.cfg.NoProposer:
+				act.Probes = append(act.Probes, probes...)
+				pending = append(pending, PendingCall{ID: call.ID, Probes: true, From: from, To: len(act.Probes), Note: note})
+			case name == ToolProposeFinalSQL && !s.cfg.NoProposer:
 				if act.Propose {
 					pending = append(pending, PendingCall{ID: call.ID, Result: "The proposer was already called in this message."})
 					continue
 				}
 				act.Propose = true
 				pending = append(pending, PendingCall{ID: call.ID, Propose: true})
-			case s.cfg.NoProposer && (call.Name == ToolExecuteSQL || call.Name == ToolSemanticVerifier && !s.cfg.NoVerifier):
-				result, err := s.planTool(ctx, st, env, seed, c, call)
+			case s.cfg.NoProposer && (name == ToolExecuteSQL || name == ToolSemanticVerifier && !s.cfg.NoVerifier):
+				sql, err := sqlArg(call.Arguments)
+				if err != nil {
+					unreadable(call.ID, sqlArgsResult(err))
+					continue
+				}
+				result, err := s.planTool(ctx, st, env, seed, c, name, sql)
 				if err != nil {
 					return nil, err
 				}
@@ -237,6 +293,7 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 			}
 		}
 		st.Steps++ // the tools execution
+		st.LastUnread = bad == len(resp.ToolCalls)
 		st.Pending, st.Probes = pending, act.Probes
 		if len(act.Probes) > 0 || act.Propose {
 			return act, nil
@@ -245,28 +302,13 @@ func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 	}
 }
 
-// sqlArg is a call's sql_query argument.
-func sqlArg(call llm.ToolCall) (string, bool) {
-	var a struct {
-		SQL string `json:"sql_query"`
-	}
-	if json.Unmarshal([]byte(call.Arguments), &a) != nil || strings.TrimSpace(a.SQL) == "" {
-		return "", false
-	}
-	return a.SQL, true
-}
-
 // planTool answers the no-proposer Planner's execute_sql and
 // semantic_verifier as the Proposer does (D-P6, D-P21): the executor's
 // feedback, or the verifier's verdict on the SQL, executed first if it has
 // not run in this pass.
-func (s *Steps) planTool(ctx context.Context, st *PlanState, env *PlanEnv, seed func(int) int64, c *cost.Cost, call llm.ToolCall) (string, error) {
-	sql, ok := sqlArg(call)
-	if !ok {
-		return errSQLArgs, nil
-	}
+func (s *Steps) planTool(ctx context.Context, st *PlanState, env *PlanEnv, seed func(int) int64, c *cost.Cost, name, sql string) (string, error) {
 	p, err := s.planRun(ctx, st, env, c, sql)
-	if err != nil || call.Name == ToolExecuteSQL {
+	if err != nil || name == ToolExecuteSQL {
 		return p.Feedback, err
 	}
 	vc := env.Verify

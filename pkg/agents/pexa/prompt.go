@@ -13,8 +13,9 @@ import (
 
 // The prompts are the paper's Figs. 3–6 word for word (pexa L301–L319),
 // with the slots filled; prompts/*.txt hold them and golden files pin what
-// they render to. The one text of ours is the no-proposer planner's two
-// bullets in plan.txt (D-P21).
+// they render to. The texts of ours are the no-proposer planner's two
+// bullets (D-P21) and sequential planning's guideline and closing line
+// (D-P22) in plan.txt.
 //
 //go:embed prompts/*.txt
 var promptFiles embed.FS
@@ -44,9 +45,17 @@ func PlannerPromptNoProposer(question string, verifier bool) string {
 	return render("plan", planData{Question: question, NoProposer: true, Verifier: verifier})
 }
 
+// PlannerPromptSequential is Fig. 3 for the sequential-planning ablation
+// (D-P22): a guideline of ours asks for one probe per generate_testcase
+// call, read before the next is written, and the closing line asks for
+// the first probe; the rest is verbatim.
+func PlannerPromptSequential(question string) string {
+	return render("plan", planData{Question: question, Sequential: true})
+}
+
 type planData struct {
-	Question             string
-	NoProposer, Verifier bool
+	Question                         string
+	NoProposer, Verifier, Sequential bool
 }
 
 // TestcaseInput fills Fig. 4.
@@ -154,11 +163,16 @@ var sqlArgs = json.RawMessage(`{"type":"object","required":["sql_query"],"proper
 // finish takes the final SQL.
 func plannerTools(cfg Config) []llm.Tool {
 	desc := "Call the worker to generate SQL queries for probes. Probes are simple natural language queries that provide basic information about the data to the proposer."
-	if cfg.MaxProbesPerPlan > 0 {
+	params := `{"type":"object","required":["probes"],"properties":{"probes":{"type":"array","items":{"type":"string"}}}}`
+	switch {
+	case cfg.SequentialPlan:
+		// One probe per turn (D-P22).
+		desc += " Give exactly one probe per call; you will read its result before you write the next."
+		params = `{"type":"object","required":["probes"],"properties":{"probes":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":1}}}`
+	case cfg.MaxProbesPerPlan > 0:
 		desc += fmt.Sprintf(" Give at most %d probes per call.", cfg.MaxProbesPerPlan)
 	}
-	gen := llm.Tool{Name: ToolGenerateTestcase, Description: desc,
-		Parameters: json.RawMessage(`{"type":"object","required":["probes"],"properties":{"probes":{"type":"array","items":{"type":"string"}}}}`)}
+	gen := llm.Tool{Name: ToolGenerateTestcase, Description: desc, Parameters: json.RawMessage(params)}
 	if cfg.NoProposer {
 		tools := append([]llm.Tool{gen}, proposerTools(!cfg.NoVerifier)...)
 		return append(tools, llm.Tool{Name: ToolFinish, Parameters: sqlArgs,
@@ -184,13 +198,16 @@ func toolNames(tools []llm.Tool) string {
 }
 
 func testcaseTools(maxSQLs int) []llm.Tool {
-	desc := "Execute a batch of SQL queries and return, for each, Success with the first rows, NULL Error (no rows) or Compilation Error."
+	// most_promising is how the generator chooses its Final query in the
+	// call that writes it, with no extra call (D-P5).
+	desc := "Execute a batch of SQL queries and return, for each, Success with the first rows, NULL Error (no rows) or Compilation Error." +
+		" Set most_promising to true on the one answering query you judge most likely to answer the question: if it succeeds, it is the probe's final SQL."
 	if maxSQLs > 0 {
 		desc += fmt.Sprintf(" Submit at most %d queries.", maxSQLs)
 	}
 	return []llm.Tool{
 		{Name: ToolExecuteSQL, Description: desc,
-			Parameters: json.RawMessage(`{"type":"object","required":["queries"],"properties":{"queries":{"type":"array","items":{"type":"object","required":["description","sql_query","exploration"],"properties":{"description":{"type":"string"},"sql_query":{"type":"string"},"exploration":{"type":"boolean"}}}}}}`)},
+			Parameters: json.RawMessage(`{"type":"object","required":["queries"],"properties":{"queries":{"type":"array","items":{"type":"object","required":["description","sql_query","exploration"],"properties":{"description":{"type":"string"},"sql_query":{"type":"string"},"exploration":{"type":"boolean"},"most_promising":{"type":"boolean"}}}}}}`)},
 		{Name: ToolNotEnoughInfo, Description: "The question is not self-contained or is unanswerable.",
 			Parameters: json.RawMessage(`{"type":"object","required":["explanation"],"properties":{"explanation":{"type":"string"}}}`)},
 	}

@@ -55,7 +55,7 @@ func Definition() *agent.Definition {
 			{Name: OptMaxProbes, Default: "0", Usage: "probes per plan, the rest dropped (0 = no cap; Table 4)"},
 			{Name: OptMaxSQLs, Default: "0", Usage: "SQLs per test case, the rest dropped (0 = no cap; 1 = the single-path ablation)"},
 			{Name: OptNoVerifier, Default: "false", Usage: "no semantic verifier tool (ablation)"},
-			{Name: OptSequentialPlan, Default: "false", Usage: "a batch's probes run one at a time (ablation)"},
+			{Name: OptSequentialPlan, Default: "false", Usage: "the planner plans one probe per turn, each run before the next is planned (ablation)"},
 			{Name: OptNoProposer, Default: "false", Usage: "no proposer: the planner writes, checks and submits the final SQL itself (ablation)"},
 			{Name: OptLinkBudget, Default: strconv.Itoa(dbinfo.DefaultLinkBudget), Usage: "prompts of this many bytes or more get table-level schema linking (as ReFoRCE)"},
 		},
@@ -64,6 +64,9 @@ func Definition() *agent.Definition {
 		// calls (Table 10: 16.74 per datapoint).
 		Load: func(opts map[string]string, _ int) agent.Load {
 			cfg, _, _ := ConfigFromOptions(opts)
+			if cfg.SequentialPlan {
+				return agent.Load{Width: cfg.Passes, Calls: 15 * cfg.Passes} // one probe at a time (D-P22)
+			}
 			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes}
 		},
 	}
@@ -260,7 +263,7 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 		if err := getJSON(ctx, c, tr.StateRef, st); err != nil {
 			return nil, err
 		}
-		return &agent.Outcome{Results: []agent.Result{passResult(p.Pass, p.Turn, st.Proposal, act.Stop)}}, nil
+		return &agent.Outcome{Results: []agent.Result{passResult(p.Pass, p.Turn, st, act.Stop)}}, nil
 	case len(act.Probes) > 0:
 		// The probes fan out; the last one in continues the pass, with
 		// the proposer first when this turn also asked for it (D-P2).
@@ -286,16 +289,12 @@ func (a *pexa) after(p, next payload, propose bool) (agent.Task, error) {
 	return agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, next.Turn), 0, []int{p.Pass}, next)
 }
 
-// probeTasks are a batch's probe tasks, all published at once (one task
-// running them in order with SequentialPlan).
+// probeTasks are a batch's probe tasks, one per probe, all published at
+// once (with SequentialPlan a batch is one probe, D-P22).
 func (a *pexa) probeTasks(p payload, probes []string, then agent.Task) []agent.Task {
-	var parts [][]int
-	if a.steps.cfg.SequentialPlan {
-		parts = [][]int{agent.Range(0, len(probes))}
-	} else {
-		for i := range probes {
-			parts = append(parts, []int{i})
-		}
+	parts := make([][]int, len(probes))
+	for i := range probes {
+		parts[i] = []int{i}
 	}
 	out := make([]agent.Task, len(parts))
 	for k, idx := range parts {
@@ -445,16 +444,22 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 	return &agent.Outcome{Next: []agent.Task{next}}, err
 }
 
-// passRecord is the agent's own record of a pass's candidate.
+// passRecord is the agent's own record of a pass's candidate: with how
+// its probes' Finals were chosen (D-P5) and how many probes sequential
+// planning dropped (D-P22).
 type passRecord struct {
-	Turns   int    `json:"turns"`
-	Stop    string `json:"stop,omitempty"`
-	Verdict string `json:"verdict,omitempty"`
+	Turns         int    `json:"turns"`
+	Stop          string `json:"stop,omitempty"`
+	Verdict       string `json:"verdict,omitempty"`
+	FinalsChosen  int    `json:"finals_chosen,omitempty"`
+	FinalsFirst   int    `json:"finals_first,omitempty"`
+	ProbesDropped int    `json:"probes_dropped,omitempty"`
 }
 
 // passResult is a pass's answer: its last proposal (D-P13).
-func passResult(pass, turns int, prop *Proposal, stop string) agent.Result {
-	rec := passRecord{Turns: turns + 1, Stop: stop}
+func passResult(pass, turns int, st *PlanState, stop string) agent.Result {
+	rec := passRecord{Turns: turns + 1, Stop: stop, FinalsChosen: st.FinalsChosen, FinalsFirst: st.FinalsFirst, ProbesDropped: st.ProbesDropped}
+	prop := st.Proposal
 	r := agent.Result{Index: pass}
 	switch {
 	case prop == nil || prop.SQL == "":

@@ -9,15 +9,14 @@ package pexa
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -37,8 +36,9 @@ type Config struct {
 	// submits the final SQL itself (Table 2 "w/o proposer", C.4 L419;
 	// D-P21).
 	NoProposer bool
-	// SequentialPlan runs a batch's probes one at a time (Table 2, "w/o
-	// plan-time parallelization").
+	// SequentialPlan makes the Planner plan one probe per turn, each run
+	// and read before the next is planned (Table 2 "w/o plan-time
+	// parallelization", C.4 L413; D-P22).
 	SequentialPlan bool
 	// Temperature of the planner, generator and proposer; VerifierTemp of
 	// the verifier (Table 5; not sent to reasoning models, D-P16).
@@ -71,9 +71,11 @@ type Record struct {
 	Description string `json:"description,omitempty"`
 	SQL         string `json:"sql"`
 	Exploration bool   `json:"exploration,omitempty"`
-	Feedback    string `json:"feedback"`
-	OK          bool   `json:"ok,omitempty"`
-	Class       string `json:"class"`
+	// Promising is the generator's most_promising mark (D-P5).
+	Promising bool   `json:"most_promising,omitempty"`
+	Feedback  string `json:"feedback"`
+	OK        bool   `json:"ok,omitempty"`
+	Class     string `json:"class"`
 }
 
 // Probe statuses, as the Planner reads them (D-P18).
@@ -90,6 +92,9 @@ type ProbeOutcome struct {
 	Status  string   `json:"status"`
 	Detail  string   `json:"detail,omitempty"`
 	Records []Record `json:"records,omitempty"`
+	// Chosen says the generator chose the Final record (most_promising);
+	// a Final without it is the first successful answering query (D-P5).
+	Chosen bool `json:"chosen,omitempty"`
 	// Calls and Queries count the probe's LLM calls and SQL executions.
 	Calls   int `json:"calls"`
 	Queries int `json:"queries"`
@@ -128,14 +133,19 @@ const mustUseTool = "In every response, you must use one of the tools."
 // Probe runs one Test Case Generator (§1.5): the model writes SQLs, they
 // run in parallel, and a batch with at least one successful answering
 // query ends it (D-P4); an exploration-only or all-failed batch goes back
-// to the model with the feedback.
+// to the model with the feedback. Every reply answered (tool results or a
+// re-ask) is a step besides the reply's own (D-P3).
 func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseInput, seed func(step int) int64, c *cost.Cost) (*ProbeOutcome, error) {
 	out := &ProbeOutcome{Probe: in.Probe}
 	msgs := []llm.Message{llm.User(TestcasePrompt(in))}
 	var records []Record
+	unread := false // the last reply could not be read
 	for steps := 0; ; {
 		if steps >= s.cfg.MaxTestcaseSteps {
 			out.Status = ProbeLimit
+			if unread {
+				c.FormatEnded++
+			}
 			break
 		}
 		sd := seed(steps)
@@ -152,26 +162,37 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 			return nil, err
 		}
 		msgs = append(msgs, resp.Message())
+		steps++ // the tools execution, or the re-ask
 		if len(resp.ToolCalls) == 0 {
 			msgs = append(msgs, llm.User(mustUseTool))
+			c.FormatReasks++
+			unread = true
 			continue
 		}
-		done := false
 		var batch []Record
+		unreadCalls := 0
 		for _, call := range resp.ToolCalls {
-			switch call.Name {
+			switch toolName(call.Name) {
 			case ToolNotEnoughInfo:
-				var a struct {
-					Explanation string `json:"explanation"`
+				// The call itself is the signal; an explanation that
+				// cannot be read does not undo it.
+				detail := "(the explanation could not be read)"
+				if f, err := reply.Args(call.Arguments); err == nil {
+					if e, ok := f.String("explanation", "reason"); ok {
+						detail = e
+					}
 				}
-				_ = json.Unmarshal([]byte(call.Arguments), &a)
-				out.Status, out.Detail = ProbeNEI, a.Explanation
-				out.Records = classify(records, nil)
+				out.Status, out.Detail = ProbeNEI, detail
+				out.Records, _ = classify(records, nil)
 				return out, nil
 			case ToolExecuteSQL:
-				rs, text, err := s.executeBatch(ctx, wh, c, in.Probe, call.Arguments)
+				rs, text, readable, err := s.executeBatch(ctx, wh, c, in.Probe, call.Arguments)
 				if err != nil {
 					return nil, err
+				}
+				if !readable {
+					c.FormatReasks++
+					unreadCalls++
 				}
 				out.Queries += len(rs)
 				batch = append(batch, rs...)
@@ -180,84 +201,98 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 				msgs = append(msgs, llm.ToolResult(call.ID, fmt.Sprintf("Unknown tool %q: use execute_sql or not_enough_information.", call.Name)))
 			}
 		}
-		steps++ // the tools execution
+		unread = unreadCalls == len(resp.ToolCalls)
 		for _, r := range batch {
 			if r.OK && !r.Exploration {
-				done = true
+				out.Status = ProbeFinal
+				out.Records, out.Chosen = classify(records, batch)
+				return out, nil
 			}
-		}
-		if done {
-			out.Status = ProbeFinal
-			out.Records = classify(records, batch)
-			return out, nil
 		}
 		records = append(records, batch...)
 	}
-	out.Records = classify(records, nil)
+	out.Records, _ = classify(records, nil)
 	if out.Status == ProbeLimit && out.Detail == "" && len(out.Records) > 0 {
 		out.Detail = "no answering query succeeded"
 	}
 	return out, nil
 }
 
-// executeBatch runs one execute_sql call: its queries at once, capped to
-// MaxSQLsPerTestCase, and the numbered feedback the model reads.
-func (s *Steps) executeBatch(ctx context.Context, wh warehouse.Warehouse, c *cost.Cost, probe, args string) ([]Record, string, error) {
-	var a struct {
-		Queries []struct {
-			Description string `json:"description"`
-			SQLQuery    string `json:"sql_query"`
-			Exploration bool   `json:"exploration"`
-		} `json:"queries"`
+// executeBatch runs one execute_sql call: its readable queries at once,
+// capped to MaxSQLsPerTestCase, and the numbered feedback the model reads,
+// numbered as the model listed them; a query that cannot be read is not
+// run and its line says why. readable is false when any part of the
+// arguments could not be read (a re-ask, counted by the caller).
+func (s *Steps) executeBatch(ctx context.Context, wh warehouse.Warehouse, c *cost.Cost, probe, args string) (recs []Record, text string, readable bool, err error) {
+	qs, err := readQueries(args, s.cfg.MaxSQLsPerTestCase)
+	if err != nil {
+		return nil, fmt.Sprintf("The execute_sql arguments %v: %s.", err, errQueriesForm), false, nil
 	}
-	if err := json.Unmarshal([]byte(args), &a); err != nil || len(a.Queries) == 0 {
-		return nil, "The execute_sql arguments were not understood: give {\"queries\": [{\"description\": ..., \"sql_query\": ..., \"exploration\": false}]}.", nil
-	}
-	if k := s.cfg.MaxSQLsPerTestCase; k > 0 && len(a.Queries) > k {
-		a.Queries = a.Queries[:k]
-	}
-	sqls := make([]string, len(a.Queries))
-	for i, q := range a.Queries {
-		sqls[i] = q.SQLQuery
+	var sqls []string
+	var run []int // indices in qs of the queries run
+	readable = true
+	for i, q := range qs {
+		if q.Problem != "" {
+			readable = false
+			continue
+		}
+		sqls = append(sqls, q.SQL)
+		run = append(run, i)
 	}
 	execs, err := executeAll(ctx, wh, c, sqls, s.cfg.MaxSQLsPerTestCase == 1)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	var text strings.Builder
-	recs := make([]Record, len(execs))
-	for i, e := range execs {
-		q := a.Queries[i]
-		recs[i] = Record{Probe: probe, Description: q.Description, SQL: q.SQLQuery, Exploration: q.Exploration, Feedback: e.Feedback, OK: e.OK}
+	feedback := make([]string, len(qs))
+	for i, q := range qs {
+		feedback[i] = "Not run: " + q.Problem + "."
+	}
+	for j, e := range execs {
+		q := qs[run[j]]
+		feedback[run[j]] = e.Feedback
+		recs = append(recs, Record{Probe: probe, Description: q.Description, SQL: q.SQL, Exploration: q.Exploration,
+			Promising: q.Promising, Feedback: e.Feedback, OK: e.OK})
+	}
+	var b strings.Builder
+	for i, q := range qs {
 		if i > 0 {
-			text.WriteString("\n")
+			b.WriteString("\n")
 		}
-		fmt.Fprintf(&text, "Query %d (%s): %s", i+1, q.Description, e.Feedback)
+		fmt.Fprintf(&b, "Query %d (%s): %s", i+1, q.Description, feedback[i])
 	}
-	return recs, text.String(), nil
+	return recs, b.String(), readable, nil
 }
 
 // classify puts each record in one of the Proposer's clusters (D-P5):
-// exploratory by its flag; the first successful answering query of the
-// terminating batch is Final; other successes Successful; answering
-// queries that failed or returned nothing Failure.
-func classify(earlier, terminating []Record) []Record {
-	out := make([]Record, 0, len(earlier)+len(terminating))
-	final := false
-	for i, r := range append(append([]Record(nil), earlier...), terminating...) {
+// exploratory by its flag; in the terminating batch, the successful
+// answering query the generator marked most_promising is Final ("chosen
+// by the test case generator as the most promising", B.1 L317), or, when
+// it marked none that succeeded, the first successful answering query
+// (chosen is then false); other successes Successful; answering queries
+// that failed or returned nothing Failure.
+func classify(earlier, terminating []Record) (out []Record, chosen bool) {
+	all := append(append([]Record(nil), earlier...), terminating...)
+	final := -1
+	for i := len(earlier); i < len(all); i++ {
+		if r := all[i]; r.OK && !r.Exploration && (final < 0 || r.Promising && !chosen) {
+			final, chosen = i, r.Promising
+		}
+	}
+	out = make([]Record, 0, len(all))
+	for i, r := range all {
 		switch {
 		case r.Exploration:
 			r.Class = ClassExploratory
 		case !r.OK:
 			r.Class = ClassFailure
-		case i >= len(earlier) && !final:
-			r.Class, final = ClassFinal, true
+		case i == final:
+			r.Class = ClassFinal
 		default:
 			r.Class = ClassSuccessful
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, chosen
 }
 
 // Proposal is the Proposer's answer.
@@ -284,11 +319,12 @@ func (p *Proposal) Render() string {
 	return fmt.Sprintf("Proposed SQL:\n```sql\n%s\n```\nExecution: %s\nSemantic verification: %s", p.SQL, p.Feedback, v)
 }
 
-var sqlFence = regexp.MustCompile("(?s)```sql\\s*(.*?)```")
-
 // Propose runs the Proposer (§1.6): an agent with the executor and the
 // verifier as tools; its final SQL must have executed with Success before
-// it is returned (D-P6).
+// it is returned (D-P6). The final SQL is read with reply.SQL; a reply
+// that cannot be read (no query, a cut one) gets the reader's re-ask and is
+// never executed. Every reply answered (tool results, the guard's run and
+// feedback, a re-ask) is a step besides the reply's own (D-P3).
 func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question string, dialect warehouse.Dialect, evidence []Record,
 	seed func(step int) int64, c, verify *cost.Cost) (*Proposal, error) {
 	msgs := []llm.Message{llm.User(ProposerPrompt(question, dialect, evidence))}
@@ -296,6 +332,7 @@ func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question st
 	verdicts := map[string]string{}
 	var best, last *Proposal
 	var mu sync.Mutex
+	unread, lastUnread := 0, false
 	run := func(sql string) (execution, error) {
 		if e, ok := runs[sql]; ok {
 			return e, nil
@@ -322,7 +359,14 @@ func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question st
 	}
 	for steps := 0; ; {
 		if steps >= s.cfg.MaxProposerSteps {
-			return ending("proposer_recursion"), nil
+			p := ending("proposer_recursion")
+			if lastUnread {
+				c.FormatEnded++
+			}
+			if p.SQL == "" && unread > 0 {
+				c.FormatLost++ // no proposal because no reply could be read
+			}
+			return p, nil
 		}
 		sd := seed(steps)
 		resp, err := s.chat(ctx, c, llm.Request{Role: RolePropose, Messages: msgs, Tools: proposerTools(!s.cfg.NoVerifier),
@@ -337,49 +381,60 @@ func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question st
 		}
 		msgs = append(msgs, resp.Message())
 		if len(resp.ToolCalls) > 0 {
+			bad := 0
 			for _, call := range resp.ToolCalls {
-				var a struct {
-					SQL string `json:"sql_query"`
-				}
-				if json.Unmarshal([]byte(call.Arguments), &a) != nil || strings.TrimSpace(a.SQL) == "" {
-					msgs = append(msgs, llm.ToolResult(call.ID, `The arguments were not understood: give {"sql_query": "..."}.`))
+				name := toolName(call.Name)
+				if name != ToolExecuteSQL && (name != ToolSemanticVerifier || s.cfg.NoVerifier) {
+					msgs = append(msgs, llm.ToolResult(call.ID, fmt.Sprintf("Unknown tool %q: use %s.", call.Name, toolNames(proposerTools(!s.cfg.NoVerifier)))))
 					continue
 				}
-				e, err := run(a.SQL)
+				sql, err := sqlArg(call.Arguments)
+				if err != nil {
+					msgs = append(msgs, llm.ToolResult(call.ID, sqlArgsResult(err)))
+					c.FormatReasks++
+					bad++
+					continue
+				}
+				e, err := run(sql)
 				if err != nil {
 					return nil, err
 				}
-				last = answer(a.SQL, e)
+				last = answer(sql, e)
 				if e.OK {
 					best = last
 				}
-				switch call.Name {
-				case ToolExecuteSQL:
+				if name == ToolExecuteSQL {
 					msgs = append(msgs, llm.ToolResult(call.ID, e.Feedback))
-				case ToolSemanticVerifier:
-					if s.cfg.NoVerifier {
-						msgs = append(msgs, llm.ToolResult(call.ID, "Unknown tool semantic_verifier."))
-						continue
-					}
-					v, err := s.Verify(ctx, question, a.SQL, strings.TrimPrefix(e.Feedback, "Success: "), seed(1000+steps), verify)
-					if err != nil {
-						return nil, err
-					}
-					verdicts[a.SQL] = v
-					msgs = append(msgs, llm.ToolResult(call.ID, v))
-				default:
-					msgs = append(msgs, llm.ToolResult(call.ID, fmt.Sprintf("Unknown tool %q.", call.Name)))
+					continue
 				}
+				v, err := s.Verify(ctx, question, sql, strings.TrimPrefix(e.Feedback, "Success: "), seed(1000+steps), verify)
+				if err != nil {
+					return nil, err
+				}
+				verdicts[sql] = v
+				last.Verdict = v
+				msgs = append(msgs, llm.ToolResult(call.ID, v))
 			}
-			steps++
+			if bad > 0 {
+				unread++
+			}
+			lastUnread = bad == len(resp.ToolCalls)
+			steps++ // the tools execution
 			continue
 		}
-		m := sqlFence.FindStringSubmatch(resp.Text)
-		if m == nil || strings.TrimSpace(m[1]) == "" {
-			msgs = append(msgs, llm.User("Answer with one SQL query in a ```sql``` block."))
+		steps++ // the re-ask, or the guard's run and feedback
+		sql, err := reply.SQL(resp.Text, resp.FinishReason)
+		var u *reply.Unreadable
+		if errors.As(err, &u) {
+			msgs = append(msgs, llm.User(u.Reask))
+			c.FormatReasks++
+			unread, lastUnread = unread+1, true
 			continue
 		}
-		sql := strings.TrimSpace(m[1])
+		if err != nil {
+			return nil, fmt.Errorf("pexa: proposer reply: %w", err)
+		}
+		lastUnread = false
 		e, err := run(sql)
 		if err != nil {
 			return nil, err
@@ -394,47 +449,79 @@ func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question st
 	}
 }
 
-// Verdict strings (D-P7).
+// Verdict strings (D-P7). Only VerdictPassed verifies a query: a verdict
+// that could not be read, or a verifier that could not be reached, says so
+// and is never a pass.
 const (
 	VerdictPassed = "Semantic check passed: "
 	VerdictError  = "Semantic Error: "
+	VerdictUnread = "Semantic check could not be read: "
+	VerdictNotRun = "Semantic check not run: "
+	// notVerified ends the two verdicts that are not a check.
+	notVerified = " The query is not verified."
 )
 
-var jsonFence = regexp.MustCompile("(?s)```json\\s*(.*?)```")
+// verifyAttempts is how many replies the verifier gets to give a
+// readable verdict: the first and one re-ask saying what was wrong (D-P7).
+const verifyAttempts = 2
 
 // Verify runs the Semantic Verifier (Fig. 6): back-translate and compare.
-// A reply that is not its JSON after two attempts passes: the check must
-// not block an answer (D-P7).
+// The verdict is read with reply.JSON and Fields.Bool ("false", False, 0
+// and trailing commas included); an unreadable one is re-asked with what
+// was wrong, and after its attempts is reported as not verified and
+// counted in VerdictsUnread. A failed call is "not run" (D-P7).
 func (s *Steps) Verify(ctx context.Context, question, sql, result string, seed int64, c *cost.Cost) (string, error) {
 	msgs := []llm.Message{llm.User(VerifierPrompt(question, sql, result))}
-	for attempt := range 2 {
+	var problem error
+	for attempt := range verifyAttempts {
 		sd := seed + int64(attempt)
 		resp, err := s.chat(ctx, c, llm.Request{Role: RoleVerify, Messages: msgs, Temperature: temp(s.cfg.VerifierTemp), Seed: &sd})
 		var ce *llm.CallError
 		if errors.As(err, &ce) {
-			return VerdictPassed + "(the verifier could not be reached: " + ce.Error() + ")", nil
+			return VerdictNotRun + "the verifier could not be reached (" + ce.Error() + ")." + notVerified, nil
 		}
 		if err != nil {
 			return "", err
 		}
-		text := resp.Text
-		if m := jsonFence.FindStringSubmatch(text); m != nil {
-			text = m[1]
-		} else if i, j := strings.Index(text, "{"), strings.LastIndex(text, "}"); i >= 0 && j > i {
-			text = text[i : j+1]
+		v, err := readVerdict(resp.Text, resp.FinishReason)
+		if err == nil {
+			return v, nil
 		}
-		var v struct {
-			Correct         *bool  `json:"correct"`
-			Explanation     string `json:"explanation"`
-			BackTranslation string `json:"back_translated_query"`
+		problem = err
+		if attempt+1 < verifyAttempts {
+			msgs = append(msgs, resp.Message(), llm.User("Your verdict could not be read: "+err.Error()+
+				`. Answer with one JSON object in a `+"```json"+` block with the fields "correct" (true or false), "explanation" and "back_translated_query".`))
+			c.FormatReasks++
 		}
-		if json.Unmarshal([]byte(text), &v) != nil || v.Correct == nil {
-			continue
-		}
-		if *v.Correct {
-			return VerdictPassed + v.Explanation, nil
-		}
-		return VerdictError + v.Explanation + " (back-translation: " + v.BackTranslation + ")", nil
 	}
-	return VerdictPassed + "(the verifier's reply was not understood)", nil
+	c.VerdictsUnread++
+	return VerdictUnread + problem.Error() + "." + notVerified, nil
+}
+
+// readVerdict reads a verifier reply into its verdict string.
+func readVerdict(text, finish string) (string, error) {
+	f, err := reply.JSON(text)
+	if err != nil {
+		var u *reply.Unreadable
+		switch {
+		case finish == reply.FinishLength:
+			return "", errors.New("the reply was cut off before its JSON verdict ended")
+		case errors.As(err, &u):
+			return "", errors.New(u.Problem)
+		}
+		return "", err
+	}
+	ok, present, err := f.Bool("correct", "is_correct")
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("the verdict's %w", err)
+	case !present:
+		return "", errors.New(`the verdict has no "correct" field`)
+	}
+	expl, _ := f.String("explanation")
+	if ok {
+		return VerdictPassed + expl, nil
+	}
+	back, _ := f.String("back_translated_query", "back_translation", "back_translated_question")
+	return VerdictError + expl + " (back-translation: " + back + ")", nil
 }

@@ -83,8 +83,8 @@ func tools(t *testing.T, wh warehouse.Warehouse) *Tools {
 
 func seeds(int) int64 { return 1 }
 
-// TestPromptsArePinned: the agent, final and column prompts match their
-// golden files; the agent prompt carries the command syntax and no
+// TestPromptsArePinned: the agent, final and column prompts and the
+// corrective nudges match their golden files; the agent prompt carries the command syntax and no
 // run_query for the static agent.
 func TestPromptsArePinned(t *testing.T) {
 	t.Parallel()
@@ -95,6 +95,9 @@ func TestPromptsArePinned(t *testing.T) {
 		"final":        FinalPrompt(warehouse.SQLite, "How many rows?", "", ops, nil),
 		"final.retry":  FinalPrompt(warehouse.BigQuery, "How many rows?", "", ops, []Attempt{{"SELECT x", "Error: no such column: x"}, {"SELECT 1 WHERE 0", noRows}}),
 		"columns":      ColumnsPrompt("How many rows?", "SELECT COUNT(*) FROM t"),
+		// The corrective nudges (D-R17), for one tool and for none.
+		"correction.read_table_columns": Correction(CmdColumns, false),
+		"correction.static":             Correction("", true),
 	}
 	golden.Check(t, cases, *update, "go test ./pkg/agents/raise -run TestPromptsArePinned -update")
 	if strings.Contains(cases["agent.static"], "run_query") || !strings.Contains(cases["agent"], "[RUN] command(arguments) [EXECUTE]") {

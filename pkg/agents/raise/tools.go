@@ -2,14 +2,16 @@ package raise
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -41,26 +43,6 @@ const (
 	CmdQuery      = "run_query"
 )
 
-var commandRE = regexp.MustCompile(`\[RUN\]\s*([A-Za-z_][A-Za-z0-9_ ]*?)\s*\(`)
-
-// LastCommand finds the last "[RUN] name(args)" in a segment the model
-// wrote (never in injected text: the nudge shows the syntax too, D-R4).
-// ok is false when the segment holds no command.
-func LastCommand(segment string) (name, args string, ok bool) {
-	locs := commandRE.FindAllStringSubmatchIndex(segment, -1)
-	if len(locs) == 0 {
-		return "", "", false
-	}
-	loc := locs[len(locs)-1]
-	name = strings.ReplaceAll(strings.TrimSpace(segment[loc[2]:loc[3]]), " ", "_")
-	rest := segment[loc[1]:]
-	// The arguments run to the last ')' of the command text.
-	if i := strings.LastIndex(rest, ")"); i >= 0 {
-		rest = rest[:i]
-	}
-	return name, strings.TrimSpace(rest), true
-}
-
 // Run executes one command and returns its output. Errors of the command
 // (unknown command, a bad argument, the engine's message) are outputs the
 // model reads; only the infrastructure's failures are returned.
@@ -69,14 +51,14 @@ func (t *Tools) Run(ctx context.Context, name, args string) (string, error) {
 	case CmdTableNames:
 		return t.tableNames(), nil
 	case CmdColumns:
-		return t.columns(unquote(stripKeyword(args, "table_name"))), nil
+		return t.columns(unquote(argument(args, "table_name", "table"))), nil
 	case CmdDocs:
-		return t.docs(parseList(stripKeyword(args, "column_names"))), nil
+		return t.docs(parseList(argument(args, "column_names", "columns"))), nil
 	case CmdQuery:
 		if t.Static {
 			return "Error: unknown command run_query", nil
 		}
-		return t.query(ctx, unquote(stripKeyword(args, "sql")))
+		return t.query(ctx, unquote(argument(args, "sql", "query")))
 	}
 	return fmt.Sprintf("Error: unknown command %s (the commands are read_table_names, read_table_columns, read_columns_documentation, run_query)", name), nil
 }
@@ -198,21 +180,44 @@ func (t *Tools) query(ctx context.Context, sql string) (string, error) {
 	return out, nil
 }
 
-// stripKeyword drops a "name=" before an argument.
-func stripKeyword(args, name string) string {
+// argument is a command's one argument: positional, after one of its
+// keyword names ("sql=", "sql:"), or a JSON object holding it
+// ({"table_name": "orders"}).
+func argument(args string, names ...string) string {
 	a := strings.TrimSpace(args)
-	if rest, ok := strings.CutPrefix(a, name); ok {
-		if r := strings.TrimSpace(rest); strings.HasPrefix(r, "=") || strings.HasPrefix(r, ":") {
-			return strings.TrimSpace(r[1:])
+	if strings.HasPrefix(a, "{") {
+		if f, err := reply.Args(a); err == nil {
+			for _, n := range names {
+				if v, ok := f.String(n); ok {
+					return strconv.Quote(v)
+				}
+				if v, ok := f[n]; ok {
+					if b, err := json.Marshal(v); err == nil {
+						return string(b)
+					}
+				}
+			}
+		}
+	}
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(a, n); ok {
+			if r := strings.TrimSpace(rest); strings.HasPrefix(r, "=") || strings.HasPrefix(r, ":") {
+				return strings.TrimSpace(r[1:])
+			}
 		}
 	}
 	return a
 }
 
-// unquote reads one string argument: triple-, double- or single-quoted
-// (with backslash escapes), or bare text.
+// unquote reads one string argument: fenced (```sql … ```), triple-,
+// double- or single-quoted (with backslash escapes), or bare text.
 func unquote(s string) string {
 	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "```") || strings.HasPrefix(s, "~~~") {
+		if bs := reply.Blocks(s); len(bs) > 0 {
+			return bs[0].Body
+		}
+	}
 	for _, q := range []string{`"""`, `'''`} {
 		if len(s) >= 6 && strings.HasPrefix(s, q) && strings.HasSuffix(s, q) {
 			return strings.TrimSpace(s[3 : len(s)-3])

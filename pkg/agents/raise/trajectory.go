@@ -3,10 +3,12 @@ package raise
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -71,11 +73,13 @@ var FinalRoles = []llm.Role{RoleFinalA, RoleFinalB, RoleFinalC}
 // Trajectory is one agent run: the commands it executed with their
 // outputs, and how it ended.
 type Trajectory struct {
-	Ops    []Op   `json:"ops"`
-	Calls  int    `json:"calls"`
-	Tokens int    `json:"tokens"`
-	Nudges int    `json:"nudges"`
-	End    string `json:"end"`
+	Ops    []Op `json:"ops"`
+	Calls  int  `json:"calls"`
+	Tokens int  `json:"tokens"`
+	Nudges int  `json:"nudges"`
+	// Corrections counts the corrective nudges (D-R17).
+	Corrections int    `json:"corrections,omitempty"`
+	End         string `json:"end"`
 	// Answer is the agent's own final SQL, recorded but not used (Fig. 3
 	// caption: its answer is discarded).
 	Answer string `json:"answer,omitempty"`
@@ -89,7 +93,14 @@ const (
 	EndCommands = "command_cap"  // safety cap
 	EndLLM      = "llm_failure"  // a call failed after its retries
 	EndEmpty    = "empty_output" // the model produced nothing
+	// EndFormat: maxCorrections corrective nudges in a row did not give a
+	// command that can be run (D-R17).
+	EndFormat = "unreadable_commands"
 )
+
+// maxCorrections bounds the corrective nudges without a command run in
+// between (D-R17).
+const maxCorrections = 3
 
 // Steps runs RAISE's components.
 type Steps struct {
@@ -100,7 +111,8 @@ type Steps struct {
 // Run is the agent loop (§2.3 of our spec): prefilled start phrase,
 // segments that stop at [EXECUTE] with the command run and its result
 // appended, the nudge after a segment of SegmentTokens without a command,
-// and the end at TotalTokens.
+// a corrective nudge after a command written in a form that cannot be run
+// (D-R17), and the end at TotalTokens.
 func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, question, ek string, seed func(int) int64, c *cost.Cost) (*Trajectory, error) {
 	prompt := AgentPrompt(d, question, ek, s.cfg.Static)
 	prefix := PhraseStart + "\n"
@@ -123,6 +135,7 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 		msgs[1].Content += text
 	}
 	temp, topP := s.cfg.Temperature, s.cfg.TopP
+	corrections := 0 // corrective nudges since the last command ran
 	for {
 		switch {
 		case tr.Calls >= s.cfg.MaxCalls:
@@ -147,36 +160,52 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 			return nil, err
 		}
 		c.Call(resp.Usage, false)
-		seg := resp.Text
 		tr.Tokens += resp.Usage.CompletionTokens
+		rd := ReadSegment(resp.Text)
+		// The transcript keeps what a server honouring the stop would have
+		// returned: nothing the model wrote past its own [EXECUTE].
 		if multi {
-			msgs = append(msgs, llm.Assistant(seg))
+			msgs = append(msgs, llm.Assistant(rd.Text))
 		} else {
-			msgs[1].Content += seg
+			msgs[1].Content += rd.Text
 		}
-		name, args, hasCmd := LastCommand(seg)
 		switch {
-		case resp.FinishReason == "length":
+		case resp.FinishReason == reply.FinishLength && !rd.Cut:
 			// SegmentTokens without a tool call: the nudge (rule 2), never
 			// parsed as a command.
 			tr.Nudges++
 			appendText("\n" + Nudge + "\n")
-		case hasCmd && endsAtCommand(seg):
-			// The model hit the [EXECUTE] stop (D-R5).
+		case rd.HasCmd:
+			// The model stopped at a command (D-R5).
+			corrections = 0
 			if !multi {
 				msgs[1].Content += TagExecute
 			}
-			out, err := tools.Run(ctx, name, args)
+			out, err := tools.Run(ctx, rd.Cmd.Name, rd.Cmd.Args)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("raise command %s: %w", rd.Cmd.Text(), err)
 			}
-			tr.Ops = append(tr.Ops, Op{Command: commandText(name, args), Output: out})
+			tr.Ops = append(tr.Ops, Op{Command: rd.Cmd.Text(), Output: out})
 			appendText("\n" + TagResult + "\n" + out + "\n" + TagEnd + "\n")
-		case strings.TrimSpace(seg) == "":
+		case rd.Mention:
+			// A command the parser cannot read: say the syntax rather than
+			// lose the exploration (D-R17).
+			if corrections >= maxCorrections {
+				c.FormatEnded++
+				tr.End = EndFormat
+				return tr, nil
+			}
+			corrections++
+			tr.Corrections++
+			c.FormatReasks++
+			appendText("\n" + Correction(rd.Tool, s.cfg.Static) + "\n")
+		case strings.TrimSpace(rd.Text) == "":
 			tr.End = EndEmpty
 			return tr, nil
 		default:
-			tr.End, tr.Answer = EndAnswer, lastSQL(seg)
+			// The agent's answer is recorded, not used (D-R5).
+			tr.End = EndAnswer
+			tr.Answer, _ = reply.SQL(rd.Text, resp.FinishReason)
 			return tr, nil
 		}
 		if tr.Tokens >= s.cfg.TotalTokens {
@@ -187,28 +216,4 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 			return tr, nil
 		}
 	}
-}
-
-// endsAtCommand tells a segment stopped at [EXECUTE] from a natural end:
-// it ends with its last command's closing parenthesis, not with a closed
-// ```sql block (OpenAI-style APIs report both as "stop"; D-R5).
-func endsAtCommand(seg string) bool {
-	t := strings.TrimRight(seg, " \t\n")
-	i := strings.LastIndex(t, TagRun)
-	return i >= 0 && !strings.HasSuffix(t, "```") && strings.HasSuffix(t, ")")
-}
-
-func commandText(name, args string) string { return name + "(" + args + ")" }
-
-// lastSQL is the last ```sql block of a text.
-func lastSQL(text string) string {
-	i := strings.LastIndex(text, "```sql")
-	if i < 0 {
-		return ""
-	}
-	rest := text[i+len("```sql"):]
-	if j := strings.Index(rest, "```"); j >= 0 {
-		rest = rest[:j]
-	}
-	return strings.TrimSpace(rest)
 }

@@ -105,7 +105,7 @@ func runAblation(t *testing.T, cfg Config, opts map[string]string, ids []string)
 		if err != nil {
 			t.Fatalf("%s: solve: %v", id, err)
 		}
-		lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1, Votes: cfg.Votes}, e)
+		lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1, Votes: cfg.Votes}, e)
 		if err != nil {
 			t.Fatalf("%s: seam: %v", id, err)
 		}

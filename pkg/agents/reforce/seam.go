@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
@@ -38,8 +39,8 @@ const (
 	OptNoVote            = "no-vote"
 	OptNoRandomSelection = "no-random-selection"
 	OptNoCompression     = "no-compression"
-	OptGoldTables        = "gold-tables"
-	OptGoldSchema        = "gold-schema"
+	OptGoldTables        = agent.OptGoldTables // the runtime hands gold only under these two
+	OptGoldSchema        = agent.OptGoldSchema
 	OptCompression       = "compression"
 )
 
@@ -223,7 +224,9 @@ func (d *distributed) exampleInfo(ctx context.Context, c *agent.Context) (*dbinf
 	if err != nil {
 		return nil, err
 	}
-	i, _ = d.cfg.Restrict(i, c.Example.Gold.SQL)
+	// The runtime passes only the gold SQL's identifiers (and only under a
+	// gold ablation); joined, they read as the same identifiers.
+	i, _ = d.cfg.Restrict(i, strings.Join(c.GoldIdentifiers, " "))
 	return i, nil
 }
 
@@ -621,7 +624,12 @@ func fromRuntime(cands []*agent.Candidate) (rc []*Candidate, failed int) {
 // toRuntime turns a vote into the runtime's decision, naming the
 // candidates that agree with the winner.
 func toRuntime(cands []*agent.Candidate, rc []*Candidate, v Decision) *agent.Decision {
-	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}
+	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid, Voted: []int{}}
+	for _, g := range v.Clusters {
+		for _, pos := range g {
+			out.Voted = append(out.Voted, cands[pos].Index)
+		}
+	}
 	for i, r := range rc {
 		if r == v.Winner {
 			out.Winner = cands[i]

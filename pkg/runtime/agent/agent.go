@@ -173,6 +173,11 @@ type Decision struct {
 	Method     string
 	// Valid counts the candidates that took part in the vote.
 	Valid int
+	// Voted lists the indices of the valid candidates the vote counted
+	// (after exploring, ReFoRCE's counts the exploration round alone); nil
+	// when the agent does not say, and a composite agent then counts all
+	// it was given.
+	Voted []int
 	// Agreed lists the indices of the candidates whose answers agree with
 	// the winner's, itself included.
 	Agreed []int
@@ -220,9 +225,13 @@ type Context struct {
 	Run  string
 	Seed uint64
 	// Votes is the run's candidate count, for agents that have one.
-	Votes   int
+	Votes int
+	// Dataset and Example hold no gold (View.Context builds them).
 	Dataset *dataset.Dataset
 	Example *dataset.Example
+	// GoldIdentifiers are the identifiers the example's gold SQL mentions,
+	// for a gold ablation (GoldAblation); nil otherwise.
+	GoldIdentifiers []string
 	// Schema opens the run's warehouses for live schema reads.
 	Schema *dataset.Warehouses
 	// Warehouse opens the example's warehouse within its quota; nil where

@@ -29,6 +29,8 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // Config configures a coordinator.
@@ -50,6 +52,10 @@ type Config struct {
 	// one finishes (0: all at once). Examples then finish steadily from the
 	// start, and a crash leaves little half-done.
 	MaxInFlight int
+	// Warnings are said at the run's start (logged) and kept in run.json:
+	// a setup that departs from the agent's paper, found where the LLM
+	// configuration is resolved.
+	Warnings []string
 }
 
 // Window is the admission window for generators taking slots tasks at
@@ -89,6 +95,9 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	} else {
 		log.Info("resuming run", zap.Int("examples", len(m.Examples)))
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	run, err := env.Run(ctx, m.Run)
 	if err != nil {
 		return nil, err
@@ -101,8 +110,8 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		cfg.AbortAfter = 5
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter,
-		finals:     map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
+		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings,
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
 	started := time.Now()
 	c.started = started
 	if err := c.collectKnown(ctx); err != nil {
@@ -135,6 +144,7 @@ type coord struct {
 
 	window     int
 	abortAfter int
+	warnings   []string
 
 	mu sync.Mutex
 	// llmFailures counts the latest finals in a row that failed on LLM
@@ -403,6 +413,19 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 }
 
 func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
+	for _, cand := range f.CandidateSQL {
+		var csv *string
+		if cand.CSVRef != "" {
+			text, err := c.env.Blobs.GetString(ctx, cand.CSVRef)
+			if err != nil {
+				return err
+			}
+			csv = &text
+		}
+		if err := c.w.Candidate(f.Example, outputs.CandidateName(cand.Round, cand.Index), cand.SQL, csv); err != nil {
+			return err
+		}
+	}
 	for _, m := range f.Members {
 		if m.Status != "answered" {
 			continue
@@ -508,12 +531,16 @@ func (c *coord) done() bool {
 	return len(c.finals) >= len(c.m.Examples)
 }
 
-// report builds run.json, scoring answers against gold where it exists.
+// report builds run.json, scoring answers against gold where it exists:
+// Spider 2.0's gold result CSVs, else (BIRD, Spider 1) the gold SQL run on
+// the example's SQLite database.
 func (c *coord) report(started time.Time) *outputs.Report {
 	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
-		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped,
+		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
 		Started: started, Finished: time.Now()}
 	ctx := context.Background()
+	bird, closeBird := c.birdGold()
+	defer closeBird()
 	for _, id := range c.m.Examples {
 		f := c.finals[id]
 		e, _ := c.run.DS.Example(id)
@@ -535,14 +562,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 					r.LatencySeconds = at.Sub(meta.Published).Seconds()
 				}
 			}
-			if len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "" {
-				correct, atK := c.score(ctx, e, f)
-				r.Correct, r.CorrectAtK = &correct, &atK
-				for i, m := range f.Members {
-					ok := m.Status == "answered" && c.scoreRef(ctx, e, m.CSVRef)
-					r.Members[i].Correct = &ok
-				}
-			}
+			c.scoreExample(ctx, bird, e, f, &r)
 		}
 		rep.Examples = append(rep.Examples, r)
 	}
@@ -550,7 +570,59 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	return rep
 }
 
-// scoreRef scores one stored result against the example's gold.
+// birdGold runs gold SQL for the examples that have no gold result CSVs,
+// read-only on their SQLite files, within the run's query timeout.
+func (c *coord) birdGold() (*eval.BirdGold, func()) {
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: c.m.QueryTimeout}}
+	whs := &dataset.Warehouses{DS: c.run.DS, SQLite: set, Limits: eval.ResultLimits}
+	return &eval.BirdGold{Runner: whs, ResultLimits: whs.Limits}, func() { _ = set.Close() }
+}
+
+// scoreExample sets r's Correct and CorrectAtK (and its members') when e
+// has gold: against the gold CSVs by Spider 2.0's rules, or, with gold SQL
+// alone on SQLite, by BIRD's execution accuracy. A gold query that fails
+// leaves the example unscored rather than wrong.
+func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *dataset.Example, f *message.FinalAnswer, r *outputs.Example) {
+	var one func(ref string) bool
+	emptyRight := false
+	switch {
+	case len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "":
+		r.Metric = "spider2"
+		one = func(ref string) bool { return c.scoreRef(ctx, e, ref) }
+	case strings.TrimSpace(e.Gold.SQL) != "" && e.Dialect == warehouse.SQLite:
+		defer bird.Forget(e.ID)
+		gold, err := bird.Result(ctx, e.ID, e.Gold.SQL)
+		if err != nil {
+			c.log.Warn("example not scored: its gold SQL failed", zap.String("example", e.ID), zap.Error(err))
+			return
+		}
+		r.Metric = "bird"
+		// BIRD compares row sets: a candidate that returned no rows is
+		// right when the gold returns none.
+		emptyRight = len(gold.Rows) == 0
+		one = func(ref string) bool {
+			if ref == "" {
+				return false
+			}
+			csv, err := c.env.Blobs.GetString(ctx, ref)
+			if err != nil {
+				return false
+			}
+			ok, err := bird.ScoreCSV(ctx, e.ID, e.Gold.SQL, csv)
+			return err == nil && ok
+		}
+	default:
+		return
+	}
+	correct, atK := score(f, one, emptyRight)
+	r.Correct, r.CorrectAtK = &correct, &atK
+	for i, m := range f.Members {
+		ok := m.Status == "answered" && one(m.CSVRef)
+		r.Members[i].Correct = &ok
+	}
+}
+
+// scoreRef scores one stored result against the example's gold CSVs.
 func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bool {
 	if ref == "" {
 		return false
@@ -567,8 +639,10 @@ func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bo
 	return err == nil && ok
 }
 
-func (c *coord) score(ctx context.Context, e *dataset.Example, f *message.FinalAnswer) (correct, atK bool) {
-	one := func(ref string) bool { return c.scoreRef(ctx, e, ref) }
+// score judges the final answer and every candidate with one: whether the
+// final is right, and whether any is (EX@k, Best-of-N). emptyRight counts
+// a candidate that returned no rows as right.
+func score(f *message.FinalAnswer, one func(ref string) bool, emptyRight bool) (correct, atK bool) {
 	correct = f.Status == "answered" && one(f.CSVRef)
 	atK = correct
 	for _, ref := range f.CandidateRefs {
@@ -576,6 +650,12 @@ func (c *coord) score(ctx context.Context, e *dataset.Example, f *message.FinalA
 			break
 		}
 		atK = one(ref)
+	}
+	for _, cand := range f.CandidateSQL {
+		if atK || !emptyRight {
+			break
+		}
+		atK = cand.Status == agent.StatusEmpty
 	}
 	return correct, atK
 }

@@ -28,7 +28,10 @@ type Config struct {
 	Agent agent.Agent
 	// Def declares the agent's kinds (unknown kinds are refused as in the
 	// cluster).
-	Def        *agent.Definition
+	Def *agent.Definition
+	// Options are the agent's checked options: a gold ablation among them
+	// (agent.GoldAblation) is the only way the agent sees any gold.
+	Options    map[string]string
 	Dataset    *dataset.Dataset
 	Warehouses *dataset.Warehouses
 	Run        string
@@ -65,7 +68,7 @@ func Solve(ctx context.Context, cfg Config, e *dataset.Example) (*Outcome, error
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	x := &example{cfg: cfg, e: e, store: newStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
+	x := &example{cfg: cfg, e: e, view: agent.NewView(cfg.Dataset, cfg.Warehouses, cfg.Options), store: newStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
 		results: map[int]map[int]*agent.Candidate{}, expect: map[int]int{}, decided: make(chan error, 1)}
 	d, err := cfg.Agent.Start(ctx, x.context(ctx))
 	if err != nil {
@@ -83,8 +86,10 @@ func Solve(ctx context.Context, cfg Config, e *dataset.Example) (*Outcome, error
 }
 
 type example struct {
-	cfg   Config
-	e     *dataset.Example
+	cfg Config
+	e   *dataset.Example
+	// view hides the gold of cfg.Dataset from the agent.
+	view  *agent.View
 	store *store
 	sem   chan struct{}
 	wg    sync.WaitGroup
@@ -101,10 +106,12 @@ type example struct {
 }
 
 func (x *example) context(ctx context.Context) *agent.Context {
-	return &agent.Context{Run: x.cfg.Run, Seed: x.cfg.Seed, Votes: x.cfg.Votes, Dataset: x.cfg.Dataset, Example: x.e,
-		Schema: x.cfg.Warehouses, Store: x.store, Ledger: cost.Ledger{}, Worker: "local",
-		Warehouse: func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) },
-		Log:       x.cfg.Log.With(zap.String("example", x.e.ID))}
+	c := x.view.Context(x.e)
+	c.Run, c.Seed, c.Votes = x.cfg.Run, x.cfg.Seed, x.cfg.Votes
+	c.Store, c.Ledger, c.Worker = x.store, cost.Ledger{}, "local"
+	c.Warehouse = func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) }
+	c.Log = x.cfg.Log.With(zap.String("example", x.e.ID))
+	return c
 }
 
 // open starts a round's tasks.

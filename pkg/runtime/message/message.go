@@ -90,6 +90,17 @@ type MemberAnswer struct {
 	Agrees     bool   `json:"agrees"`
 }
 
+// CandidateSQL is one candidate of a decision: its SQL, its status
+// (agent.StatusOK and the others) and, when it produced rows, the blob of
+// its result.
+type CandidateSQL struct {
+	Round  int    `json:"round"`
+	Index  int    `json:"index"`
+	Status string `json:"status"`
+	SQL    string `json:"sql"`
+	CSVRef string `json:"csv_ref,omitempty"`
+}
+
 // Part is one recorded part of a join: the task's value or why it was
 // lost, with what it cost (the continuation carries the parts' costs).
 type Part struct {
@@ -119,6 +130,9 @@ type FinalAnswer struct {
 	Agreed []int `json:"agreed,omitempty"`
 	// CandidateRefs are every valid candidate's result blob, for EX@k.
 	CandidateRefs []string `json:"candidate_refs,omitempty"`
+	// CandidateSQL are every candidate that wrote SQL, whatever its status,
+	// so the outputs keep the whole pool for Best-of-N scoring.
+	CandidateSQL []CandidateSQL `json:"candidate_sql,omitempty"`
 	// Members are a composite agent's member decisions, and Rule how they
 	// were combined.
 	Members []MemberAnswer `json:"members,omitempty"`

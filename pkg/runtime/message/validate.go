@@ -105,7 +105,15 @@ func (f *FinalAnswer) Validate() error {
 	if !finalStatuses[f.Status] {
 		return fmt.Errorf("invalid final answer: status %.40q", f.Status)
 	}
-	for _, ref := range append([]string{f.CSVRef}, f.CandidateRefs...) {
+	refs := append([]string{f.CSVRef}, f.CandidateRefs...)
+	for _, c := range f.CandidateSQL {
+		if c.Round < 0 || c.Index < 0 {
+			// They name the candidate's output files.
+			return fmt.Errorf("invalid final answer: candidate with a negative round or index (%d, %d)", c.Round, c.Index)
+		}
+		refs = append(refs, c.CSVRef)
+	}
+	for _, ref := range refs {
 		if ref == "" {
 			continue
 		}

@@ -39,6 +39,12 @@ func TestValidateRefusesHostileFields(t *testing.T) {
 		{"a good final", &FinalAnswer{Run: "r1", Example: "local001", Status: "answered", CSVRef: ref}, ""},
 		{"final escapes", &FinalAnswer{Run: "r1", Example: "../x", Status: "answered"}, "example"},
 		{"final candidate ref", &FinalAnswer{Run: "r1", Example: "local001", Status: "answered", CandidateRefs: []string{"sha256:zz"}}, "blob reference"},
+		{"a final with its candidates' SQL", &FinalAnswer{Run: "r1", Example: "local001", Status: "answered",
+			CandidateSQL: []CandidateSQL{{Index: 1, Status: agent.StatusOK, SQL: "SELECT 1", CSVRef: ref}, {Index: 2, Status: agent.StatusError, SQL: "SELEC"}}}, ""},
+		{"final candidate SQL ref", &FinalAnswer{Run: "r1", Example: "local001", Status: "answered",
+			CandidateSQL: []CandidateSQL{{Status: agent.StatusOK, SQL: "SELECT 1", CSVRef: "quorum:run:r1:manifest"}}}, "blob reference"},
+		{"final candidate negative index", &FinalAnswer{Run: "r1", Example: "local001", Status: "answered",
+			CandidateSQL: []CandidateSQL{{Round: 0, Index: -1, Status: agent.StatusOK, SQL: "SELECT 1"}}}, "negative"},
 	} {
 		err := tt.msg.Validate()
 		switch {

@@ -76,6 +76,9 @@ type Run struct {
 	Def   *agent.Definition
 	Agent agent.Agent
 	reg   *registry.Registry
+	// view is what the agent sees of DS: no gold (DS keeps it for
+	// scoring).
+	view *agent.View
 }
 
 // Warehouse returns the warehouse of an example, within its quota.
@@ -176,7 +179,8 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 			return nil, queue.Permanent(fmt.Errorf("run %s: %w", id, err))
 		}
 	}
-	r := &Run{Manifest: m, DS: ds, whs: &dataset.Warehouses{DS: ds, SQLite: l.set}, Def: def, Agent: ag, reg: e.Warehouses}
+	whs := &dataset.Warehouses{DS: ds, SQLite: l.set}
+	r := &Run{Manifest: m, DS: ds, whs: whs, Def: def, Agent: ag, reg: e.Warehouses, view: agent.NewView(ds, whs, opts)}
 	if e.runs == nil {
 		e.runs = map[string]*Run{}
 	}
@@ -213,13 +217,16 @@ func (e *Env) Example(ctx context.Context, runID, exampleID string) (*Run, *data
 	return run, ex, nil
 }
 
-// Context is what the agent sees of one example of a run, in this process.
+// Context is what the agent sees of one example of a run, in this process:
+// no gold, unless the run's options turn on a gold ablation (agent.View).
 func (e *Env) Context(run *Run, ex *dataset.Example, agentName string) *agent.Context {
-	return &agent.Context{Run: run.Manifest.Run, Seed: run.Manifest.Seed, Votes: run.Manifest.Votes, Dataset: run.DS, Example: ex,
-		Schema: run.whs, Warehouse: func(ctx context.Context) (warehouse.Warehouse, error) { return run.Warehouse(ctx, ex) },
-		Store:  &store{env: e, run: run.Manifest.Run, ex: ex.ID, agent: agentName},
-		Ledger: cost.Ledger{}, Worker: e.Name,
-		Log: e.Log.With(zap.String("run", run.Manifest.Run), zap.String("example", ex.ID), zap.String("agent", agentName))}
+	c := run.view.Context(ex)
+	c.Run, c.Seed, c.Votes = run.Manifest.Run, run.Manifest.Seed, run.Manifest.Votes
+	c.Warehouse = func(ctx context.Context) (warehouse.Warehouse, error) { return run.Warehouse(ctx, ex) }
+	c.Store = &store{env: e, run: run.Manifest.Run, ex: ex.ID, agent: agentName}
+	c.Ledger, c.Worker = cost.Ledger{}, e.Name
+	c.Log = e.Log.With(zap.String("run", run.Manifest.Run), zap.String("example", ex.ID), zap.String("agent", agentName))
+	return c
 }
 
 // store is agent.Store over the run state and the blob store.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -282,6 +283,13 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 		if res.CSVRef != "" && res.Status == agent.StatusOK {
 			f.CandidateRefs = append(f.CandidateRefs, res.CSVRef)
 		}
+		if candidateStatus[res.Status] && strings.TrimSpace(res.SQL) != "" {
+			c := message.CandidateSQL{Round: res.Round, Index: res.Index, Status: res.Status, SQL: res.SQL}
+			if res.Status == agent.StatusOK {
+				c.CSVRef = res.CSVRef
+			}
+			f.CandidateSQL = append(f.CandidateSQL, c)
+		}
 		if d.Winner == cands[i] {
 			f.CSVRef = res.CSVRef
 		}
@@ -328,6 +336,11 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 	}
 	return f
 }
+
+// candidateStatus are the statuses of candidates proper; an agent's own
+// records (ReFoRCE's "vote" repeats the SQL it chose) are not candidates.
+var candidateStatus = map[string]bool{agent.StatusOK: true, agent.StatusEmpty: true, agent.StatusError: true,
+	agent.StatusGaveUp: true, agent.StatusFailed: true}
 
 // commonError is the most frequent error among the candidates, and whether
 // every candidate gave up or failed (none ran a query to the end).

@@ -1,0 +1,551 @@
+package pexa
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/reply"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+)
+
+// The replies below are shaped as real model families write them (see
+// pkg/reply's tests); each goes through the agent's own loops with a
+// scripted model and a SQLite warehouse.
+
+const (
+	answerSQL = "SELECT COUNT(*) AS n FROM t"
+	draftSQL  = "SELECT id FROM t"
+)
+
+// raw is a tool call whose arguments are written as the model wrote them.
+func raw(id, name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+// lastMessage is the last message of the i-th request the model got.
+func lastMessage(m *scripted, i int) llm.Message {
+	msgs := m.reqs[i].Messages
+	return msgs[len(msgs)-1]
+}
+
+// TestProposerReadsEveryForm: the Proposer's final answer is read with
+// reply.SQL in every fence spelling, the last of a draft and a final,
+// inline, plain and after <think>; a reply that cannot be read gets the
+// reader's own re-ask, counted, and is never executed (a cut one
+// included).
+func TestProposerReadsEveryForm(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	for _, tt := range []struct {
+		name, text, finish string
+		reask              string // "" = read at once
+	}{
+		{"canonical", "Final:\n```sql\n" + answerSQL + "\n```", "stop", ""},
+		{"upper-case fence", "```SQL\n" + answerSQL + "\n```", "stop", ""},
+		{"sqlite fence", "```sqlite\n" + answerSQL + "\n```", "stop", ""},
+		{"bigquery fence", "```bigquery\n" + answerSQL + "\n```", "stop", ""},
+		{"bare fence", "The query:\n```\n" + answerSQL + "\n```", "stop", ""},
+		{"draft then final", "A first try:\n```sql\n" + draftSQL + "\n```\nBut the question wants the count:\n```sql\n" + answerSQL + "\n```", "stop", ""},
+		{"inline fence", "The answer is ```sql " + answerSQL + "``` which counts the rows.", "stop", ""},
+		{"plain SQL", "The final query is:\n\n" + answerSQL + ";\n\nIt counts the rows of t.", "stop", ""},
+		{"think with a draft", "<think>\nMaybe ```sql\n" + draftSQL + "\n``` no, count them.\n</think>\n```sql\n" + answerSQL + "\n```", "stop", ""},
+		{"cut inside the query", "Here it is:\n```sql\nSELECT COUNT(*) AS n FR", reply.FinishLength, reply.ReaskCut},
+		{"cut after a draft", "```sql\n" + draftSQL + "\n```\nBetter:\n```sql\nSELECT COU", reply.FinishLength, reply.ReaskCut},
+		{"prose only", "The probes show that table t holds the rows.", "stop", reply.ReaskNoSQL},
+		{"empty", "", "stop", reply.ReaskEmpty},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+				if n == 0 {
+					return &llm.Response{Text: tt.text, FinishReason: tt.finish}
+				}
+				return &llm.Response{Text: "```sql\n" + answerSQL + "\n```", FinishReason: "stop"}
+			}}
+			s := &Steps{cfg: DefaultConfig(), llm: m}
+			var c cost.Cost
+			p, err := s.Propose(context.Background(), db, "How many rows?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCalls, wantReasks := 1, 0
+			if tt.reask != "" {
+				wantCalls, wantReasks = 2, 1
+				if got := lastMessage(m, 1); got.Role != "user" || got.Content != tt.reask {
+					t.Errorf("re-ask %q (%s), want %q", got.Content, got.Role, tt.reask)
+				}
+			}
+			// One query: the answer's; an unreadable reply never runs.
+			if p.SQL != answerSQL || !p.OK || m.called != wantCalls || c.Queries != 1 || c.FormatReasks != wantReasks {
+				t.Errorf("proposal %q ok=%v after %d calls, %d queries, %d re-asks; want %q, %d calls, 1 query, %d re-asks",
+					p.SQL, p.OK, m.called, c.Queries, c.FormatReasks, answerSQL, wantCalls, wantReasks)
+			}
+		})
+	}
+}
+
+// TestProposerToolArgs: execute_sql and semantic_verifier arguments are
+// read leniently (sql for sql_query, a fenced query, a namespaced tool
+// name); unreadable ones get a result saying what was wrong, counted.
+func TestProposerToolArgs(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	for _, tt := range []struct {
+		name   string
+		call   llm.ToolCall
+		result string // prefix of the tool result the model reads
+		reasks int
+	}{
+		{"sql key", raw("x", ToolExecuteSQL, `{"sql": "SELECT id FROM t"}`), "Success: id\n1", 0},
+		{"fenced query", raw("x", ToolExecuteSQL, `{"sql_query": "`+"```sql\\nSELECT id FROM t\\n```"+`"}`), "Success: id\n1", 0},
+		{"namespaced name", raw("x", "functions.execute_sql", `{"sql_query": "SELECT id FROM t", "reason": "check"}`), "Success: id\n1", 0},
+		{"python literal", raw("x", ToolExecuteSQL, `{'sql_query': 'SELECT id FROM t'}`), "Success: id\n1", 0},
+		{"no sql", raw("x", ToolExecuteSQL, `{"table": "t"}`), "The arguments were not understood: the arguments have no sql_query.", 1},
+		{"broken JSON", raw("x", ToolExecuteSQL, `{"sql_query": "SELECT id FROM t`), "The arguments were not understood: the arguments could not be read (", 1},
+	} {
+		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			if n == 0 {
+				return calls(tt.call)
+			}
+			return &llm.Response{Text: "```sql\n" + answerSQL + "\n```"}
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		if _, err := s.Propose(context.Background(), db, "Q?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastMessage(m, 1); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) || c.FormatReasks != tt.reasks {
+			t.Errorf("%s: tool result %q, %d re-asks; want prefix %q, %d re-asks", tt.name, got.Content, c.FormatReasks, tt.result, tt.reasks)
+		}
+	}
+}
+
+// TestVerifierVerdictForms: verdicts as models write them are read, never
+// failing open: "false" as a string, Python literals, a trailing comma,
+// JSON inside prose or after <think>. An unreadable verdict is re-asked
+// with what was wrong, and after its attempts reported as not verified and
+// counted; a verifier that cannot be reached is "not run" (D-P7).
+func TestVerifierVerdictForms(t *testing.T) {
+	t.Parallel()
+	const prose = "The back-translated query matches the question."
+	for _, tt := range []struct {
+		name    string
+		replies []string // nil entry: the call fails
+		want    string   // the verdict's prefix
+		calls   int
+		reasks  int
+		unread  int
+		reask   string // in the re-ask, when there is one
+	}{
+		{"canonical", []string{"```json\n{\"correct\": true, \"explanation\": \"same\", \"back_translated_query\": \"b\"}\n```"}, VerdictPassed + "same", 1, 0, 0, ""},
+		{"string false", []string{`{"correct": "false", "explanation": "extra filter", "back_translated_query": "b"}`}, VerdictError + "extra filter (back-translation: b)", 1, 0, 0, ""},
+		{"upper-case string", []string{`{"correct": "FALSE", "explanation": "x", "back_translated_query": "b"}`}, VerdictError, 1, 0, 0, ""},
+		{"zero", []string{`{"correct": 0, "explanation": "x", "back_translated_query": "b"}`}, VerdictError, 1, 0, 0, ""},
+		{"Python literals", []string{"```json\n{'correct': False, 'explanation': 'x', 'back_translated_query': None}\n```"}, VerdictError + "x (back-translation: )", 1, 0, 0, ""},
+		{"Python True", []string{`{"correct": True, "explanation": "same", "back_translated_query": "b"}`}, VerdictPassed + "same", 1, 0, 0, ""},
+		{"trailing comma", []string{"{\n  \"correct\": false,\n  \"explanation\": \"x\",\n  \"back_translated_query\": \"b\",\n}"}, VerdictError, 1, 0, 0, ""},
+		{"JSON in prose", []string{prose + ` Verdict: {"correct": false, "explanation": "x", "back_translated_query": "b"} as required.`}, VerdictError, 1, 0, 0, ""},
+		{"think then verdict", []string{"<think>{\"correct\": true}</think>\n```json\n{\"correct\": false, \"explanation\": \"x\", \"back_translated_query\": \"b\"}\n```"}, VerdictError, 1, 0, 0, ""},
+		{"unreadable value, then readable", []string{`{"correct": "partially", "explanation": "x"}`, `{"correct": true, "explanation": "same"}`},
+			VerdictPassed + "same", 2, 1, 0, `field "correct": partially is not a boolean`},
+		{"no correct field, then readable", []string{`{"verdict": "correct", "explanation": "x"}`, `{"correct": false, "explanation": "x", "back_translated_query": "b"}`},
+			VerdictError, 2, 1, 0, `the verdict has no "correct" field`},
+		{"prose twice", []string{prose, prose}, VerdictUnread + "no JSON object in the reply." + notVerified, 2, 1, 1, "no JSON object in the reply"},
+		{"cut twice", []string{"{\"correct\": fal", "{\"correct\": fal"}, VerdictUnread + "the reply was cut off before its JSON verdict ended." + notVerified, 2, 1, 1, "cut off"},
+		{"unreachable", []string{""}, VerdictNotRun + "the verifier could not be reached (", 1, 0, 0, ""},
+	} {
+		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			text := tt.replies[min(n, len(tt.replies)-1)]
+			switch {
+			case tt.name == "unreachable":
+				return nil
+			case strings.HasPrefix(tt.name, "cut"):
+				return &llm.Response{Text: text, FinishReason: reply.FinishLength}
+			}
+			return &llm.Response{Text: text, FinishReason: "stop"}
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		v, err := s.Verify(context.Background(), "How many rows?", answerSQL, "n\n5", 1, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(v, tt.want) || m.called != tt.calls || c.FormatReasks != tt.reasks || c.VerdictsUnread != tt.unread {
+			t.Errorf("%s: %q after %d calls, %d re-asks, %d unread; want %q…, %d, %d, %d",
+				tt.name, v, m.called, c.FormatReasks, c.VerdictsUnread, tt.want, tt.calls, tt.reasks, tt.unread)
+		}
+		if strings.HasPrefix(v, VerdictPassed) != strings.HasPrefix(tt.want, VerdictPassed) {
+			t.Errorf("%s: %q passes, want %q", tt.name, v, tt.want)
+		}
+		if tt.reask != "" {
+			if got := lastMessage(m, 1); got.Role != "user" || !strings.Contains(got.Content, tt.reask) {
+				t.Errorf("%s: re-ask %q, want it to say %q", tt.name, got.Content, tt.reask)
+			}
+		}
+	}
+}
+
+// TestUnreadVerdictReachesTheProposer: the Proposer reads an unreadable
+// verdict as not verified, and the Planner sees it in the proposal.
+func TestUnreadVerdictReachesTheProposer(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+		switch {
+		case req.Role == RoleVerify:
+			return &llm.Response{Text: "Looks right to me.", FinishReason: "stop"}
+		case n == 0:
+			return calls(call("v", ToolSemanticVerifier, map[string]string{"sql_query": answerSQL}))
+		}
+		return &llm.Response{Text: "```sql\n" + answerSQL + "\n```"}
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	var c, vc cost.Cost
+	p, err := s.Propose(context.Background(), db, "How many rows?", warehouse.SQLite, nil, seeds, &c, &vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toProposer string
+	for _, r := range m.reqs {
+		if r.Role == RolePropose && len(r.Messages) > 2 {
+			toProposer = r.Messages[2].Content
+		}
+	}
+	if !strings.HasPrefix(toProposer, VerdictUnread) || !strings.HasSuffix(toProposer, notVerified) {
+		t.Errorf("the proposer read %q, want an unread verdict saying the query is not verified", toProposer)
+	}
+	if !strings.HasPrefix(p.Verdict, VerdictUnread) || !strings.Contains(p.Render(), "Semantic verification: "+VerdictUnread) || vc.VerdictsUnread != 1 {
+		t.Errorf("proposal verdict %q (%d unread), render:\n%s", p.Verdict, vc.VerdictsUnread, p.Render())
+	}
+}
+
+// TestExecuteSQLArgsForms: execute_sql batches as models write them are
+// run: string booleans, `sql` for `sql_query`, extra keys, one object for
+// the list, Python literals. What cannot be read is not run, and the tool
+// result says exactly what was wrong (counted as a re-ask).
+func TestExecuteSQLArgsForms(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	for _, tt := range []struct {
+		name    string
+		args    string
+		queries int    // executed from the first batch
+		result  string // in the first batch's tool result, when the model gets another turn
+		reasks  int
+	}{
+		{"string booleans", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": "False"}, {"description": "names", "sql_query": "SELECT name FROM t", "exploration": "false"}]}`, 2, "", 0},
+		{"sql key", `{"queries": [{"description": "ids", "sql": "SELECT id FROM t", "exploration": false}]}`, 1, "", 0},
+		{"extra keys", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": false, "tables": ["t"], "confidence": 0.9}], "reasoning": "simple"}`, 1, "", 0},
+		{"one object for the list", `{"queries": {"description": "ids", "sql_query": "SELECT id FROM t", "exploration": false}}`, 1, "", 0},
+		{"one query without a list", `{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": 0}`, 1, "", 0},
+		{"Python literals", `{'queries': [{'description': 'ids', 'sql_query': 'SELECT id FROM t', 'exploration': False},]}`, 1, "", 0},
+		{"no exploration flag", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t"}]}`, 1, "", 0},
+		{"unreadable flag", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": "maybe"}, {"description": "bad", "sql_query": "SELECT nope FROM t", "exploration": false}]}`,
+			1, "Query 1 (ids): Not run: its exploration flag could not be read (field \"exploration\": maybe is not a boolean); give true or false.\nQuery 2 (bad): Compilation Error: ", 1},
+		{"no SQL", `{"queries": [{"description": "ids", "exploration": false}]}`, 0, "Query 1 (ids): Not run: the query has no sql_query.", 1},
+		{"no queries", `{"statements": 3}`, 0, `The execute_sql arguments have no "queries" list: give {"queries": [`, 1},
+		{"broken JSON", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t"`, 0, "The execute_sql arguments could not be read (", 1},
+	} {
+		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			if n == 0 {
+				return calls(raw("c1", ToolExecuteSQL, tt.args))
+			}
+			return calls(call("c2", ToolExecuteSQL, queries(q{"count", answerSQL, false})))
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "ids of t"}, seeds, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := o.Queries
+		if tt.result != "" {
+			first -= 1 // the second batch's query
+			if got := lastMessage(m, 1); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) {
+				t.Errorf("%s: tool result %q, want prefix %q", tt.name, got.Content, tt.result)
+			}
+		} else if m.called != 1 {
+			t.Errorf("%s: %d calls, want the first batch to end the probe", tt.name, m.called)
+		}
+		if first != tt.queries || c.FormatReasks != tt.reasks || o.Status != ProbeFinal {
+			t.Errorf("%s: %d queries run from the batch, %d re-asks, status %q; want %d, %d, %q", tt.name, first, c.FormatReasks, o.Status, tt.queries, tt.reasks, ProbeFinal)
+		}
+	}
+}
+
+// TestGeneratorChoosesFinal: the Final record is the successful answering
+// query the generator marked most_promising; with no such mark (the
+// simulator's replies) the first successful answering query stands in,
+// and the pass counts which happened (D-P5).
+func TestGeneratorChoosesFinal(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	type mq struct {
+		Description string `json:"description"`
+		SQL         string `json:"sql_query"`
+		Exploration bool   `json:"exploration"`
+		Promising   any    `json:"most_promising,omitempty"`
+	}
+	for _, tt := range []struct {
+		name   string
+		batch  []mq
+		final  string
+		chosen bool
+	}{
+		{"marked second", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, true}, {"names", "SELECT name FROM t", false, nil}}, answerSQL, true},
+		{"marked as a string", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "true"}}, answerSQL, true},
+		{"marked twice: the first", []mq{{"ids", "SELECT id FROM t", false, true}, {"count", answerSQL, false, true}}, "SELECT id FROM t", true},
+		{"marked one failed", []mq{{"bad", "SELECT nope FROM t", false, true}, {"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, "SELECT id FROM t", false},
+		{"marked exploration", []mq{{"rows", "SELECT * FROM t", true, true}, {"ids", "SELECT id FROM t", false, nil}}, "SELECT id FROM t", false},
+		{"unreadable mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "perhaps"}}, "SELECT id FROM t", false},
+		{"no mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, "SELECT id FROM t", false},
+	} {
+		m := &scripted{reply: func(llm.Request, int) *llm.Response {
+			return calls(call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := o.final()
+		if f == nil || f.SQL != tt.final || o.Chosen != tt.chosen {
+			t.Errorf("%s: final %+v, chosen %v; want %q, %v", tt.name, f, o.Chosen, tt.final, tt.chosen)
+			continue
+		}
+		finals := 0
+		for _, r := range o.Records {
+			if r.Class == ClassFinal {
+				finals++
+			}
+		}
+		if finals != 1 {
+			t.Errorf("%s: %d Final records, want 1", tt.name, finals)
+		}
+		st := NewPlanState("Q?")
+		st.Probes, st.Pending = []string{"p"}, []PendingCall{{ID: "g", Probes: true, From: 0, To: 1}}
+		st.Resolve([]*ProbeOutcome{o}, nil)
+		wantChosen, wantFirst := 0, 1
+		if tt.chosen {
+			wantChosen, wantFirst = 1, 0
+		}
+		last := st.Messages[len(st.Messages)-1].Content
+		if st.FinalsChosen != wantChosen || st.FinalsFirst != wantFirst || !strings.Contains(last, "Final SQL: "+tt.final+"\n") {
+			t.Errorf("%s: planner counts %d chosen, %d first, block %q; want %d, %d, Final SQL %q", tt.name, st.FinalsChosen, st.FinalsFirst, last, wantChosen, wantFirst, tt.final)
+		}
+		var rec passRecord
+		if err := json.Unmarshal(passResult(0, 1, st, "").Payload, &rec); err != nil || rec.FinalsChosen != wantChosen || rec.FinalsFirst != wantFirst {
+			t.Errorf("%s: pass record %+v (%v)", tt.name, rec, err)
+		}
+	}
+}
+
+// TestPlannerArgsForms: generate_testcase probes and the no-proposer
+// Planner's sql_query are read leniently; what cannot be read is answered
+// with what was wrong and counted.
+func TestPlannerArgsForms(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		args   string
+		probes string // joined by |; "" = none run
+		result string // the immediate tool result, when none run
+	}{
+		{"canonical", `{"probes": ["a", "b"]}`, "a|b", ""},
+		{"one string", `{"probes": "ids of t"}`, "ids of t", ""},
+		{"list in a string", `{"probes": "[\"a\", \"b\"]"}`, "a|b", ""},
+		{"objects", `{"probes": [{"probe": "a"}, {"question": "b", "why": "x"}]}`, "a|b", ""},
+		{"Python literals", `{'probes': ['a', 'b',]}`, "a|b", ""},
+		{"singular key", `{"probe": "a"}`, "a", ""},
+		{"no probes", `{"tests": ["a"]}`, "", `The generate_testcase arguments have no "probes" list: give {"probes": [`},
+		{"a number in the list", `{"probes": ["a", 3]}`, "", "The generate_testcase arguments have probe 2 that is not a text:"},
+		{"broken JSON", `{"probes": ["a"`, "", "The generate_testcase arguments could not be read ("},
+	} {
+		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			if n == 0 {
+				return calls(raw("g", ToolGenerateTestcase, tt.args))
+			}
+			return calls(call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		st := NewPlanState("Q?")
+		act, err := s.PlanTurn(context.Background(), st, nil, seeds, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(act.Probes, "|")
+		if tt.result == "" {
+			if got != tt.probes || c.FormatReasks != 0 {
+				t.Errorf("%s: probes %q, %d re-asks; want %q, 0", tt.name, got, c.FormatReasks, tt.probes)
+			}
+			continue
+		}
+		if res := st.Messages[2].Content; got != "z" || !strings.HasPrefix(res, tt.result) || c.FormatReasks != 1 {
+			t.Errorf("%s: probes %q, result %q, %d re-asks; want the retry's z, prefix %q, 1", tt.name, got, res, c.FormatReasks, tt.result)
+		}
+	}
+
+	// The no-proposer Planner: `sql` and a fenced `query` are read; a
+	// finish with no SQL is told so.
+	db := testDB(t)
+	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		switch n {
+		case 0:
+			return calls(raw("x", ToolExecuteSQL, `{"sql": "SELECT id FROM t"}`))
+		case 1:
+			return calls(raw("f", ToolFinish, `{"final": true}`))
+		}
+		return calls(raw("f", "Finish", `{"query": "`+"```sql\\nSELECT id FROM t\\n```"+`"}`))
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.NoProposer = true
+	var c cost.Cost
+	st := s.OpenPass("Q?")
+	act, err := s.PlanTurn(context.Background(), st, &PlanEnv{Warehouse: db, Question: "Q?", Verify: &cost.Cost{}}, seeds, &c)
+	if err != nil || !act.Finish || st.Proposal == nil || st.Proposal.SQL != "SELECT id FROM t" || c.Queries != 1 || c.FormatReasks != 1 {
+		t.Fatalf("no-proposer: %+v, proposal %+v, %d queries, %d re-asks (%v); want finish with SELECT id FROM t, 1 query, 1 re-ask", act, st.Proposal, c.Queries, c.FormatReasks, err)
+	}
+	if got := st.Messages[4].Content; got != sqlArgsResult(fmt.Errorf("the arguments have no sql_query")) {
+		t.Errorf("finish without SQL answered %q", got)
+	}
+}
+
+// TestSequentialPlan: with sequential-plan the Planner is told to plan one
+// probe per turn (golden plan.sequential), generate_testcase runs one probe
+// (the rest are dropped, said and counted), and each probe's outcome
+// reaches the Planner before it plans the next (Table 2, C.4 L413; D-P22).
+func TestSequentialPlan(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := context.Background()
+	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+		if req.Role == RoleTestcase {
+			return calls(call("e", ToolExecuteSQL, queries(q{"ids", "SELECT id FROM t", false})))
+		}
+		switch n {
+		case 0: // a batch, as a model that ignores the prompt writes it
+			return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t", "names of t", "values of t"}}))
+		case 1: // two calls in one message
+			return calls(call("g1", ToolGenerateTestcase, map[string]any{"probes": []string{"names of t"}}),
+				call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"values of t"}}))
+		}
+		return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
+	}}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	s.cfg.SequentialPlan = true
+	st := s.OpenPass("Q?")
+	if st.Messages[0].Content != PlannerPromptSequential("Q?") {
+		t.Fatal("the pass does not open with the sequential planner prompt")
+	}
+	var probeSeen []string // the probe outcome each planner request carried last
+	for turn := 0; turn < 3; turn++ {
+		act, err := s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn == 2 {
+			if !act.Propose || len(act.Probes) != 0 {
+				t.Errorf("third turn: %+v, want the proposer", act)
+			}
+			break
+		}
+		want := []string{"ids of t", "names of t"}[turn]
+		if len(act.Probes) != 1 || act.Probes[0] != want {
+			t.Fatalf("turn %d: probes %q, want only %q", turn, act.Probes, want)
+		}
+		o, err := s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: act.Probes[0]}, seeds, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Resolve([]*ProbeOutcome{o}, nil)
+	}
+	for _, r := range m.reqs {
+		if r.Role == RolePlan && len(r.Messages) > 1 {
+			for _, msg := range r.Messages[len(r.Messages)-2:] {
+				if msg.Role == "tool" {
+					probeSeen = append(probeSeen, msg.Content)
+				}
+			}
+		}
+	}
+	if len(probeSeen) != 3 || !strings.HasPrefix(probeSeen[0], "Probe 1: ids of t\nStatus: final SQL found") ||
+		!strings.HasSuffix(probeSeen[0], "Only the first probe was run: with sequential planning one probe runs per turn. The other 2 were not run; give the next one in your next turn if it is still needed.") ||
+		!strings.HasPrefix(probeSeen[1], "Probe 1: names of t\nStatus: final SQL found") || probeSeen[2] != errSequentialTurn {
+		t.Errorf("the planner read:\n%s", strings.Join(probeSeen, "\n---\n"))
+	}
+	if st.ProbesDropped != 3 {
+		t.Errorf("%d probes dropped, want 3 (2 of the batch, 1 second call)", st.ProbesDropped)
+	}
+	for _, tool := range m.reqs[0].Tools {
+		if tool.Name == ToolGenerateTestcase && (!strings.Contains(tool.Description, "exactly one probe") || !strings.Contains(string(tool.Parameters), `"maxItems":1`)) {
+			t.Errorf("generate_testcase under sequential planning: %s %s", tool.Description, tool.Parameters)
+		}
+	}
+	// Without it the same batch runs whole.
+	m.calls, m.reqs = nil, nil
+	s.cfg.SequentialPlan = false
+	if act, err := s.PlanTurn(ctx, s.OpenPass("Q?"), nil, seeds, &cost.Cost{}); err != nil || len(act.Probes) != 3 {
+		t.Errorf("parallel planning: %+v (%v), want 3 probes", act, err)
+	}
+}
+
+// counts are the comparable counters of a cost.Cost.
+type counts struct{ Queries, QueryErrors, FormatReasks, FormatEnded, FormatLost int }
+
+// TestStepBudgets: every reply the agent answers (tool results, the
+// guard's feedback, a re-ask) is a step besides the reply's own, so Table
+// 5's 20 / 15 / 20 iterations are at most 10 / 8 / 10 LLM turns whatever
+// the model writes; a loop that ends on unreadable output is counted, and
+// a Proposer that never gave a readable SQL loses its candidate (D-P3).
+func TestStepBudgets(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name  string
+		text  string
+		calls int
+		c     counts
+		sql   string
+	}{
+		{"failing final SQL", "```sql\nSELECT nope FROM t\n```", 10, counts{Queries: 1, QueryErrors: 1}, "SELECT nope FROM t"},
+		{"never readable", "I would count the rows of t.", 10, counts{FormatReasks: 10, FormatEnded: 1, FormatLost: 1}, ""},
+	} {
+		m := &scripted{reply: func(llm.Request, int) *llm.Response { return &llm.Response{Text: tt.text, FinishReason: "stop"} }}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		p, err := s.Propose(ctx, db, "Q?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := counts{Queries: c.Queries, QueryErrors: c.QueryErrors, FormatReasks: c.FormatReasks, FormatEnded: c.FormatEnded, FormatLost: c.FormatLost}
+		if m.called != tt.calls || got != tt.c || p.Stop != "proposer_recursion" || p.SQL != tt.sql {
+			t.Errorf("proposer, %s: %d calls, %+v, stop %q, SQL %q; want %d calls, %+v, proposer_recursion, %q", tt.name, m.called, got, p.Stop, p.SQL, tt.calls, tt.c, tt.sql)
+		}
+	}
+	// A generator and a planner that never call a tool.
+	text := func(llm.Request, int) *llm.Response {
+		return &llm.Response{Text: "Let me think.", FinishReason: "stop"}
+	}
+	m := &scripted{reply: text}
+	s := &Steps{cfg: DefaultConfig(), llm: m}
+	var c cost.Cost
+	o, err := s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &c)
+	if err != nil || m.called != 8 || o.Status != ProbeLimit || c.FormatReasks != 8 || c.FormatEnded != 1 {
+		t.Errorf("generator without tools: %d calls, %q, %d re-asks, %d ended (%v); want 8, %q, 8, 1", m.called, o.Status, c.FormatReasks, c.FormatEnded, err, ProbeLimit)
+	}
+	m = &scripted{reply: text}
+	s = &Steps{cfg: DefaultConfig(), llm: m}
+	c = cost.Cost{}
+	act, err := s.PlanTurn(ctx, NewPlanState("Q?"), nil, seeds, &c)
+	if err != nil || m.called != 10 || act.Stop != "planner_recursion" || c.FormatReasks != 10 || c.FormatEnded != 1 || c.FormatLost != 1 {
+		t.Errorf("planner without tools: %d calls, %+v, %d re-asks, %d ended, %d lost (%v); want 10, planner_recursion, 10, 1, 1",
+			m.called, act, c.FormatReasks, c.FormatEnded, c.FormatLost, err)
+	}
+}
