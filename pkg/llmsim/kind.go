@@ -36,6 +36,9 @@ const (
 	KindPExAPlanAfterProposal  Kind = "pexa_plan_after_proposal"
 	KindPExATestcase           Kind = "pexa_testcase"
 	KindPExATestcaseFix        Kind = "pexa_testcase_fix"
+	// KindPExAChooseFinal answers the generator's choose_final turn, asked
+	// after a batch with several successful answering queries (agent D-P24).
+	KindPExAChooseFinal Kind = "pexa_choose_final"
 	KindPExAPropose            Kind = "pexa_propose"
 	KindPExAProposeNext        Kind = "pexa_propose_next"
 	KindPExAProposeAfterVerify Kind = "pexa_propose_after_verify"
@@ -206,6 +209,9 @@ func ClassifyConversation(msgs []llm.Message) Kind {
 		}
 		return KindPExAPlanAfterProbes
 	case MarkerPExATestcase:
+		if m, ok := c.tail(); ok && m.Role == "user" && strings.Contains(m.Content, MarkerPExAChooseFinal) {
+			return KindPExAChooseFinal
+		}
 		if len(c.lastToolGroup()) > 0 {
 			return KindPExATestcaseFix
 		}

@@ -295,6 +295,10 @@ func (s *Server) dress(persona string, req chatRequest, rep *reply, continuing b
 	draft := ""
 	if single {
 		draft = wrongQuery(rng, sh.body, opt)
+		if rep.again {
+			// Asked again, a model gives just its answer.
+			draft = ""
+		}
 	}
 	switch persona {
 	case PersonaGPT4o:
@@ -321,7 +325,9 @@ func (s *Server) dress(persona string, req chatRequest, rep *reply, continuing b
 	case PersonaQwenCoder:
 		rep.text = qwenText(rng, sh, dialect, single)
 	case PersonaTruncating:
-		if !continuing && sqlLang(sh.lang) && rng.Float64() < truncateRate {
+		// Asked again after a cut ("answer again, briefly"), the answer
+		// fits.
+		if !continuing && !rep.again && sqlLang(sh.lang) && rng.Float64() < truncateRate {
 			if cut, ok := cutSQL(rng, sh.body, opt); ok {
 				rep.text = joinParts(sh.intro, "```sql\n"+cut)
 				rep.finish = "length"
@@ -556,7 +562,7 @@ func (s *Server) dressCalls(persona string, rng *rand.Rand, rep *reply, continui
 	case PersonaQwenCoder:
 		args = stringBooleans(sqlQueryKey.ReplaceAllString(args, `"sql":`))
 	case PersonaTruncating:
-		if !continuing && rng.Float64() < truncateRate {
+		if !continuing && !rep.again && rng.Float64() < truncateRate {
 			if cut, ok := cutArguments(rng, args); ok {
 				args, rep.finish = cut, "length"
 			}

@@ -811,7 +811,7 @@ func TestSelfReadersAcceptPersonaForms(t *testing.T) {
 		{"sql key", `{"sql":"SELECT 2"}`, "SELECT 2", nil},
 		{"extra key", `{"sql_query":"SELECT 3","reasoning":"x"}`, "SELECT 3", nil},
 		{"qwen batch", `{"queries":[{"description":"d","sql":"SELECT 4","exploration":"false"},{"description":"e","sql_query":"SELECT 5","exploration":"true"}]}`, "",
-			[]sqlQuery{{"d", "SELECT 4", false}, {"e", "SELECT 5", true}}},
+			[]sqlQuery{{"d", "SELECT 4", false, false}, {"e", "SELECT 5", true, false}}},
 	}
 	for _, tt := range tests {
 		if got := argSQL(llm.ToolCall{Arguments: tt.args}); got != tt.sql {

@@ -96,7 +96,8 @@ func (c convo) toolName(m llm.Message) string {
 		return toolGenerateTestcase
 	case strings.HasPrefix(t, "Proposed SQL:"):
 		return toolProposeFinalSQL
-	case strings.HasPrefix(t, "Semantic check passed"), strings.HasPrefix(t, "Semantic Error"):
+	case strings.HasPrefix(t, "Semantic check passed"), strings.HasPrefix(t, "Semantic Error"),
+		strings.HasPrefix(t, "Semantic check could not be read"), strings.HasPrefix(t, "Semantic check not run"):
 		return toolSemanticVerifier
 	case strings.HasPrefix(t, "Query 1 ("):
 		return toolExecuteSQL
@@ -227,7 +228,8 @@ func batchQueries(args string) []sqlQuery {
 	for _, q := range a.Queries {
 		d, _ := q["description"].(string)
 		ex := q["exploration"] == true || q["exploration"] == "true"
-		out = append(out, sqlQuery{Description: d, SQL: querySQL(q), Exploration: ex})
+		mp := q["most_promising"] == true || q["most_promising"] == "true"
+		out = append(out, sqlQuery{Description: d, SQL: querySQL(q), Exploration: ex, MostPromising: mp})
 	}
 	return out
 }
@@ -253,20 +255,82 @@ type sqlQuery struct {
 	Description string `json:"description"`
 	SQL         string `json:"sql_query"`
 	Exploration bool   `json:"exploration"`
+	// MostPromising is the generator's choice of its final query (agent
+	// D-P5), set only when the tool's schema offers it, so requests that
+	// do not offer it are answered as before.
+	MostPromising bool `json:"most_promising,omitempty"`
 }
 
 var noArgs = map[string]any{}
 
+// pexaOptions are what a PExA request's prompt and tool schemas ask of
+// the reply beyond its kind.
+type pexaOptions struct {
+	// promising: execute_sql offers most_promising; mark draws which
+	// query gets it (a stream of its own, so the other draws stay).
+	promising bool
+	mark      *rand.Rand
+	// sequential: the Planner plans one probe per turn (agent D-P22).
+	sequential bool
+}
+
+// sequentialMarker is the guideline of the sequential Planner's prompt.
+const sequentialMarker = "- Plan one probe at a time:"
+
+// maxSequentialProbes bounds a sequential plan: each probe is a Planner
+// turn and a tool run against its step budget, and a Planner that reads
+// each result needs fewer.
+const maxSequentialProbes = 4
+
+// pexaOptionsFor reads a request's options.
+func (s *Server) pexaOptionsFor(req chatRequest, c convo, all string) pexaOptions {
+	var reqSeed uint64
+	if req.Seed != nil {
+		reqSeed = uint64(*req.Seed)
+	}
+	o := pexaOptions{mark: raiseRNG(s.cfg.Seed, reqSeed, "pexa_most_promising", all)}
+	for _, t := range req.Tools {
+		var schema struct {
+			Properties map[string]struct {
+				MaxItems *int `json:"maxItems"`
+				Items    struct {
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"items"`
+			} `json:"properties"`
+		}
+		_ = json.Unmarshal(t.Function.Parameters, &schema)
+		switch t.Function.Name {
+		case toolExecuteSQL:
+			_, o.promising = schema.Properties["queries"].Items.Properties["most_promising"]
+		case toolGenerateTestcase:
+			if m := schema.Properties["probes"].MaxItems; m != nil && *m == 1 {
+				o.sequential = true
+			}
+		}
+	}
+	if len(c.msgs) > c.first && strings.Contains(c.msgs[c.first].Content, sequentialMarker) {
+		o.sequential = true
+	}
+	return o
+}
+
 // pexa answers a PExA request with a text or one tool call; offered tells
 // whether the request offers a tool.
-func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, offered func(string) bool) (string, *pexaCall) {
+func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, offered func(string) bool, o pexaOptions) (string, *pexaCall) {
 	n := s.cfg.Noise
 	first := c.msgs[c.first].Content
 	switch kind {
 	case KindPExAPlan:
+		if o.sequential {
+			return "", &pexaCall{toolGenerateTestcase, map[string]any{"probes": s.sequentialPlan(info, first)[:1]}}
+		}
 		return "", &pexaCall{toolGenerateTestcase, map[string]any{"probes": s.planProbes(rng, info)}}
 	case KindPExAPlanAfterProbes:
-		if hasTool(c.lastToolGroup(), toolGenerateTestcase) && c.count(toolGenerateTestcase) < maxPlanBatches && rng.Float64() < n.PlanMore {
+		if o.sequential {
+			if next := s.nextSequentialProbe(info, first, c.text()); next != "" {
+				return "", &pexaCall{toolGenerateTestcase, map[string]any{"probes": []string{next}}}
+			}
+		} else if hasTool(c.lastToolGroup(), toolGenerateTestcase) && c.count(toolGenerateTestcase) < maxPlanBatches && rng.Float64() < n.PlanMore {
 			if more := s.moreProbes(rng, info, c.text()); len(more) > 0 {
 				return "", &pexaCall{toolGenerateTestcase, map[string]any{"probes": more}}
 			}
@@ -333,10 +397,17 @@ func (s *Server) pexa(rng *rand.Rand, kind Kind, info *exampleInfo, c convo, off
 			return "", &pexaCall{toolNotEnoughInfo, map[string]any{"explanation": "The probe asks for data that none of the listed tables appears to hold, so it cannot be answered as stated."}}
 		}
 		pp := s.parseProbe(info, probeOf(first))
-		return "", &pexaCall{toolExecuteSQL, map[string]any{"queries": s.testcaseBatch(rng, info, pp)}}
+		batch := s.testcaseBatch(rng, info, pp)
+		if o.promising {
+			markPromising(o.mark, batch)
+		}
+		return "", &pexaCall{toolExecuteSQL, map[string]any{"queries": batch}}
+	case KindPExAChooseFinal:
+		pp := s.parseProbe(info, probeOf(first))
+		return "", &pexaCall{toolChooseFinal, map[string]any{"query": chooseFinal(info, pp, c)}}
 	case KindPExATestcaseFix:
 		pp := s.parseProbe(info, probeOf(first))
-		return "", &pexaCall{toolExecuteSQL, map[string]any{"queries": s.testcaseFix(info, pp, c)}}
+		return "", &pexaCall{toolExecuteSQL, map[string]any{"queries": s.testcaseFix(info, pp, c, o.promising)}}
 	case KindPExAPropose:
 		return "", &pexaCall{toolExecuteSQL, map[string]any{"sql_query": s.proposeSQL(rng, info, first)}}
 	case KindPExAProposeNext:
@@ -648,9 +719,9 @@ func (s *Server) parseProbe(info *exampleInfo, probe string) probePlan {
 func probeQueries(info *exampleInfo, pp probePlan, misspell bool) (main sqlQuery, alts []sqlQuery, explore sqlQuery) {
 	t := pp.table
 	if t == nil {
-		return sqlQuery{"A constant: no table of the schema matches the probe.", "SELECT 1 AS value", false},
-			[]sqlQuery{{"A second constant, to check the executor.", "SELECT 2 AS value", false}},
-			sqlQuery{"Explores nothing: a constant.", "SELECT 0 AS value", true}
+		return sqlQuery{"A constant: no table of the schema matches the probe.", "SELECT 1 AS value", false, false},
+			[]sqlQuery{{"A second constant, to check the executor.", "SELECT 2 AS value", false, false}},
+			sqlQuery{"Explores nothing: a constant.", "SELECT 0 AS value", true, false}
 	}
 	vcols := pp.cols
 	if len(vcols) == 0 && len(t.columns) > 0 {
@@ -668,29 +739,72 @@ func probeQueries(info *exampleInfo, pp probePlan, misspell bool) (main sqlQuery
 	sel := strings.Join(quoted, ", ")
 	switch pp.form {
 	case formDistinct:
-		main = sqlQuery{fmt.Sprintf("Uses %s: the distinct values of %s.", t.name, vcols[0]), "SELECT DISTINCT " + quoted[0] + " FROM " + t.ref + " LIMIT 20", false}
+		main = sqlQuery{fmt.Sprintf("Uses %s: the distinct values of %s.", t.name, vcols[0]), "SELECT DISTINCT " + quoted[0] + " FROM " + t.ref + " LIMIT 20", false, false}
 	case formMinMax:
 		main = sqlQuery{fmt.Sprintf("Uses %s: the smallest and largest %s.", t.name, vcols[0]),
-			"SELECT MIN(" + quoted[0] + ") AS min_value, MAX(" + quoted[0] + ") AS max_value FROM " + t.ref, false}
+			"SELECT MIN(" + quoted[0] + ") AS min_value, MAX(" + quoted[0] + ") AS max_value FROM " + t.ref, false, false}
 	case formCount:
-		main = sqlQuery{fmt.Sprintf("Uses %s: its number of rows.", t.name), "SELECT COUNT(*) AS row_count FROM " + t.ref, false}
+		main = sqlQuery{fmt.Sprintf("Uses %s: its number of rows.", t.name), "SELECT COUNT(*) AS row_count FROM " + t.ref, false, false}
 	case formSample:
-		main = sqlQuery{fmt.Sprintf("Uses %s: sample rows.", t.name), "SELECT * FROM " + t.ref + " LIMIT 20", false}
+		main = sqlQuery{fmt.Sprintf("Uses %s: sample rows.", t.name), "SELECT * FROM " + t.ref + " LIMIT 20", false, false}
 	default:
-		main = sqlQuery{fmt.Sprintf("Uses %s: the distinct combinations of %s.", t.name, names), "SELECT DISTINCT " + sel + " FROM " + t.ref + " LIMIT 20", false}
+		main = sqlQuery{fmt.Sprintf("Uses %s: the distinct combinations of %s.", t.name, names), "SELECT DISTINCT " + sel + " FROM " + t.ref + " LIMIT 20", false, false}
 	}
 	if len(quoted) > 0 {
 		alts = append(alts,
 			sqlQuery{fmt.Sprintf("Uses %s without DISTINCT: the rows of %s where %s is known.", t.name, names, vcols[0]),
-				"SELECT " + sel + " FROM " + t.ref + " WHERE " + quoted[0] + " IS NOT NULL LIMIT 20", false},
+				"SELECT " + sel + " FROM " + t.ref + " WHERE " + quoted[0] + " IS NOT NULL LIMIT 20", false, false},
 			sqlQuery{fmt.Sprintf("Uses %s: how often each %s occurs.", t.name, vcols[0]),
-				"SELECT " + quoted[0] + ", COUNT(*) AS n FROM " + t.ref + " GROUP BY " + quoted[0] + " ORDER BY n DESC LIMIT 20", false})
+				"SELECT " + quoted[0] + ", COUNT(*) AS n FROM " + t.ref + " GROUP BY " + quoted[0] + " ORDER BY n DESC LIMIT 20", false, false})
 	}
 	if !byColumn && pp.form != formCount {
-		alts = append(alts, sqlQuery{fmt.Sprintf("Uses %s: its number of rows.", t.name), "SELECT COUNT(*) AS row_count FROM " + t.ref, false})
+		alts = append(alts, sqlQuery{fmt.Sprintf("Uses %s: its number of rows.", t.name), "SELECT COUNT(*) AS row_count FROM " + t.ref, false, false})
 	}
-	explore = sqlQuery{fmt.Sprintf("Explores %s: a few rows with every column.", t.name), "SELECT * FROM " + t.ref + " LIMIT 5", true}
+	explore = sqlQuery{fmt.Sprintf("Explores %s: a few rows with every column.", t.name), "SELECT * FROM " + t.ref + " LIMIT 5", true, false}
 	return main, alts, explore
+}
+
+// promisingRight is how often the generator marks the probe's answering
+// query most_promising rather than one of its alternatives.
+const promisingRight = 0.85
+
+// markPromising sets most_promising on one answering query of a batch:
+// usually the probe's answering query (the first that is not
+// exploration), else another answering query.
+func markPromising(rng *rand.Rand, batch []sqlQuery) {
+	var answering []int
+	for i, q := range batch {
+		if !q.Exploration {
+			answering = append(answering, i)
+		}
+	}
+	if len(answering) == 0 {
+		return
+	}
+	pick := answering[0]
+	if rng.Float64() >= promisingRight && len(answering) > 1 {
+		pick = answering[1+rng.IntN(len(answering)-1)]
+	}
+	batch[pick].MostPromising = true
+}
+
+// sequentialPlan is a sequential Planner's plan: the first batch's probes,
+// at most maxSequentialProbes, drawn from the example and the Planner's
+// prompt alone so that every turn of the pass sees the same plan.
+func (s *Server) sequentialPlan(info *exampleInfo, prompt string) []string {
+	plan := s.planProbes(raiseRNG(s.cfg.Seed, 0, "pexa_sequential_plan", info.ex.ID, prompt), info)
+	return plan[:min(len(plan), maxSequentialProbes)]
+}
+
+// nextSequentialProbe is the first probe of the plan the conversation has
+// not asked yet ("" when none is left).
+func (s *Server) nextSequentialProbe(info *exampleInfo, prompt, history string) string {
+	for _, p := range s.sequentialPlan(info, prompt) {
+		if !strings.Contains(history, p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // testcaseBatch is a Test Case Generator's first batch: 2 to 4 queries, the
@@ -725,7 +839,7 @@ var queryFeedback = regexp.MustCompile(`(?m)^Query (\d+) \(.*?\): (Compilation E
 // failing query corrected (the misspelling removed; a query that returned
 // no rows replaced by a row count; another error by sample rows), none of
 // them exploration. With nothing to correct, the probe's answering query.
-func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo) []sqlQuery {
+func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo, promising bool) []sqlQuery {
 	var last toolMsg
 	for _, tm := range c.lastToolGroup() {
 		if tm.name == toolExecuteSQL {
@@ -756,7 +870,7 @@ func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo) []sqlQuer
 		if !ok || q.Exploration {
 			continue
 		}
-		fixed := sqlQuery{Description: "Corrected: " + q.Description}
+		fixed := sqlQuery{Description: "Corrected: " + q.Description, MostPromising: q.MostPromising}
 		switch {
 		case fb == "Success":
 			fixed = q
@@ -771,6 +885,7 @@ func (s *Server) testcaseFix(info *exampleInfo, pp probePlan, c convo) []sqlQuer
 		add(fixed)
 	}
 	if len(out) == 0 {
+		main.MostPromising = promising
 		add(main)
 	}
 	return out
@@ -862,4 +977,41 @@ func (s *Server) verify(rng *rand.Rand, info *exampleInfo, prompt string) string
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
 	return "```json\n" + strings.TrimSuffix(b.String(), "\n") + "\n```"
+}
+
+// MarkerPExAChooseFinal opens the agent's choose_final question (pexa
+// ChooseFinalPrompt).
+const MarkerPExAChooseFinal = "Call choose_final with the number"
+
+const toolChooseFinal = "choose_final"
+
+// chooseFinal is the number, in the last execute_sql batch, of the query
+// the simulated generator judges most promising: its probe's main
+// (gold-like) query when that succeeded, else the first success.
+func chooseFinal(info *exampleInfo, pp probePlan, c convo) int {
+	main, _, _ := probeQueries(info, pp, false)
+	group := c.lastToolGroup()
+	first := 0
+	for _, tm := range group {
+		if tm.name != toolExecuteSQL {
+			continue
+		}
+		var args struct {
+			Queries []sqlQuery `json:"queries"`
+		}
+		_ = json.Unmarshal([]byte(tm.call.Arguments), &args)
+		for _, m := range queryFeedback.FindAllStringSubmatch(tm.content, -1) {
+			n, _ := strconv.Atoi(m[1])
+			if m[2] != "Success" || n < 1 || n > len(args.Queries) || args.Queries[n-1].Exploration {
+				continue
+			}
+			if args.Queries[n-1].SQL == main.SQL {
+				return n
+			}
+			if first == 0 {
+				first = n
+			}
+		}
+	}
+	return max(first, 1)
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -1178,5 +1180,53 @@ func TestPExAEndToEnd(t *testing.T) {
 	}
 	if int64(calls["verify"]) != st.ByKind[string(KindPExAVerify)] || int64(calls["testcase"]) != st.ByKind[string(KindPExATestcase)]+st.ByKind[string(KindPExATestcaseFix)] {
 		t.Errorf("by_kind %v does not match the agent's calls %v", st.ByKind, calls)
+	}
+}
+
+// TestPExAChooseFinal: after a batch with several successful answering
+// queries the agent asks the generator to choose (pexa D-P24); the
+// simulator names the probe's main query when it succeeded, else the
+// first success, through the forced choose_final tool.
+func TestPExAChooseFinal(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	db := demoDB(t, ds)
+	clean := Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1, Verify: 1}
+	s, ts := newSim(t, Config{Dataset: ds, Seed: 5, Noise: clean})
+	chooseTool := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"choose_final","parameters":{"type":"object","properties":{"query":{"type":"integer"}}}}}`)}
+	checked := 0
+	for _, e := range ds.Examples[:6] {
+		probe := e.Question
+		msgs := []llm.Message{llm.User(testcasePrompt(s, e, probe))}
+		a := chatTo(t, ts.URL, 1, msgs, testcaseTools, "required")
+		var b batchArgs
+		oneCall(t, a, "execute_sql", &b)
+		result, _ := runBatch(t, db, b)
+		var ok []int
+		for _, m := range queryFeedback.FindAllStringSubmatch(result, -1) {
+			n, _ := strconv.Atoi(m[1])
+			if m[2] == "Success" && !b.Queries[n-1].Exploration {
+				ok = append(ok, n)
+			}
+		}
+		if len(ok) == 0 {
+			continue
+		}
+		msgs = append(msgs, a.asMessage(), llm.ToolResult(a.calls[0].ID, result),
+			llm.User("Queries 1, 2 of your batch executed with Success. Call choose_final with the number of the one most promising for answering the question, judging by their results above."))
+		if k := ClassifyConversation(msgs); k != KindPExAChooseFinal {
+			t.Fatalf("%s: the choose_final turn is classified %s", e.ID, k)
+		}
+		var c struct {
+			Query int `json:"query"`
+		}
+		oneCall(t, chatTo(t, ts.URL, 1, msgs, chooseTool, "required"), "choose_final", &c)
+		if !slices.Contains(ok, c.Query) {
+			t.Errorf("%s: chose query %d; the successful answering queries are %v", e.ID, c.Query, ok)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no batch had a successful answering query to choose")
 	}
 }

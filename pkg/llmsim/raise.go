@@ -167,6 +167,22 @@ func raiseRNG(seed, reqSeed uint64, parts ...string) *rand.Rand {
 	return rand.New(rand.NewPCG(h.Sum64(), reqSeed^0x9e3779b97f4a7c15))
 }
 
+// DefaultAnswerModel is the model a persona's request answers as when its
+// model field names the persona itself: quorum's default model (--model),
+// which a canonical run names.
+const DefaultAnswerModel = "gpt-4o"
+
+// answerModel is the model name the draws use. A client that names the
+// persona as its model (quorum bench does, so an o-series persona gets a
+// reasoning model's request) wears it as part of the surface; its answers
+// are the default model's, as in the same run without the persona.
+func answerModel(req chatRequest) string {
+	if req.persona != PersonaCanonical && req.persona != "" && strings.EqualFold(req.Model, req.persona) {
+		return DefaultAnswerModel
+	}
+	return req.Model
+}
+
 // raiseReply fills a RAISE reply (always text: RAISE uses no tools). The
 // final and column replies draw from a stream that includes the model
 // name, so the three final models differ (spec §4.2).
@@ -180,10 +196,11 @@ func (s *Server) raiseReply(rep *reply, req chatRequest, msgs []llm.Message, all
 		first++
 	}
 	prompt := msgs[first].Content
-	rng := raiseRNG(s.cfg.Seed, reqSeed, string(rep.kind), req.Model, all)
+	model := answerModel(req)
+	rng := raiseRNG(s.cfg.Seed, reqSeed, string(rep.kind), model, all)
 	switch rep.kind {
 	case KindRAISEAgent:
-		rep.text = s.raiseAgent(reqSeed, rep.info, msgs, first, req.Model, req.persona)
+		rep.text = s.raiseAgent(reqSeed, rep.info, msgs, first, model, req.persona)
 	case KindRAISEFinal:
 		boost := 0.6 + 0.4*s.raiseCoverage(rep.info, prompt)
 		rep.text = sqlBlock("Using what the operations show about the tables and values, the query is:", s.sqlFor(rng, rep.info, s.drawBoosted(rng, rep.info, boost)))
@@ -241,8 +258,12 @@ func (s *Server) raiseCoverage(info *exampleInfo, prompt string) float64 {
 var columnsSQL = regexp.MustCompile("(?s)SQL:\n```sql\n(.*?)\n```")
 
 // raiseColumns is the column post-process: a query that differs from the
-// gold SQL only in its select list gets the gold's select list with
-// probability ColumnFix; any other query comes back unchanged.
+// gold SQL only in its select list, and selects every expression the
+// gold's does, gets with probability ColumnFix its own expressions in the
+// gold's order without the ones the gold lacks; any other query comes back
+// unchanged. The agent accepts only such a rewrite (a permutation or
+// subset of the original's expressions, its D-R9), so the fix never adds
+// a column.
 func (s *Server) raiseColumns(rng *rand.Rand, info *exampleInfo, prompt string) string {
 	m := columnsSQL.FindStringSubmatch(prompt)
 	if m == nil {
@@ -255,8 +276,99 @@ func (s *Server) raiseColumns(rng *rand.Rand, info *exampleInfo, prompt string) 
 	if !ok1 || !ok2 || !sameTokens(g.outside, gold.outside) || rng.Float64() >= s.cfg.Noise.ColumnFix {
 		return given
 	}
+	list, ok := reorderColumns(g.text[g.start:g.end], gold.text[gold.start:gold.end], opt)
+	if !ok {
+		return given
+	}
 	q := g.text
-	return strings.TrimRight(q[:g.start]+" "+strings.TrimSpace(gold.text[gold.start:gold.end])+" "+q[g.end:], " ")
+	return strings.TrimRight(q[:g.start]+" "+list+" "+q[g.end:], " ")
+}
+
+// reorderColumns writes the expressions of the select list have in the
+// order of the select list want, each in have's text (its alias kept);
+// false when want selects an expression have does not, or changes the
+// list's DISTINCT.
+func reorderColumns(have, want string, opt sqltext.Options) (string, bool) {
+	hLead, hItems := selectItems(have)
+	wLead, wItems := selectItems(want)
+	if !strings.EqualFold(hLead, wLead) || len(wItems) == 0 {
+		return "", false
+	}
+	used := make([]bool, len(hItems))
+	var out []string
+	for _, w := range wItems {
+		found := false
+		for i, h := range hItems {
+			if !used[i] && sameExpr(h, w, opt) {
+				used[i], found = true, true
+				out = append(out, strings.TrimSpace(h))
+				break
+			}
+		}
+		if !found {
+			return "", false
+		}
+	}
+	list := strings.Join(out, ", ")
+	if hLead != "" {
+		list = hLead + " " + list
+	}
+	return list, true
+}
+
+// selectItems splits a select list at its top-level commas, after a
+// leading DISTINCT or ALL.
+func selectItems(list string) (lead string, items []string) {
+	list = strings.TrimSpace(list)
+	for _, kw := range []string{"DISTINCT", "ALL"} {
+		if len(list) > len(kw) && strings.EqualFold(list[:len(kw)], kw) && (list[len(kw)] == ' ' || list[len(kw)] == '\n' || list[len(kw)] == '\t') {
+			lead, list = list[:len(kw)], strings.TrimSpace(list[len(kw):])
+			break
+		}
+	}
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(list); i++ {
+		c := list[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '(' || c == '[':
+			depth++
+		case c == ')' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			items = append(items, list[start:i])
+			start = i + 1
+		}
+	}
+	return lead, append(items, list[start:])
+}
+
+// sameExpr reports whether two select items select the same expression,
+// up to case, spacing and an AS alias.
+func sameExpr(a, b string, opt sqltext.Options) bool {
+	norm := func(item string) []sqltext.Token {
+		toks := sqltext.Tokens(item, opt)
+		if n := len(toks); n >= 3 && toks[n-2].Word && strings.EqualFold(toks[n-2].Text, "as") {
+			toks = toks[:n-2]
+		}
+		return toks
+	}
+	x, y := norm(a), norm(b)
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if !strings.EqualFold(x[i].Text, y[i].Text) {
+			return false
+		}
+	}
+	return len(x) > 0
 }
 
 // selectSplit is a query cut around the select list of its final query

@@ -683,9 +683,11 @@ func TestRAISERefine(t *testing.T) {
 }
 
 // TestRAISEColumns: a query that differs from the gold only in its select
-// list gets the gold's list with probability ColumnFix (after a WITH clause
-// too), and the agent's contract accepts the rewrite; any other query comes
-// back unchanged.
+// list, and selects every expression the gold's does, gets its own
+// expressions in the gold's order without the extra ones with probability
+// ColumnFix (after a WITH clause too), and the agent's contract
+// (CheckColumns: a permutation or subset) accepts every rewrite; any other
+// query, one that lacks a gold column included, comes back unchanged.
 func TestRAISEColumns(t *testing.T) {
 	t.Parallel()
 	ds := demoSet(t)
@@ -695,8 +697,11 @@ func TestRAISEColumns(t *testing.T) {
 	}
 	cases := []tc{
 		{"local006", "select COUNT(*) AS customers, country from customers group by country order by customers desc limit 1", true},
-		{"local006", "SELECT country FROM customers GROUP BY country ORDER BY customers DESC LIMIT 1;", true},
-		{"local019", "WITH daily AS (SELECT order_date, SUM(total) AS amount FROM orders WHERE order_date BETWEEN '2024-03-01' AND '2024-03-31' GROUP BY order_date)\nSELECT order_date, amount FROM daily ORDER BY order_date", true},
+		{"local006", "SELECT country, COUNT(*) AS customers, MIN(customer_id) AS first_id FROM customers GROUP BY country ORDER BY customers DESC LIMIT 1;", true},
+		{"local019", "WITH daily AS (SELECT order_date, SUM(total) AS amount FROM orders WHERE order_date BETWEEN '2024-03-01' AND '2024-03-31' GROUP BY order_date)\nSELECT ROUND(SUM(amount) OVER (ORDER BY order_date), 2) AS running_total, order_date, ROUND(amount, 2) AS amount, amount AS raw FROM daily ORDER BY order_date", true},
+		// Fixing these would add a column: the agent refuses that.
+		{"local006", "SELECT country FROM customers GROUP BY country ORDER BY customers DESC LIMIT 1;", false},
+		{"local019", "WITH daily AS (SELECT order_date, SUM(total) AS amount FROM orders WHERE order_date BETWEEN '2024-03-01' AND '2024-03-31' GROUP BY order_date)\nSELECT order_date, amount FROM daily ORDER BY order_date", false},
 		{"local006", "SELECT country, COUNT(*) AS customers FROM customers GROUP BY country ORDER BY customers DESC LIMIT 2", false},
 		{"local014", "SELECT s.name FROM products p JOIN suppliers s ON s.supplier_id = p.supplier_id", false},
 	}
@@ -716,6 +721,9 @@ func TestRAISEColumns(t *testing.T) {
 				got := strings.TrimSpace(b[0])
 				if !raise.SameOutsideSelect(tt.sql, got, e.Dialect) {
 					t.Errorf("%s: the rewrite %q changes more than the select list of %q", tt.id, got, tt.sql)
+				}
+				if err := raise.CheckColumns(tt.sql, got, e.Dialect); err != nil {
+					t.Errorf("%s: the agent refuses the rewrite %q of %q: %v", tt.id, got, tt.sql, err)
 				}
 				switch {
 				case squash(got) == squash(e.Gold.SQL) && squash(got) != squash(tt.sql):

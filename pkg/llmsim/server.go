@@ -7,8 +7,11 @@
 //
 // Answers are deterministic: they depend only on the simulator's seed, the
 // request's messages and the request's own seed field, never on arrival
-// order, so a redelivered task gets the same answer. Latency, rate limits
-// and faults are transport behaviour and vary per attempt.
+// order, so a redelivered task gets the same answer. Under a persona the
+// messages are read as canonical's would be (memory.go: the simulator
+// remembers what it dressed), so a persona changes the form of the
+// answers, not the answers. Latency, rate limits and faults are transport
+// behaviour and vary per attempt.
 package llmsim
 
 import (
@@ -88,6 +91,9 @@ type Server struct {
 	stats  stats
 	// faultSeq feeds the per-attempt random draws (faults, latency).
 	faultSeq atomic.Uint64
+	// mem maps the replies sent in a persona's form to their canonical
+	// ones (memory.go), so a persona does not move the answers.
+	mem *memory
 }
 
 // New builds a simulator over cfg.Dataset.
@@ -113,7 +119,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed), tok: llm.NewTokenizer(), log: cfg.Logger,
-		limits: newProviderLimits(cfg.Limits)}
+		limits: newProviderLimits(cfg.Limits), mem: newMemory(memoryMaxEntries, memoryMaxBytes)}
 	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
@@ -196,6 +202,8 @@ type reply struct {
 	reasoning       string
 	reasoningTokens int
 	nullContent     bool
+	// again: the reply answers a re-ask of an earlier one (memory.go).
+	again bool
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -239,9 +247,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	rep := s.personaReply(req, choice)
+	rep, canon, prefix := s.personaReply(req, choice)
 	prompt := s.tok.CountMessages(req.Model, req.messages()) + s.tok.CountTools(req.Model, req.tools())
 	completion := s.complete(req, &rep)
+	if canon != nil {
+		s.complete(req, canon)
+		s.mem.remember(prefix, rep, *canon)
+	}
 	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
 	for k, v := range thdr {
 		hdr[k] = v
@@ -293,12 +305,13 @@ func usage(rep reply, prompt, completion int) map[string]any {
 }
 
 // personaReply is the reply in the request's persona: the canonical reply,
-// dressed. A continued prefix gets the rest of the dressed reply when the
-// prefix is its start (a reply cut short), else the canonical
-// continuation: a prefill fixes the form the reply takes.
-func (s *Server) personaReply(req chatRequest, choice toolChoice) reply {
+// dressed, and the canonical reply itself for the memory (nil when there
+// is nothing to remember). A continued prefix gets the rest of the dressed
+// reply when the prefix is its start (a reply cut short), else the
+// canonical continuation: a prefill fixes the form the reply takes.
+func (s *Server) personaReply(req chatRequest, choice toolChoice) (reply, *reply, uint64) {
 	if req.persona == PersonaCanonical || req.persona == "" {
-		return s.respond(req, choice)
+		return s.respond(req, choice), nil, 0
 	}
 	if base, prefix, ok := continuation(req); ok {
 		full := s.respond(base, choice)
@@ -306,15 +319,28 @@ func (s *Server) personaReply(req chatRequest, choice toolChoice) reply {
 		if rest, ok := strings.CutPrefix(full.text, prefix); ok && len(full.calls) == 0 {
 			full.text, full.reasoning, full.reasoningTokens = rest, "", 0
 			s.reasoningUsage(req.persona, personaRNG(s.cfg.Seed, req, req.persona), req, &full)
-			return full
+			return full, nil, 0
 		}
 		rep := s.respond(req, choice)
 		s.reasoningUsage(req.persona, personaRNG(s.cfg.Seed, req, req.persona), req, &rep)
-		return rep
+		return rep, nil, 0
 	}
+	// The reply is remembered under the conversation that asked for it,
+	// read canonically: two different canonical replies can take the same
+	// dressed form (o3's bare "Answer:" block), and only their place in the
+	// conversation tells them apart.
+	undressed, _ := s.mem.undress(req)
+	prefix := prefixKey(undressed.Messages)
 	rep := s.respond(req, choice)
+	canon := rep
+	canon.calls = append([]wireToolCall(nil), rep.calls...)
 	s.dress(req.persona, req, &rep, false)
-	return rep
+	if rep.kind == KindRAISEAgent && rep.info != nil {
+		// Its segments are dressed where they are written and read back
+		// by canonicalCommands.
+		return rep, nil, 0
+	}
+	return rep, &canon, prefix
 }
 
 // complete applies the stop sequences and the completion bound to a reply
@@ -381,6 +407,16 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 		rep := s.respond(base, choice)
 		rep.text = continueText(rep.text, prefix)
 		return rep
+	}
+	if req.persona != PersonaCanonical && req.persona != "" {
+		// The draws read the history as canonical's would be; a re-ask
+		// gets the answer it asks for again.
+		var again *reply
+		if req, again = s.mem.undress(req); again != nil {
+			rep := *again
+			rep.again = true
+			return rep
+		}
 	}
 	lastUser := ""
 	for _, m := range req.Messages {
@@ -460,7 +496,8 @@ func (s *Server) pexaReply(rep *reply, rng *rand.Rand, req chatRequest, choice t
 		}
 		return false
 	}
-	text, call := s.pexa(rng, rep.kind, rep.info, newConvo(msgs, first), offered)
+	c := newConvo(msgs, first)
+	text, call := s.pexa(rng, rep.kind, rep.info, c, offered, s.pexaOptionsFor(req, c, all))
 	switch {
 	case call == nil:
 		rep.text = text

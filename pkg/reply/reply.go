@@ -221,15 +221,19 @@ var plainStart = regexp.MustCompile(`(?im)^[ \t]*(?:--[^\n]*\n[ \t]*)*(SELECT|WI
 
 // PlainSQL finds a query written without a fence: from a line that starts
 // with SELECT or WITH to the first ";" ending a line, or to a blank line
-// followed by prose. With several, the last is taken (the final one).
+// followed by prose. With several, the last is taken (the final one); a
+// line inside a query already read (a subquery on its own line) starts
+// none.
 func PlainSQL(text string) string {
 	locs := plainStart.FindAllStringSubmatchIndex(text, -1)
-	if len(locs) == 0 {
-		return ""
-	}
 	var found []string
+	end := 0
 	for _, loc := range locs {
-		q := statementAt(text[loc[2]:])
+		if loc[2] < end {
+			continue
+		}
+		q, n := statementAt(text[loc[2]:])
+		end = loc[2] + n
 		if q != "" {
 			found = append(found, q)
 		}
@@ -241,30 +245,33 @@ func PlainSQL(text string) string {
 }
 
 // statementAt reads one statement from s: lines up to one ending in ";",
-// or up to a blank line after which the text is not SQL.
-func statementAt(s string) string {
-	lines := strings.Split(s, "\n")
+// or up to a blank line after which the text is not SQL. n is the length
+// of s it read.
+func statementAt(s string) (q string, n int) {
+	lines := strings.SplitAfter(s, "\n")
 	var out []string
 	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		if t == "" {
 			if i+1 < len(lines) && continuesSQL(lines[i+1:]) {
 				out = append(out, l)
+				n += len(l)
 				continue
 			}
 			break
 		}
 		out = append(out, l)
+		n += len(l)
 		if strings.HasSuffix(t, ";") {
 			break
 		}
 	}
-	q := strings.TrimSpace(strings.Join(out, "\n"))
+	q = strings.TrimSpace(strings.Join(out, ""))
 	q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
 	if !strings.Contains(strings.ToUpper(q), "SELECT") {
-		return ""
+		return "", n
 	}
-	return q
+	return q, n
 }
 
 var sqlContinuation = regexp.MustCompile(`(?i)^\s*(FROM|WHERE|GROUP|ORDER|HAVING|LIMIT|JOIN|LEFT|RIGHT|INNER|OUTER|CROSS|FULL|UNION|INTERSECT|EXCEPT|AND|OR|ON|SELECT|WITH|QUALIFY|WINDOW|OFFSET|\)|,)`)

@@ -32,6 +32,8 @@ func TestSQL(t *testing.T) {
 		{"think opened in the prompt (R1 template)", "Let me look at the tables... ```sql\nSELECT 2\n```\n</think>\n```sql\n" + q + "\n```", "stop", q, ""},
 		{"plain SQL, no fence", "The query is:\n\n" + q + ";\n\nIt counts orders per name.", "stop", q, ""},
 		{"plain SQL with a blank line inside", "SELECT a\nFROM t\n\nWHERE a > 1", "stop", "SELECT a\nFROM t\n\nWHERE a > 1", ""},
+		{"plain SQL with a subquery on its own line", "SELECT * FROM (\nSELECT name FROM t\n) AS x LIMIT 5", "stop", "SELECT * FROM (\nSELECT name FROM t\n) AS x LIMIT 5", ""},
+		{"plain draft then final", "First try:\nSELECT a FROM t;\n\nBetter:\nSELECT b FROM t;", "stop", "SELECT b FROM t", ""},
 		{"plain WITH query", "WITH x AS (SELECT 1 AS a) SELECT a FROM x", "stop", "WITH x AS (SELECT 1 AS a) SELECT a FROM x", ""},
 		{"json fence is not SQL", "```json\n{\"a\": 1}\n```\n```sql\nSELECT 1\n```", "stop", "SELECT 1", ""},
 		{"python fence is not SQL", "```python\nprint('SELECT 1')\n```", "stop", "", ReaskNoSQL},

@@ -238,7 +238,7 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 		result  string // in the first batch's tool result, when the model gets another turn
 		reasks  int
 	}{
-		{"string booleans", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": "False"}, {"description": "names", "sql_query": "SELECT name FROM t", "exploration": "false"}]}`, 2, "", 0},
+		{"string booleans", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": "False"}, {"description": "names", "sql_query": "SELECT name FROM t", "exploration": "true"}]}`, 2, "", 0},
 		{"sql key", `{"queries": [{"description": "ids", "sql": "SELECT id FROM t", "exploration": false}]}`, 1, "", 0},
 		{"extra keys", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t", "exploration": false, "tables": ["t"], "confidence": 0.9}], "reasoning": "simple"}`, 1, "", 0},
 		{"one object for the list", `{"queries": {"description": "ids", "sql_query": "SELECT id FROM t", "exploration": false}}`, 1, "", 0},
@@ -547,5 +547,64 @@ func TestStepBudgets(t *testing.T) {
 	if err != nil || m.called != 10 || act.Stop != "planner_recursion" || c.FormatReasks != 10 || c.FormatEnded != 1 || c.FormatLost != 1 {
 		t.Errorf("planner without tools: %d calls, %+v, %d re-asks, %d ended, %d lost (%v); want 10, planner_recursion, 10, 1, 1",
 			m.called, act, c.FormatReasks, c.FormatEnded, c.FormatLost, err)
+	}
+}
+
+// TestGeneratorChoosesAfterResults: with several successful answering
+// queries and no mark on one of them, the generator sees the batch's
+// results and names its Final with choose_final, in the forms models
+// write the choice; one success, or a mark that succeeded, costs no call.
+func TestGeneratorChoosesAfterResults(t *testing.T) {
+	t.Parallel()
+	db := testDB(t)
+	three := []q{{"ids", "SELECT id FROM t", false}, {"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}
+	for _, tt := range []struct {
+		name   string
+		batch  []q
+		choice *llm.Response // nil: the choose call must not happen
+		final  string
+		chosen bool
+		reasks int
+	}{
+		{"a number", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 3})), answerSQL, true, 0},
+		{"a number as text", three, calls(call("c", ToolChooseFinal, map[string]any{"query": "3"})), answerSQL, true, 0},
+		{"another key name", three, calls(call("c", ToolChooseFinal, map[string]any{"query_number": 3})), answerSQL, true, 0},
+		{"in prose, no tool call", three, &llm.Response{Text: "Query 3 is the most promising: it counts the rows.", FinishReason: "stop"}, answerSQL, true, 0},
+		{"the first success chosen", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 1})), "SELECT id FROM t", true, 0},
+		{"a failed query named: the first stands", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 2})), "SELECT id FROM t", false, 1},
+		{"unreadable: the first stands", three, calls(call("c", ToolChooseFinal, map[string]any{"pick": "the count"})), "SELECT id FROM t", false, 1},
+		{"one success: no choice to make", []q{{"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}, nil, answerSQL, false, 0},
+	} {
+		m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+			if req.ToolChoice == ToolChooseFinal {
+				if tt.choice == nil {
+					t.Errorf("%s: a choose_final call with nothing to choose", tt.name)
+					return calls()
+				}
+				return tt.choice
+			}
+			return calls(call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
+		}}
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		var c cost.Cost
+		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := o.final()
+		if f == nil || f.SQL != tt.final || o.Chosen != tt.chosen || c.FormatReasks != tt.reasks {
+			t.Errorf("%s: final %+v, chosen %v, %d format re-asks; want %q, %v, %d", tt.name, f, o.Chosen, c.FormatReasks, tt.final, tt.chosen, tt.reasks)
+		}
+		wantCalls := 1
+		if tt.choice != nil {
+			wantCalls = 2
+			last := m.reqs[len(m.reqs)-1]
+			if prompt := last.Messages[len(last.Messages)-1].Content; !strings.Contains(prompt, "Queries 1, 3 of your batch") {
+				t.Errorf("%s: the choice was asked as %q; want the successful queries 1 and 3 named", tt.name, prompt)
+			}
+		}
+		if o.Calls != wantCalls || m.called != wantCalls {
+			t.Errorf("%s: %d calls (%d counted); want %d", tt.name, m.called, o.Calls, wantCalls)
+		}
 	}
 }

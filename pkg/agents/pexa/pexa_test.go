@@ -220,7 +220,9 @@ func TestProbeStopRules(t *testing.T) {
 		status  string
 		classes string
 	}{
-		{"one success", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 1, ProbeFinal, "failure final successful"},
+		// Two successes: the generator is asked to choose (D-P24); a reply
+		// that names none leaves the first.
+		{"two successes", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 2, ProbeFinal, "failure final successful"},
 		{"exploration first", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(explore))), calls(call("c2", ToolExecuteSQL, queries(good)))},
 			2, ProbeFinal, "exploratory final"},
 		{"all failed", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad))), calls(call("c2", ToolExecuteSQL, queries(good)))},
@@ -289,7 +291,8 @@ func passModel(k int, answer string) *scripted {
 			}
 			return calls(call("f", ToolFinish, map[string]any{}))
 		case RoleTestcase:
-			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT name FROM t", false})))
+			// One of the two succeeds: no choice to make (D-P24).
+			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT nope FROM t", false})))
 		case RolePropose:
 			switch n {
 			case 0:

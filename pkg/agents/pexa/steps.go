@@ -9,8 +9,11 @@ package pexa
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -71,6 +74,10 @@ type Record struct {
 	Description string `json:"description,omitempty"`
 	SQL         string `json:"sql"`
 	Exploration bool   `json:"exploration,omitempty"`
+	// Number is the query's number in its execute_sql call, as the
+	// feedback numbers it; call counts the message's calls (not stored).
+	Number int `json:"-"`
+	call   int
 	// Promising is the generator's most_promising mark (D-P5).
 	Promising bool   `json:"most_promising,omitempty"`
 	Feedback  string `json:"feedback"`
@@ -170,7 +177,7 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 			continue
 		}
 		var batch []Record
-		unreadCalls := 0
+		unreadCalls, callIndex := 0, 0
 		for _, call := range resp.ToolCalls {
 			switch toolName(call.Name) {
 			case ToolNotEnoughInfo:
@@ -195,6 +202,10 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 					unreadCalls++
 				}
 				out.Queries += len(rs)
+				for i := range rs {
+					rs[i].call = callIndex
+				}
+				callIndex++
 				batch = append(batch, rs...)
 				msgs = append(msgs, llm.ToolResult(call.ID, text))
 			default:
@@ -204,6 +215,11 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 		unread = unreadCalls == len(resp.ToolCalls)
 		for _, r := range batch {
 			if r.OK && !r.Exploration {
+				if steps+2 <= s.cfg.MaxTestcaseSteps {
+					if err := s.chooseFinal(ctx, c, &msgs, batch, sd, out); err != nil {
+						return nil, err
+					}
+				}
 				out.Status = ProbeFinal
 				out.Records, out.Chosen = classify(records, batch)
 				return out, nil
@@ -251,7 +267,7 @@ func (s *Steps) executeBatch(ctx context.Context, wh warehouse.Warehouse, c *cos
 		q := qs[run[j]]
 		feedback[run[j]] = e.Feedback
 		recs = append(recs, Record{Probe: probe, Description: q.Description, SQL: q.SQL, Exploration: q.Exploration,
-			Promising: q.Promising, Feedback: e.Feedback, OK: e.OK})
+			Promising: q.Promising, Feedback: e.Feedback, OK: e.OK, Number: run[j] + 1})
 	}
 	var b strings.Builder
 	for i, q := range qs {
@@ -525,3 +541,93 @@ func readVerdict(text, finish string) (string, error) {
 	back, _ := f.String("back_translated_query", "back_translation", "back_translated_question")
 	return VerdictError + expl + " (back-translation: " + back + ")", nil
 }
+
+// ToolChooseFinal is the Test Case Generator's choice of its Final query
+// once it has seen its batch's results (D-P24).
+const ToolChooseFinal = "choose_final"
+
+func chooseFinalTool() llm.Tool {
+	return llm.Tool{Name: ToolChooseFinal,
+		Description: "Choose, from the queries of your last batch that executed with Success, the one most promising for answering the question: it becomes the probe's final SQL.",
+		Parameters:  json.RawMessage(`{"type":"object","required":["query"],"properties":{"query":{"type":"integer","description":"the query's number in the batch (1 = the first)"}}}`)}
+}
+
+// ChooseFinalPrompt asks the generator to choose among the batch's
+// successful answering queries, by their numbers in the batch.
+func ChooseFinalPrompt(numbers []int) string {
+	list := make([]string, len(numbers))
+	for i, n := range numbers {
+		list[i] = strconv.Itoa(n)
+	}
+	return "Queries " + strings.Join(list, ", ") + " of your batch executed with Success. Call choose_final with the number of the one most promising for answering the question, judging by their results above."
+}
+
+// chooseFinal lets the generator pick its Final query after seeing the
+// batch's results (the paper's Final queries are "chosen by the test case
+// generator as the most promising", B.1 L317): when several answering
+// queries succeeded and none it marked most_promising did, one forced
+// choose_final call names the query. A choice that cannot be read leaves
+// the first success standing (counted as a format re-ask, so it shows).
+func (s *Steps) chooseFinal(ctx context.Context, c *cost.Cost, msgs *[]llm.Message, batch []Record, seed int64, out *ProbeOutcome) error {
+	var ok []int // positions in batch of the successful answering queries
+	for i, r := range batch {
+		if r.OK && !r.Exploration {
+			if r.Promising {
+				return nil // its own mark, made before the results, stands
+			}
+			ok = append(ok, i)
+		}
+	}
+	if len(ok) < 2 || batch[ok[0]].call != batch[ok[len(ok)-1]].call {
+		// One success leaves no choice; successes from several
+		// execute_sql calls share numbers, so the first stands.
+		return nil
+	}
+	numbers := make([]int, len(ok))
+	for i, pos := range ok {
+		numbers[i] = batch[pos].Number
+	}
+	*msgs = append(*msgs, llm.User(ChooseFinalPrompt(numbers)))
+	sd := seed + 1
+	resp, err := s.chat(ctx, c, llm.Request{Role: RoleTestcase, Messages: *msgs, Tools: []llm.Tool{chooseFinalTool()},
+		ToolChoice: ToolChooseFinal, Temperature: temp(s.cfg.Temperature), Seed: &sd})
+	out.Calls++
+	var ce *llm.CallError
+	if errors.As(err, &ce) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n := chosenNumber(resp)
+	for _, pos := range ok {
+		if batch[pos].Number == n {
+			batch[pos].Promising = true
+			return nil
+		}
+	}
+	c.FormatReasks++
+	return nil
+}
+
+// chosenNumber reads the query number of a choose_final reply: the call's
+// argument (a number or its text, under any of the names models use), else
+// a number in the reply's text ("Query 2 is the best."); 0 when none.
+func chosenNumber(resp *llm.Response) int {
+	for _, call := range resp.ToolCalls {
+		if f, err := reply.Args(call.Arguments); err == nil {
+			if v, ok := f.String("query", "query_number", "number", "index", "choice"); ok {
+				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	if m := firstNumber.FindString(reply.Visible(resp.Text)); m != "" {
+		n, _ := strconv.Atoi(m)
+		return n
+	}
+	return 0
+}
+
+var firstNumber = regexp.MustCompile(`\b[1-9][0-9]?\b`)

@@ -15,14 +15,28 @@ type Command struct {
 	Args string
 }
 
-// Text is the command as the final prompt lists it. A fenced query becomes
-// a triple-quoted one: the final prompt shows its own ```sql blocks.
+// Text is the command as the final prompt lists it. A query written
+// fenced, triple-quoted or as sql=… is listed in one double-quoted string,
+// escaped, whatever form the agent model wrote it in: the final models
+// read the same operations log from every model (and the final prompt
+// shows its own ```sql blocks).
 func (c Command) Text() string {
 	args := c.Args
-	if strings.HasPrefix(args, "```") || strings.HasPrefix(args, "~~~") {
-		args = `"""` + unquote(args) + `"""`
+	if c.Name == CmdQuery {
+		if a := strings.TrimSpace(args); !isPlainQuoted(a) {
+			args = `"` + argEscaper.Replace(unquote(argument(a, "sql", "query"))) + `"`
+		}
 	}
 	return c.Name + "(" + args + ")"
+}
+
+// argEscaper writes a query as one double-quoted argument (unquote reads
+// it back).
+var argEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+
+// isPlainQuoted reports whether s is one "…" string (not """…""").
+func isPlainQuoted(s string) bool {
+	return len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && !strings.HasPrefix(s, `"""`)
 }
 
 // Segment is how the loop reads one agent segment (D-R5, D-R17).

@@ -101,10 +101,13 @@ func TestToolArguments(t *testing.T) {
 			t.Errorf("%q ran %s(%s): %q (%v); want a prefix %q", tt.seg, s.Cmd.Name, s.Cmd.Args, out, err, tt.want)
 		}
 	}
-	// The final prompt lists a fenced query triple-quoted: its own
-	// attempts are ```sql blocks.
-	if got, want := ReadSegment("[RUN] run_query(```sql\nSELECT 1\n```)").Cmd.Text(), `run_query("""SELECT 1""")`; got != want {
-		t.Errorf("the fenced command is listed as %q; want %q", got, want)
+	// The final prompt lists every query in one double-quoted string, as
+	// the canonical form writes it, whatever form the agent model used.
+	for _, seg := range []string{"[RUN] run_query(```sql\nSELECT \"a\"\nFROM t\n```)", "[RUN] run_query(\"\"\"SELECT \"a\"\nFROM t\"\"\")",
+		"[RUN] run_query(sql=\"SELECT \\\"a\\\"\\nFROM t\")", "[RUN] run_query(\"SELECT \\\"a\\\"\\nFROM t\");"} {
+		if got, want := ReadSegment(seg).Cmd.Text(), `run_query("SELECT \"a\"\nFROM t")`; got != want {
+			t.Errorf("%q is listed as %q; want %q", seg, got, want)
+		}
 	}
 }
 
