@@ -31,14 +31,14 @@ const (
 // PExA request kinds (spec pexa-raise.md §4.2): the agent is named by a
 // marker in the conversation's first user message, the phase by its tail.
 const (
-	KindPExAPlan               Kind = "pexa_plan"
-	KindPExAPlanAfterProbes    Kind = "pexa_plan_after_probes"
-	KindPExAPlanAfterProposal  Kind = "pexa_plan_after_proposal"
-	KindPExATestcase           Kind = "pexa_testcase"
-	KindPExATestcaseFix        Kind = "pexa_testcase_fix"
+	KindPExAPlan              Kind = "pexa_plan"
+	KindPExAPlanAfterProbes   Kind = "pexa_plan_after_probes"
+	KindPExAPlanAfterProposal Kind = "pexa_plan_after_proposal"
+	KindPExATestcase          Kind = "pexa_testcase"
+	KindPExATestcaseFix       Kind = "pexa_testcase_fix"
 	// KindPExAChooseFinal answers the generator's choose_final turn, asked
 	// after a batch with several successful answering queries (agent D-P24).
-	KindPExAChooseFinal Kind = "pexa_choose_final"
+	KindPExAChooseFinal        Kind = "pexa_choose_final"
 	KindPExAPropose            Kind = "pexa_propose"
 	KindPExAProposeNext        Kind = "pexa_propose_next"
 	KindPExAProposeAfterVerify Kind = "pexa_propose_after_verify"
