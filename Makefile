@@ -3,6 +3,9 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
 DEMO    := examples/demo
+# REDOCLY lints docs/openapi.yaml; make deps installs it, pinned, with npm.
+REDOCLY_VERSION := 2.77.0
+REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
 .PHONY: all build demo test deps race bench chaos lint generate clean deploy-check
@@ -40,6 +43,9 @@ deps:
 		{ $$SUDO apt-get update >/dev/null 2>&1 && $$SUDO apt-get install -y chromium >/dev/null 2>&1; } || \
 		echo "chromium not installed: the report rendering tests will be skipped"; \
 	}
+	@[ -x $(REDOCLY) ] || { command -v npm >/dev/null 2>&1 && \
+		npm install --silent --no-audit --no-fund --prefix bin/redocly-$(REDOCLY_VERSION) @redocly/cli@$(REDOCLY_VERSION) >/dev/null; } || \
+		echo "npm not found: docs/openapi.yaml is not linted (pkg/serve's OpenAPI tests still parse it)"
 
 # test prints a line per package as it finishes (the roles' JSON logs are
 # kept out) and ends with a summary line; it fails if any package fails.
@@ -80,6 +86,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@if [ -x $(REDOCLY) ]; then $(REDOCLY) lint --format=summary docs/openapi.yaml; else echo "redocly not installed (make deps): docs/openapi.yaml not linted"; fi
 
 # generate rebuilds the demo dataset from its deterministic generator.
 generate:

@@ -12,9 +12,12 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/serve"
 )
 
@@ -42,7 +45,12 @@ func (c *askClient) call(ctx context.Context, method, path string, body any) ([]
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("quorum serve at %s: %w", c.base, err)
+		err = fmt.Errorf("quorum serve at %s: %w", c.base, err)
+		if method == http.MethodPost && ctx.Err() == nil {
+			// Nothing answers at --server: the input is wrong (exit 2).
+			return nil, usage(err)
+		}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -55,8 +63,10 @@ func (c *askClient) call(ctx context.Context, method, path string, body any) ([]
 		if e.Error == "" {
 			e.Error = strings.TrimSpace(string(out))
 		}
-		err := fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized {
+		err := fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, terminalSafe(e.Error, false))
+		switch resp.StatusCode {
+		case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+			// The question, its database or the key: the input is wrong.
 			return nil, usage(err)
 		}
 		return nil, err
@@ -75,7 +85,7 @@ func (c *askClient) ask(ctx context.Context, body map[string]any, progress io.Wr
 	if err := json.Unmarshal(out, &a); err != nil || a.ID == "" {
 		return nil, fmt.Errorf("quorum serve at %s answered %q, not a question id", c.base, out)
 	}
-	fmt.Fprintf(progress, "question %s", a.ID)
+	fmt.Fprintf(progress, "question %s", terminalSafe(a.ID, false))
 	status := ""
 	for {
 		out, err := c.call(ctx, "GET", "/v1/questions/"+a.ID, nil)
@@ -94,7 +104,7 @@ func (c *askClient) ask(ctx context.Context, body map[string]any, progress io.Wr
 		}
 		if q.Status != status {
 			status = q.Status
-			fmt.Fprintf(progress, " … %s", status)
+			fmt.Fprintf(progress, " … %s", terminalSafe(status, false))
 		}
 		if q.Terminal() {
 			fmt.Fprintln(progress)
@@ -107,25 +117,69 @@ func (c *askClient) ask(ctx context.Context, body map[string]any, progress io.Wr
 	}
 }
 
+// terminalSafe makes text from the model, the database or a server safe
+// to print on a terminal: control characters (escape sequences can
+// rewrite the screen, set the window title or hide text) and bidi
+// overrides are shown as \xNN / \uNNNN escapes. With layout, newlines and
+// tabs are kept and carriage returns dropped (SQL); without, newlines and
+// tabs become spaces (a table cell).
+func terminalSafe(s string, layout bool) string {
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\r' && layout:
+			// CRLF line ends stay line ends; a lone CR would overwrite.
+		case r == '\n' || r == '\t':
+			if layout {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte(' ')
+			}
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // printAnswer shows the SQL, the result table, the confidence and the
-// cost.
+// cost, every text from the server made terminalSafe.
 func printAnswer(w io.Writer, q *serve.Question) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	if q.Status != serve.Answered {
-		fmt.Fprintf(bw, "%s: %s\n", q.Status, q.Error)
+		fmt.Fprintf(bw, "%s: %s\n", terminalSafe(q.Status, false), terminalSafe(q.Error, true))
 		return
 	}
-	fmt.Fprintf(bw, "\n%s\n\n", q.SQL)
-	widths := make([]int, len(q.Columns))
-	for i, c := range q.Columns {
-		widths[i] = min(len(c), 40)
+	fmt.Fprintf(bw, "\n%s\n\n", terminalSafe(q.SQL, true))
+	const maxWidth = 40
+	cells := func(in []string) []string {
+		out := make([]string, len(in))
+		for i, c := range in {
+			c = terminalSafe(c, false)
+			if r := []rune(c); len(r) > maxWidth {
+				c = string(r[:maxWidth-1]) + "…"
+			}
+			out[i] = c
+		}
+		return out
 	}
-	shown := q.Rows[:min(len(q.Rows), 20)]
-	for _, r := range shown {
+	columns := cells(q.Columns)
+	widths := make([]int, len(columns))
+	for i, c := range columns {
+		widths[i] = utf8.RuneCountInString(c)
+	}
+	shown := make([][]string, 0, min(len(q.Rows), 20))
+	for _, r := range q.Rows[:min(len(q.Rows), 20)] {
+		r = cells(r)
+		shown = append(shown, r)
 		for i := range widths {
 			if i < len(r) {
-				widths[i] = max(widths[i], min(len(r[i]), 40))
+				widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
 			}
 		}
 	}
@@ -135,14 +189,11 @@ func printAnswer(w io.Writer, q *serve.Question) {
 			if i < len(cells) {
 				cell = cells[i]
 			}
-			if len(cell) > 40 {
-				cell = cell[:39] + "…"
-			}
-			fmt.Fprintf(bw, "%-*s  ", widths[i], cell)
+			fmt.Fprint(bw, cell, strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+2))
 		}
 		fmt.Fprintln(bw)
 	}
-	row(q.Columns)
+	row(columns)
 	rule := make([]string, len(widths))
 	for i, n := range widths {
 		rule[i] = strings.Repeat("-", n)
@@ -158,7 +209,7 @@ func printAnswer(w io.Writer, q *serve.Question) {
 	if q.Cached {
 		cached = " (from the cache)"
 	}
-	fmt.Fprintf(bw, "\nConfidence: %s (%s), %d of %d candidates agreed%s\n", q.Confidence, q.Method, len(q.Agreed), q.Candidates, cached)
+	fmt.Fprintf(bw, "\nConfidence: %s (%s), %d of %d candidates agreed%s\n", terminalSafe(q.Confidence, false), terminalSafe(q.Method, false), len(q.Agreed), q.Candidates, cached)
 	fmt.Fprintf(bw, "Cost: %d LLM calls, %d tokens, %d warehouse queries\n", q.Cost.LLMCalls, q.Cost.Tokens(), q.Cost.WarehouseQueries)
 }
 
@@ -176,7 +227,7 @@ func newAskCmd() *cobra.Command {
 table, the confidence and the cost. With --server it asks a running serve
 (its key from --api-key or QUORUM_API_KEY); without, it starts the runtime
 in this process over --dataset, as serve would, and stops it afterwards.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
@@ -206,7 +257,8 @@ in this process over --dataset, as serve would, and stops it afterwards.`,
 			}
 			c := &askClient{base: strings.TrimRight(server, "/"), key: key, http: &http.Client{Timeout: time.Minute}}
 			if server == "" {
-				if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
+				// Its Redis and NATS hold the question and its rows.
+				if err := outputs.PrivateDir(f.stateDir); err != nil {
 					return usage(fmt.Errorf("--state-dir: %w", err))
 				}
 				s, err := f.start(ctx, cmd.ErrOrStderr(), nil)
@@ -230,7 +282,7 @@ in this process over --dataset, as serve would, and stops it afterwards.`,
 				printAnswer(w, q)
 			}
 			if q.Status != serve.Answered {
-				return &exitError{code: exitFailedExamples, msg: fmt.Sprintf("question %s %s: %s", q.ID, q.Status, q.Error)}
+				return &exitError{code: exitFailedExamples, msg: terminalSafe(fmt.Sprintf("question %s %s: %s", q.ID, q.Status, q.Error), true)}
 			}
 			return nil
 		},

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -84,11 +86,11 @@ rendered result) may hold at most 64 MiB and 5 million cells; matching one
 prediction against its gold tables may take at most 5×10^8 value
 comparisons. An instance beyond a bound scores 0 with a "result too large"
 or "interrupted" error; the others are scored as usual.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := eval.ParseMode(mode)
 			if err != nil {
-				return fmt.Errorf("--mode: %w", err)
+				return usage(fmt.Errorf("--mode: %w", err))
 			}
 			if queryTimeout <= 0 {
 				return usage(fmt.Errorf("--query-timeout %s: must be positive (e.g. 60s)", queryTimeout))
@@ -102,22 +104,22 @@ or "interrupted" error; the others are scored as usual.`,
 				}
 				return runBirdEval(cmd, &df, goldDir, predDir, dsDir, m, asJSON, bestOfN, queryTimeout)
 			default:
-				return fmt.Errorf("--metric: unknown metric %q: use spider2 or bird", metric)
+				return usage(fmt.Errorf("--metric: unknown metric %q: use spider2 or bird", metric))
 			}
 			if bestOfN {
 				return usage(fmt.Errorf("--best-of-n scores candidates under BIRD's execution accuracy: use it with --metric bird (run.json's correct_at_k is Spider 2.0's EX@k)"))
 			}
 			if goldDir == "" || predDir == "" {
-				return fmt.Errorf("both --gold and --pred are required")
+				return usage(errors.New("both --gold and --pred are required"))
 			}
 			cfg := eval.Config{GoldDir: goldDir, PredDir: predDir, Mode: m}
 			if m == eval.ModeSQL {
 				if dsDir == "" {
-					return fmt.Errorf("sql mode executes each prediction on its database: pass --dataset DIR")
+					return usage(errors.New("sql mode executes each prediction on its database: pass --dataset DIR"))
 				}
 				ds, err := df.load(dsDir)
 				if err != nil {
-					return err
+					return usage(err)
 				}
 				wh, set := evalWarehouses(ds, queryTimeout)
 				defer set.Close()
@@ -125,7 +127,7 @@ or "interrupted" error; the others are scored as usual.`,
 			}
 			rep, err := eval.Evaluate(cmd.Context(), cfg)
 			if err != nil {
-				return err
+				return inputError(cmd.Context(), err)
 			}
 			if asJSON {
 				if rep.Instances == nil {
@@ -153,7 +155,7 @@ or "interrupted" error; the others are scored as usual.`,
 // runBirdEval is quorum eval --metric bird.
 func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir string, m eval.Mode, asJSON, bestOfN bool, queryTimeout time.Duration) error {
 	if predDir == "" {
-		return fmt.Errorf("--pred is required")
+		return usage(errors.New("--pred is required"))
 	}
 	cfg := eval.BirdConfig{PredDir: predDir, Mode: m, Workers: 4}
 	if bestOfN {
@@ -167,10 +169,10 @@ func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir s
 	case eval.ModeSQL:
 		root, err := birdDatasetRoot(df, goldDir, dsDir)
 		if err != nil {
-			return err
+			return usage(err)
 		}
 		if ds, err = df.load(root); err != nil {
-			return err
+			return usage(err)
 		}
 		for _, e := range ds.Examples {
 			if strings.TrimSpace(e.Gold.SQL) != "" {
@@ -178,20 +180,20 @@ func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir s
 			}
 		}
 		if len(cfg.Tasks) == 0 {
-			return fmt.Errorf("dataset %s has no example with gold SQL (BIRD's \"SQL\" or Spider's \"query\")", root)
+			return usage(fmt.Errorf("dataset %s has no example with gold SQL (BIRD's \"SQL\" or Spider's \"query\")", root))
 		}
 		wh, set := evalWarehouses(ds, queryTimeout)
 		defer set.Close()
 		cfg.Runner, cfg.ResultLimits = wh, wh.Limits
 	case eval.ModeExecResult:
 		if goldDir == "" {
-			return fmt.Errorf("exec_result mode compares CSVs: pass --gold DIR with the gold <instance_id>.csv results")
+			return usage(errors.New("exec_result mode compares CSVs: pass --gold DIR with the gold <instance_id>.csv results"))
 		}
 		cfg.GoldDir = goldDir
 		if dsDir != "" {
 			var err error
 			if ds, err = df.load(dsDir); err != nil {
-				return err
+				return usage(err)
 			}
 			for _, e := range ds.Examples {
 				cfg.Tasks = append(cfg.Tasks, eval.BirdTask{InstanceID: e.ID, GoldSQL: e.Gold.SQL, Difficulty: e.Difficulty})
@@ -200,7 +202,7 @@ func runBirdEval(cmd *cobra.Command, df *datasetFlags, goldDir, predDir, dsDir s
 	}
 	rep, err := eval.EvaluateBird(cmd.Context(), cfg)
 	if err != nil {
-		return err
+		return inputError(cmd.Context(), err)
 	}
 	if asJSON {
 		if rep.Instances == nil {
@@ -327,4 +329,20 @@ func printReportAs(w io.Writer, rep *eval.Report, ignoredWhy string) {
 	if len(rep.Missing) > 0 {
 		fmt.Fprintf(w, "EX over all %d gold examples, the missing scored wrong: %.4f\n", rep.Gold, rep.EXAllGold)
 	}
+}
+
+// usageArgs makes a wrong number of arguments a usage error (exit 2), as
+// a wrong flag is.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error { return usage(check(cmd, args)) }
+}
+
+// inputError is how an evaluation that could not run ends: its inputs
+// (the folders, their files) are what it failed on, exit 2, unless it was
+// interrupted.
+func inputError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &exitError{code: exitAborted, msg: err.Error()}
+	}
+	return usage(err)
 }

@@ -59,7 +59,8 @@ func newInspectCmd() *cobra.Command {
 		Long: `inspect loads a dataset folder (Spider 2.0 layout, or Spider 1.0/BIRD with
 dev.json and database/) and reports how many examples it has per dialect and
 database, what metadata and gold each database has, and every problem found:
-malformed task lines, unknown databases, missing documents or sqlite files.
+malformed task lines, unknown databases, missing documents or sqlite files,
+files that are links leading out of the dataset or over their size limits.
 It lists all problems rather than stopping at the first.
 
 With --prompts it reports the size of each example's ReFoRCE prompt before
@@ -74,7 +75,7 @@ chars_after_structural and link_calls_structural for the structural mode).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.load(args[0])
 			if err != nil {
-				return err
+				return usage(err)
 			}
 			if len(show) > 0 {
 				return showPrompts(cmd.Context(), cmd.OutOrStdout(), ds, show)

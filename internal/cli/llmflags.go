@@ -35,17 +35,23 @@ type llmFlags struct {
 	configFile                                string
 	temperature                               float64
 	maxAttempts                               int
+	attemptTimeout, callTimeout               time.Duration
 	simSeed                                   uint64
 	simGold                                   float64
 	simPersonas                               llmsim.Personas
 	// getenv reads the environment; nil means os.Getenv (tests set it).
 	getenv func(string) string
+	// stderr is the command's error stream (warnings); keyWarned is set
+	// once --llm-api-key was warned about.
+	stderr    func() io.Writer
+	keyWarned bool
 }
 
 func (f *llmFlags) register(cmd *cobra.Command) {
+	f.stderr = cmd.ErrOrStderr
 	fl := cmd.Flags()
 	fl.StringVar(&f.baseURL, "llm-base-url", "", "OpenAI-compatible endpoint (env OPENAI_BASE_URL); for Azure, the resource endpoint")
-	fl.StringVar(&f.apiKey, "llm-api-key", "", "API key (env OPENAI_API_KEY, or AZURE_OPENAI_API_KEY with --azure-api-version); never printed")
+	fl.StringVar(&f.apiKey, "llm-api-key", "", "API key; prefer the environment variable OPENAI_API_KEY (or AZURE_OPENAI_API_KEY with --azure-api-version): a flag's value is visible to every local user in ps")
 	fl.StringVar(&f.org, "llm-org", "", "OpenAI organization (env OPENAI_ORG_ID)")
 	fl.StringVar(&f.azureVersion, "azure-api-version", "", "use Azure OpenAI with this api-version; model names are deployments")
 	fl.StringVar(&f.model, "model", "gpt-4o", "default model for every role")
@@ -55,9 +61,29 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.configFile, "llm-config", "", "YAML or JSON file of named endpoints (name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm) and roles (ROLE: endpoint, model, temperature, max_tokens); an endpoint named default is the default endpoint; flags override the file; rpm/tpm are enforced cluster-wide where a Redis limiter runs")
 	fl.Float64Var(&f.temperature, "temperature", 1, "sampling temperature (ignored by reasoning models)")
 	fl.IntVar(&f.maxAttempts, "llm-attempts", 8, "attempts per LLM call before it is recorded as failed")
+	fl.DurationVar(&f.attemptTimeout, "llm-attempt-timeout", llm.DefaultAttemptTimeout, "abandon one HTTP attempt of an LLM call after this long (a hung endpoint cannot be told from a slow model sooner)")
+	fl.DurationVar(&f.callTimeout, "llm-call-timeout", llm.DefaultCallTimeout, fmt.Sprintf("fail an LLM call after this long in all, attempts and the waits between them (quota waits not counted); calls a user waits for (serve, ask) get at most %s and 3 attempts", llm.DefaultInteractiveCallTimeout))
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated LLM (used only when no LLM is configured)")
 	fl.Float64Var(&f.simGold, "sim-p-gold", llmsim.DefaultNoise().Gold, "simulated LLM: probability that a first answer is right")
 	fl.Var(&f.simPersonas, "sim-persona", "simulated LLM: reply in a real model's surface form, PERSONA or MODEL=PERSONA by model name; repeatable (see quorum llmsim --help)")
+}
+
+// warnKeyFlag says, once and without the key, that --llm-api-key shows the
+// key to every local user (ps, /proc/PID/cmdline).
+func (f *llmFlags) warnKeyFlag() {
+	if f.apiKey == "" || f.keyWarned {
+		return
+	}
+	f.keyWarned = true
+	w := io.Writer(os.Stderr)
+	if f.stderr != nil {
+		w = f.stderr()
+	}
+	env := "OPENAI_API_KEY"
+	if f.azureVersion != "" {
+		env = "AZURE_OPENAI_API_KEY"
+	}
+	fmt.Fprintf(w, "warning: --llm-api-key puts the key on the command line, where other users of this machine can read it (ps); export %s instead and drop the flag\n", env)
 }
 
 func (f *llmFlags) env(key string) string {
@@ -93,9 +119,13 @@ func (f *llmFlags) client(ds *dataset.Dataset, out io.Writer, limiter llm.Limite
 // loopback port over ds and says so; without ds (a cluster worker) that is
 // an error.
 func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, string, func(), error) {
+	f.warnKeyFlag()
 	temp := f.temperature
 	cfg := llm.Config{Default: llm.ModelConfig{Name: f.model, Temperature: &temp}, MaxAttempts: f.maxAttempts,
-		Models: map[llm.Role]llm.ModelConfig{}}
+		AttemptTimeout: f.attemptTimeout, CallTimeout: f.callTimeout, Models: map[llm.Role]llm.ModelConfig{}}
+	if f.attemptTimeout < 0 || f.callTimeout < 0 {
+		return cfg, "", nil, fmt.Errorf("--llm-attempt-timeout %s, --llm-call-timeout %s: must not be negative (0 = the default)", f.attemptTimeout, f.callTimeout)
+	}
 	fileDefault := false
 	if f.configFile != "" {
 		file, err := loadLLMConfig(f.configFile, f.env)

@@ -48,6 +48,7 @@ type runFlags struct {
 	noExplore, formatR, selfCons, cteRefine bool
 	linkBudget                              int
 	ablations                               ablationFlags
+	retain                                  retainFlags
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -76,6 +77,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
 	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts of this many bytes or more get table-level schema linking (the authors measure the prompt file)")
 	f.ablations.register(fl, "reforce: ")
+	f.retain.register(fl, true)
 }
 
 // droppedLines refuses a dataset whose task file has lines that would be
@@ -119,7 +121,7 @@ func (f *runFlags) validate() error {
 // writable checks that an output folder can be written before any work
 // starts, so that no computed answer is lost to it.
 func writable(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, outputs.DirMode); err != nil {
 		return fmt.Errorf("--out %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, ".quorum-write-check-*")
@@ -311,7 +313,7 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
-				MaxInFlight: rf.window(0, m, 0, 0)})
+				MaxInFlight: rf.window(0, m, 0, 0), Retain: rf.retain.retention()})
 			var aborted *coordinator.Aborted
 			if err != nil && (cmd.Context().Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}

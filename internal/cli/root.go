@@ -63,6 +63,7 @@ Start with:
 	for _, c := range root.Commands() {
 		c.Example = examples[c.Name()]
 	}
+	root.AddCommand(newRunsCmd()) // after the loop: its examples are its own (runs.go)
 	return root
 }
 

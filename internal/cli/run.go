@@ -17,6 +17,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -106,6 +107,7 @@ func newRunCmd() *cobra.Command {
 		stateDir  string
 		explorers int
 	)
+	var retryFailed bool
 	cmd := &cobra.Command{
 		Use:   "run --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset with every role in this process (embedded NATS, local redis-server)",
@@ -168,6 +170,12 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if err != nil {
 				return usage(err)
 			}
+			if cf.natsURL == "" || cf.redisURL == "" {
+				// The embedded servers' state holds every question and row.
+				if err := outputs.PrivateDir(stateDir); err != nil {
+					return usage(fmt.Errorf("--state-dir: %w", err))
+				}
+			}
 			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
 				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
 				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
@@ -209,7 +217,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				}
 			}()
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM), Warnings: warnings})
+				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
+				Retain: rf.retain.retention()})
 			close(finished)
 			var aborted *coordinator.Aborted
 			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {
@@ -219,7 +228,12 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				return err
 			}
 			printSummary(w, rep, rf.out)
-			return failedExamples(rep)
+			if n := rep.Totals.Failed; n > 0 {
+				// A plain resume keeps failures: it names the flag that re-runs them.
+				return &exitError{code: exitFailedExamples, msg: fmt.Sprintf("%d of %d examples failed (their errors are above and in run.json); run them again with: quorum run --retry-failed --run-id %s --out %s --dataset %s",
+					n, rep.Totals.Examples, m.Run, rf.out, rf.dataset)}
+			}
+			return nil
 		},
 	}
 	cf.register(cmd, true)
@@ -227,5 +241,6 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 	rf.register(cmd)
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where the embedded NATS and local Redis keep their data (default <out>/.state)")
 	cmd.Flags().IntVar(&explorers, "explorers", 8, "exploration tasks handled at once")
+	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, "when resuming, run the examples that failed again (a plain resume keeps their failure)")
 	return cmd
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +48,8 @@ type serveFlags struct {
 	tenantLimits []string
 	explorers    int
 	refresh      time.Duration
+	http         serve.HTTPLimits
+	retain       retainFlags
 }
 
 func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
@@ -64,6 +66,13 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 		fl.Float64Var(&f.tenantRPM, "tenant-rpm", 0, "questions per minute each tenant may ask (0 = no limit)")
 		fl.Int64Var(&f.tenantTokens, "tenant-tokens-per-day", 0, "LLM tokens each tenant's questions may use per UTC day (0 = no limit)")
 		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY (0 = no limit; repeatable)")
+		fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "drop a connection whose request headers take longer")
+		fl.DurationVar(&f.http.BodyTimeout, "body-timeout", 30*time.Second, "answer 408 to a request whose body takes longer to arrive")
+		fl.DurationVar(&f.http.WriteTimeout, "write-timeout", time.Minute, "drop a connection whose response (other than an event stream) takes longer to write")
+		fl.DurationVar(&f.http.IdleTimeout, "idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
+		fl.DurationVar(&f.http.StreamWriteTimeout, "stream-write-timeout", 30*time.Second, "drop an event stream one of whose writes takes longer (a client that stopped reading)")
+		fl.IntVar(&f.http.MaxStreams, "max-streams", 1000, "event streams this process keeps open at once; beyond, 429")
+		fl.IntVar(&f.http.MaxStreamsPerTenant, "max-streams-per-tenant", 20, "event streams one tenant keeps open at once on this process; beyond, 429")
 		fl.StringVar(&f.questionLog, "question-log", "", "file receiving one JSON line per finished question (default <state-dir>/questions.jsonl)")
 	}
 	fl.StringVar(&f.stateDir, "state-dir", filepath.Join("out", "serve"), "where the embedded NATS and Redis keep their data and each question's run writes its files")
@@ -78,6 +87,7 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	// back: shorter than a batch run's default, a user is waiting.
 	f.cf.ackWait = 15 * time.Second
 	fl.Lookup("ack-wait").DefValue = "15s"
+	f.retain.register(fl, false)
 }
 
 // tenants reads the API keys from --api-keys or QUORUM_API_KEYS, with the
@@ -112,6 +122,7 @@ func (f *serveFlags) tenants() (*serve.Tenants, error) {
 		return nil, err
 	}
 	t.Default = serve.Limits{RequestsPerMinute: f.tenantRPM, TokensPerDay: f.tenantTokens}
+	names := t.Names()
 	for _, spec := range f.tenantLimits {
 		name, lim, ok := strings.Cut(spec, "=")
 		rpm, tokens, ok2 := strings.Cut(lim, "/")
@@ -119,6 +130,10 @@ func (f *serveFlags) tenants() (*serve.Tenants, error) {
 		n, err2 := strconv.ParseInt(tokens, 10, 64)
 		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil || r < 0 || n < 0 {
 			return nil, fmt.Errorf("--tenant-limit %q: want TENANT=RPM/TOKENS_PER_DAY, e.g. analytics=30/2000000", spec)
+		}
+		if !slices.Contains(names, name) {
+			// A misspelt tenant would leave the real one on the defaults.
+			return nil, fmt.Errorf("--tenant-limit %q: no tenant %q among the API keys' (%s)", spec, name, strings.Join(names, ", "))
 		}
 		t.Limits[name] = serve.Limits{RequestsPerMinute: r, TokensPerDay: n}
 	}
@@ -160,6 +175,9 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	if f.queryTimeout <= 0 {
 		return nil, usage(queryTimeoutError(f.queryTimeout))
+	}
+	if f.http.MaxStreams < 0 || f.http.MaxStreamsPerTenant < 0 {
+		return nil, usage(fmt.Errorf("--max-streams %d, --max-streams-per-tenant %d: want 1 or more", f.http.MaxStreams, f.http.MaxStreamsPerTenant))
 	}
 	file, err := f.cf.warehousesFile()
 	if err != nil {
@@ -249,7 +267,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	s.stops = append(s.stops, closeFP)
 	srv, err := serve.New(serve.Config{Env: cl.Env, Redis: rdb, Limiter: lim, Dataset: f.dataset, SQLiteDir: f.df.sqliteDir,
 		Tenants: tenants, DefaultAgent: f.agent, Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout,
-		CacheTTL: ttl, Fingerprint: fp, StateDir: f.stateDir, LLM: s.label, QuestionLog: qlog, Metrics: cl.Metrics,
+		CacheTTL: ttl, Fingerprint: fp, StateDir: f.stateDir, Retain: f.retain.retention(), LLM: s.label, QuestionLog: qlog, Metrics: cl.Metrics, HTTP: f.http,
 		Ready: func() error { return cl.Env.State.Ping(ctx) }, Log: log})
 	if err != nil {
 		return nil, usage(err)
@@ -263,13 +281,13 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	if err != nil {
 		return nil, usage(fmt.Errorf("--listen %s: %w", listen, err))
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	go func() { _ = hs.Serve(ln) }()
 	rctx, cancel := context.WithCancel(ctx)
 	go func() { _ = srv.Run(rctx) }()
 	if f.cf.httpAddr != "" {
-		// The health and metrics endpoints also on their own address, as
-		// the other roles serve them (they are on --listen too).
+		// /metrics only here, as the other roles serve it: --listen is
+		// for API clients, and the metrics are the operators'.
 		if _, err := metrics.Serve(rctx, f.cf.httpAddr, cl.Metrics, func() error { return cl.Env.State.Ping(rctx) }); err != nil {
 			cancel()
 			return nil, usage(fmt.Errorf("--http-addr %s: %w", f.cf.httpAddr, err))

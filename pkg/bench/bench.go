@@ -9,6 +9,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,10 +20,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/yaml"
 
 	"github.com/quorumsql/quorum/pkg/agents"
@@ -194,8 +198,79 @@ type Report struct {
 	BindsAtEstimate int `json:"quota_binds_at_generators_estimate,omitempty"`
 
 	Paper PaperFigures `json:"paper"`
+	// Redis is what Redis held before the run and once it ended.
+	Redis *RedisFigures `json:"redis,omitempty"`
 	// Run is the run's run.json, for the HTML report.
 	Run *outputs.Report `json:"-"`
+}
+
+// RedisFigures is what Redis held before runs and once they ended. The
+// ended runs' keys stay only with an expiry (their retention), so once it
+// passes Redis is back at Before plus what outlives runs: blobs (14 days),
+// caches, counters.
+type RedisFigures struct {
+	Before RedisSize `json:"before"`
+	After  RedisSize `json:"after"`
+	// Runs is the runs measured; RunKeys and RunBytes their keys left in
+	// After, RunKeysWithoutTTL those of them without an expiry (0 when
+	// retention works), RunMaxTTLSeconds the longest expiry among them.
+	Runs              int     `json:"runs"`
+	RunKeys           int     `json:"run_keys"`
+	RunBytes          int64   `json:"run_bytes"`
+	RunKeysWithoutTTL int     `json:"run_keys_without_ttl"`
+	RunMaxTTLSeconds  float64 `json:"run_max_ttl_seconds"`
+}
+
+// RedisSize is Redis's size: DBSIZE and INFO memory's used_memory.
+type RedisSize struct {
+	Keys       int64 `json:"keys"`
+	UsedMemory int64 `json:"used_memory_bytes"`
+}
+
+// redisSize reads Redis's size now.
+func redisSize(ctx context.Context, rdb redis.UniversalClient) (RedisSize, error) {
+	keys, err := rdb.DBSize(ctx).Result()
+	if err != nil {
+		return RedisSize{}, fmt.Errorf("redis DBSIZE: %w", err)
+	}
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return RedisSize{}, fmt.Errorf("redis INFO memory: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			mem, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return RedisSize{}, fmt.Errorf("redis INFO memory: used_memory %q: %w", v, err)
+			}
+			return RedisSize{Keys: keys, UsedMemory: mem}, nil
+		}
+	}
+	return RedisSize{}, errors.New("redis INFO memory: no used_memory line")
+}
+
+// redisFigures measures Redis once runs ended, against before.
+func redisFigures(ctx context.Context, rdb redis.UniversalClient, before RedisSize, runs ...string) (*RedisFigures, error) {
+	after, err := redisSize(ctx, rdb)
+	if err != nil {
+		return nil, err
+	}
+	f := &RedisFigures{Before: before, After: after, Runs: len(runs)}
+	st := runstate.New(rdb)
+	for _, run := range runs {
+		info, err := st.Describe(ctx, run)
+		if errors.Is(err, runstate.ErrNoRun) {
+			continue // no key left
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.RunKeys += info.Keys
+		f.RunBytes += info.Bytes
+		f.RunKeysWithoutTTL += info.Persistent
+		f.RunMaxTTLSeconds = max(f.RunMaxTTLSeconds, info.MaxTTL.Seconds())
+	}
+	return f, nil
 }
 
 // StageCost is one stage's cost per example.
@@ -289,12 +364,20 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	if err != nil {
 		return nil, err
 	}
+	before, err := redisSize(ctx, r.cl.Redis)
+	if err != nil {
+		return nil, err
+	}
 	out, err := coordinator.Run(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	st := r.sim.Stats()
-	return measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited), nil
+	rep := measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited)
+	if rep.Redis, err = redisFigures(ctx, r.cl.Redis, before, cfg.Manifest.Run); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // rig is a benchmark's pieces: the synthetic dataset, llmsim serving it

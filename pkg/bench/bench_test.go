@@ -63,6 +63,7 @@ func TestBenchRunsThroughTheRealPieces(t *testing.T) {
 	if rep.ServiceP50 < rep.ChainP50*0.9 || rep.ServiceP50 > rep.LatencyP50+0.01 {
 		t.Errorf("service p50 %.2f outside chain p50 %.2f .. latency p50 %.2f", rep.ServiceP50, rep.ChainP50, rep.LatencyP50)
 	}
+	checkRedis(t, rep.Redis, 1)
 	if len(rep.Scaling) != 2 || rep.Scaling[0].CallsPerMinute <= 0 || rep.BindsAt+rep.BindsAtEstimate == 0 {
 		t.Errorf("scaling %+v", rep.Scaling)
 	}

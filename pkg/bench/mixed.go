@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -95,6 +97,13 @@ type MixedReport struct {
 	Verdict    []string `json:"verdict"`
 	// RateLimitedSource says where the 429 counts come from.
 	RateLimitedSource string `json:"rate_limited_source"`
+	// Redis is what Redis held before the idle phase and once the batch
+	// and every question ended (their runs' keys, the batch's and the
+	// questions', only with an expiry); QuestionFilesLeft counts question
+	// runs' folders left under serve's state directory (0: each is
+	// removed once its answer is recorded).
+	Redis             *RedisFigures `json:"redis,omitempty"`
+	QuestionFilesLeft int           `json:"question_files_left"`
 }
 
 // Phase is one phase's questions.
@@ -239,7 +248,11 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 		qs = append(qs, question{db: e.DB, text: e.Question})
 	}
 	a := &asker{url: ts.URL, votes: ms.QuestionVotes, interval: time.Duration(ms.IntervalMS) * time.Millisecond,
-		stateDir: stateDir, client: &http.Client{Timeout: 30 * time.Second}}
+		srv: srv, client: &http.Client{Timeout: 30 * time.Second}}
+	before, err := redisSize(ctx, r.cl.Redis)
+	if err != nil {
+		return nil, err
+	}
 	rep := &MixedReport{Scenario: ms, RateLimitedSource: "provider: llmsim's 429 count over each phase; client: the question runs' and the batch run's cost ledgers (cost.LLM.RateLimited, 429s the LLM client saw and retried)"}
 
 	fmt.Fprintf(progress, "mixed: phase 1, %d questions (%d candidates each) on the idle cluster\n", len(qs), ms.QuestionVotes)
@@ -344,6 +357,24 @@ wait:
 	if rep.Idle.P50 > 0 {
 		rep.RatioP50 = rep.Mixed.P50 / rep.Idle.P50
 	}
+	// Serve stopped and its drivers done: every question's clean-up ran.
+	stopServe()
+	<-served
+	srv.Wait()
+	runs := []string{run}
+	for _, p := range []Phase{rep.Idle, rep.Mixed} {
+		for _, q := range p.Questions {
+			runs = append(runs, q.ID)
+		}
+	}
+	if rep.Redis, err = redisFigures(ctx, r.cl.Redis, before, runs...); err != nil {
+		return nil, err
+	}
+	left, err := os.ReadDir(filepath.Join(stateDir, "questions"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	rep.QuestionFilesLeft = len(left)
 	rep.judge()
 	return rep, nil
 }
@@ -373,7 +404,7 @@ type asker struct {
 	url      string
 	votes    int
 	interval time.Duration
-	stateDir string
+	srv      *serve.Server
 	client   *http.Client
 	// start and end are the last phase's window.
 	start, end time.Time
@@ -466,14 +497,17 @@ func (a *asker) ask(ctx context.Context, q question) (QuestionTiming, error) {
 	t.Status, t.Error = rec.Status, rec.Error
 	t.Seconds, t.Finished = rec.Finished.Sub(rec.Created).Seconds(), rec.Finished
 	t.LLMCalls = rec.Cost.LLMCalls
-	// The question's run: where its time went.
-	if run, err := outputs.ReadReport(filepath.Join(a.stateDir, "questions", acc.ID)); err == nil && len(run.Examples) == 1 {
-		e := run.Examples[0]
-		t.ChainSeconds = e.CriticalPathSeconds
-		t.OutsideService = max(0, e.LatencySeconds-e.ServiceSeconds)
-		t.LimiterWaitSeconds = e.Cost.LLM.LimiterWait.Seconds()
-		t.RateLimited = e.Cost.LLM.RateLimited
-		t.LLMCalls = e.Cost.LLMCalls
+	// The question's run: where its time went, from its record (its
+	// run's files are removed once the answer is recorded).
+	timing, err := a.srv.Timing(ctx, acc.ID)
+	if err != nil {
+		return t, fmt.Errorf("question %s: %w", acc.ID, err)
+	}
+	if timing != nil {
+		t.ChainSeconds = timing.CriticalPathSeconds
+		t.OutsideService = max(0, timing.LatencySeconds-timing.ServiceSeconds)
+		t.LimiterWaitSeconds = timing.LimiterWaitSeconds
+		t.RateLimited = timing.RateLimited
 	}
 	return t, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // TestMixedQuestionsDoNotWaitForTheBatch runs a small mixed benchmark
@@ -86,6 +88,13 @@ func TestMixedQuestionsDoNotWaitForTheBatch(t *testing.T) {
 	if n := rep.Idle.ProviderRateLimited + rep.Mixed.ProviderRateLimited + b.ProviderRateLimited; n != 0 {
 		t.Errorf("%d 429s with the limiter set to the provider's quota", n)
 	}
+	// Retention: every question's files are gone (its critical path came
+	// from its record, above), and every key of the batch's and the
+	// questions' runs expires within the default retention.
+	if rep.QuestionFilesLeft != 0 {
+		t.Errorf("%d question runs' folders left under the state directory", rep.QuestionFilesLeft)
+	}
+	checkRedis(t, rep.Redis, 1+2*ms.Questions)
 	for _, want := range []string{"phase 1", "under way", "phase 2"} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, progress.String())
@@ -112,5 +121,23 @@ func TestMixedScenarioValidate(t *testing.T) {
 		if err := ms.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// checkRedis: the ended runs' keys are there, each with an expiry no
+// longer than the default retention, and counted in Redis's size.
+func checkRedis(t *testing.T, f *RedisFigures, runs int) {
+	t.Helper()
+	switch {
+	case f == nil:
+		t.Fatal("no Redis figures")
+	case f.Runs != runs || f.RunKeys == 0 || f.RunBytes <= 0:
+		t.Errorf("Redis: %d runs, %d keys, %d bytes; want %d runs with keys", f.Runs, f.RunKeys, f.RunBytes, runs)
+	case f.RunKeysWithoutTTL != 0:
+		t.Errorf("Redis: %d of the runs' %d keys never expire", f.RunKeysWithoutTTL, f.RunKeys)
+	case f.RunMaxTTLSeconds <= 0 || f.RunMaxTTLSeconds > runstate.DefaultAnswers.Seconds():
+		t.Errorf("Redis: the runs' keys expire within %.0fs, want within the default retention (%v)", f.RunMaxTTLSeconds, runstate.DefaultAnswers)
+	case f.Before.Keys < 0 || f.After.Keys < f.Before.Keys+int64(f.RunKeys) || f.After.UsedMemory <= 0:
+		t.Errorf("Redis: %+v before, %+v after, with %d run keys", f.Before, f.After, f.RunKeys)
 	}
 }

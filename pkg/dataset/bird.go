@@ -84,17 +84,19 @@ func normKey(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 // beside the database's sqlite file.
 const DescriptionDirName = "database_description"
 
-// maxDescriptionBytes bounds one description file; BIRD's largest is a few
-// tens of KB.
-const maxDescriptionBytes = 16 << 20
-
-// loadDescriptions reads every *.csv of dir into db.Descriptions. A file
-// that cannot be used is a problem naming it; the others still load.
-func (ds *Dataset) loadDescriptions(db *Database, dir string) {
+// loadDescriptions reads every *.csv of dir, found in folder base (the
+// dataset or --sqlite-dir), into db.Descriptions. A file that cannot be
+// used is a problem naming it; the others still load. A file that leads
+// out of base or is over MaxDescriptionBytes refuses the database: the
+// descriptions go into every prompt.
+func (ds *Dataset) loadDescriptions(db *Database, dir, base string) error {
+	if _, err := resolveInside(base, dir); errors.Is(err, errOutside) {
+		return fmt.Errorf("description folder %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		ds.problem(dir, 0, "", "cannot read the description folder of database %q: %v", db.Name, err)
-		return
+		return nil
 	}
 	db.DescriptionDir = dir
 	var names []string
@@ -107,7 +109,15 @@ func (ds *Dataset) loadDescriptions(db *Database, dir string) {
 	for _, name := range names {
 		path := filepath.Join(dir, name)
 		table := normKey(strings.TrimSuffix(name, filepath.Ext(name)))
-		docs, line, err := readDescriptionFile(path)
+		raw, err := readInside(base, path, MaxDescriptionBytes, "description CSV")
+		if errors.Is(err, errOutside) || errors.Is(err, errTooLarge) {
+			return err
+		}
+		var docs map[string]ColumnDoc
+		line := 0
+		if err == nil {
+			docs, line, err = parseDescriptionFile(raw)
+		}
 		if err != nil {
 			ds.problem(path, line, "", "description of table %q in database %q: %v", table, db.Name, err)
 		}
@@ -129,6 +139,7 @@ func (ds *Dataset) loadDescriptions(db *Database, dir string) {
 		}
 		db.Descriptions[table] = docs
 	}
+	return nil
 }
 
 // descriptionHeader maps a normalized header name to its ColumnDoc field.
@@ -140,23 +151,12 @@ var descriptionHeader = map[string]int{
 	"value_description":    4,
 }
 
-// readDescriptionFile reads one BIRD description CSV. BIRD's files come in
+// parseDescriptionFile reads one BIRD description CSV. BIRD's files come in
 // UTF-8, UTF-8 with a BOM, UTF-16 with a BOM and cp1252/latin-1; they may
 // have blank lines, stray quotes, padded fields and short rows. docs holds
 // what could be read even when err is set; line is where err happened (0
 // for the whole file).
-func readDescriptionFile(path string) (docs map[string]ColumnDoc, line int, err error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	if st.Size() > maxDescriptionBytes {
-		return nil, 0, fmt.Errorf("the file is %d bytes, over the %d-byte limit", st.Size(), maxDescriptionBytes)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, 0, err
-	}
+func parseDescriptionFile(raw []byte) (docs map[string]ColumnDoc, line int, err error) {
 	text := DecodeText(raw)
 	if strings.TrimSpace(text) == "" {
 		return nil, 0, errors.New("the file is empty")

@@ -38,20 +38,22 @@ func (ds *Dataset) catalogue(opt Options) {
 }
 
 // register adds a database unless it is known, resolving it as an
-// example's would be.
+// example's would be. A database without its file is just not askable; one
+// refused (a link out of the dataset, a file over its limit) is reported.
 func (ds *Dataset) register(d warehouse.Dialect, name string, opt Options) {
-	if _, ok := ds.Databases[string(d)+"/"+name]; ok {
+	key := string(d) + "/" + name
+	if _, ok := ds.Databases[key]; ok {
 		return
 	}
-	e := &Example{ID: "catalogue", DB: name, Dialect: d}
-	before, blocked := len(ds.Problems), ds.blocked[e.ID]
-	ds.resolveDatabase(e, "", 0, opt)
-	// A database without its file is just not askable: no problem to report.
-	ds.Problems, ds.blocked[e.ID] = ds.Problems[:before], blocked
-	if !blocked {
-		delete(ds.blocked, e.ID)
+	if _, ok := ds.refused[key]; ok {
+		return
 	}
-	if db := ds.Databases[string(d)+"/"+name]; db != nil && d == warehouse.SQLite && db.SQLitePath == "" {
-		delete(ds.Databases, string(d)+"/"+name)
+	db, err := ds.database(d, name, opt)
+	if err != nil {
+		ds.problem(filepath.Join(ds.Root, "resource", "databases"), 0, "", "%v", err)
+		return
+	}
+	if d == warehouse.SQLite && db.SQLitePath == "" {
+		delete(ds.Databases, key)
 	}
 }

@@ -7,6 +7,11 @@
 // its database_description/<table>.csv column documentation). Problems with single examples (a malformed line,
 // an unknown database, a missing document or sqlite file) are collected, each
 // naming its file and line, instead of stopping at the first.
+//
+// Every file the loader opens must resolve, links followed, inside the
+// dataset folder (or --sqlite-dir), and is checked against its limit
+// (limits.go) before it is read: a line or database that needs a file
+// leading out, or one over its limit, is left out like a malformed line.
 package dataset
 
 import (
@@ -73,6 +78,9 @@ type Database struct {
 	// dataset has none for this database.
 	Descriptions   Descriptions
 	DescriptionDir string
+	// base is the folder every file of the database must resolve inside:
+	// the dataset root ("" for a Database built elsewhere: its MetaDir).
+	base string
 }
 
 // Key identifies a database within a dataset.
@@ -115,6 +123,9 @@ type Dataset struct {
 	// blocked holds ids of examples that cannot run (their problem is in
 	// Problems).
 	blocked map[string]bool
+	// refused holds, by Database.Key, why a database whose files lead out
+	// of the dataset or are over their limits is not used.
+	refused map[string]error
 }
 
 // Options adjust loading.
@@ -142,7 +153,7 @@ func Load(root string, opt Options) (*Dataset, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("dataset %s is not a folder: pass the folder that holds the task file", root)
 	}
-	ds := &Dataset{Root: root, Databases: map[string]*Database{}, blocked: map[string]bool{}}
+	ds := &Dataset{Root: root, Databases: map[string]*Database{}, blocked: map[string]bool{}, refused: map[string]error{}}
 	if opt.TaskFile == "" {
 	find:
 		for _, name := range []string{"dev.json", "train.json", "test.json"} {
@@ -205,18 +216,14 @@ func (ds *Dataset) Skipped() []Problem {
 // Runnable reports whether the example has no blocking problem.
 func (ds *Dataset) Runnable(id string) bool { return !ds.blocked[id] }
 
-// MaxQuestionBytes bounds a question: prompts repeat it on every call of
-// every candidate, so a runaway one (a pasted file) would cost memory and
-// tokens out of all proportion. Spider 2.0's longest are about 2 KB.
-const MaxQuestionBytes = 64 << 10
-
-// checkSize blocks an example whose question is over MaxQuestionBytes, and
-// drops its text.
-func (ds *Dataset) checkSize(file string, line int, e *Example) {
-	if n := len(e.Question); n > MaxQuestionBytes {
-		ds.problem(file, line, e.ID, "the question is %d bytes, over the %d-byte limit", n, MaxQuestionBytes)
-		e.Question = ""
+// checkQuestion refuses a question over MaxQuestionBytes: prompts repeat
+// it on every call of every candidate, so its line is left out when the
+// dataset loads, before any work.
+func checkQuestion(q string) error {
+	if n := len(q); n > MaxQuestionBytes {
+		return fmt.Errorf("the question is %d bytes, over the %d-byte limit for a question: shorten it", n, MaxQuestionBytes)
 	}
+	return nil
 }
 
 // Example returns the example with the given id.

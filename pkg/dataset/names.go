@@ -1,14 +1,6 @@
 package dataset
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-)
-
-// MaxNameLength bounds instance ids, database names and document names.
-const MaxNameLength = 128
+import "fmt"
 
 // CheckName refuses a name read from a dataset that could be taken for a
 // path: instance ids, databases and documents name output files, folders
@@ -31,22 +23,4 @@ func CheckName(s string) error {
 		}
 	}
 	return nil
-}
-
-// within resolves path (symlinks included) and checks that it stays under
-// root, resolved the same way.
-func within(root, path string) (string, error) {
-	r, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", err
-	}
-	p, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(r, p)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(os.PathSeparator)) || filepath.IsAbs(rel) {
-		return "", fmt.Errorf("resolves to %s, outside %s", p, r)
-	}
-	return p, nil
 }

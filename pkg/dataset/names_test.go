@@ -58,7 +58,7 @@ func TestNamesAreDataNeverPaths(t *testing.T) {
 	// Documents that escape leave their lines out too: refused unless
 	// --skip-invalid, like a path in an id.
 	want := []string{`t.jsonl:2: instance_id "../../escape-a"`, `t.jsonl:3: instance_id "/abs"`, `t.jsonl:4: db "../../etc"`,
-		`t.jsonl:5: local003: external_knowledge "../../../etc/passwd": starts with '.'`, `t.jsonl:6: local004: external_knowledge "leak.md": resolves to`}
+		`t.jsonl:5: local003: external_knowledge "../../../etc/passwd": starts with '.'`, `t.jsonl:6: local004: external_knowledge "leak.md": document `}
 	if len(skipped) != len(want) {
 		t.Fatalf("skipped %v, want %d lines", skipped, len(want))
 	}

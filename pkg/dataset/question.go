@@ -7,9 +7,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
-// MaxKnowledgeBytes bounds the external knowledge sent with one.
-const MaxKnowledgeBytes = 64 << 10
-
 // Question is an example asked online (quorum serve) rather than read from
 // a task file: it runs on one of the dataset's databases.
 type Question struct {

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -66,10 +67,16 @@ type tableJSON struct {
 }
 
 // LoadSchema reads the metadata of db. Unreadable files are reported as
-// problems; the rest of the schema is still returned.
+// problems; the rest of the schema is still returned. Each file is read
+// only when it resolves inside the dataset and is within MaxMetadataBytes:
+// Load checked them, but serve reads the schema again later.
 func LoadSchema(db *Database) (*Schema, []Problem, error) {
 	if db.MetaDir == "" {
 		return nil, nil, fmt.Errorf("database %s (%s) has no Spider 2.0 metadata folder", db.Name, db.Dialect)
+	}
+	base := db.base
+	if base == "" {
+		base = db.MetaDir
 	}
 	s := &Schema{Database: db.Name}
 	var problems []Problem
@@ -80,7 +87,7 @@ func LoadSchema(db *Database) (*Schema, []Problem, error) {
 		if !d.IsDir() {
 			return nil
 		}
-		f, probs := loadFolder(db.MetaDir, p)
+		f, probs := loadFolder(base, db.MetaDir, p)
 		problems = append(problems, probs...)
 		if f != nil {
 			s.Folders = append(s.Folders, f)
@@ -93,7 +100,9 @@ func LoadSchema(db *Database) (*Schema, []Problem, error) {
 	return s, problems, nil
 }
 
-func loadFolder(base, dir string) (*SchemaFolder, []Problem) {
+// loadFolder reads the metadata folder dir of the database whose metadata
+// is in meta; its files must resolve inside base.
+func loadFolder(base, meta, dir string) (*SchemaFolder, []Problem) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, []Problem{{File: dir, Message: err.Error()}}
@@ -112,7 +121,7 @@ func loadFolder(base, dir string) (*SchemaFolder, []Problem) {
 	if !hasDDL && len(jsonFiles) == 0 {
 		return nil, nil
 	}
-	rel, _ := filepath.Rel(base, dir)
+	rel, _ := filepath.Rel(meta, dir)
 	if rel == "." {
 		rel = ""
 	}
@@ -120,7 +129,7 @@ func loadFolder(base, dir string) (*SchemaFolder, []Problem) {
 	var problems []Problem
 	byName := map[string]*Table{}
 	if hasDDL {
-		rows, err := readDDL(filepath.Join(dir, "DDL.csv"))
+		rows, err := readDDL(base, filepath.Join(dir, "DDL.csv"))
 		if err != nil {
 			problems = append(problems, Problem{File: filepath.Join(dir, "DDL.csv"), Message: err.Error()})
 		}
@@ -134,7 +143,7 @@ func loadFolder(base, dir string) (*SchemaFolder, []Problem) {
 	var extra []*Table
 	for _, name := range jsonFiles {
 		path := filepath.Join(dir, name)
-		tj, err := readTableJSON(path)
+		tj, err := readTableJSON(base, path)
 		if err != nil {
 			problems = append(problems, Problem{File: path, Message: err.Error()})
 			continue
@@ -168,13 +177,12 @@ type ddlRow struct{ name, ddl, description string }
 
 // readDDL reads a DDL.csv: table_name plus ddl/DDL and, for Snowflake,
 // description. Multi-line DDL sits inside quotes.
-func readDDL(path string) ([]ddlRow, error) {
-	fh, err := os.Open(path)
+func readDDL(base, path string) ([]ddlRow, error) {
+	data, err := readInside(base, path, MaxMetadataBytes, "DDL.csv")
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	r := csv.NewReader(fh)
+	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1
 	recs, err := r.ReadAll()
 	if err != nil {
@@ -210,8 +218,8 @@ func readDDL(path string) ([]ddlRow, error) {
 	return out, nil
 }
 
-func readTableJSON(path string) (*tableJSON, error) {
-	b, err := os.ReadFile(path)
+func readTableJSON(base, path string) (*tableJSON, error) {
+	b, err := readInside(base, path, MaxMetadataBytes, "table JSON")
 	if err != nil {
 		return nil, err
 	}

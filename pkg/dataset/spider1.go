@@ -44,9 +44,9 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		task = filepath.Join(ds.Root, task)
 	}
 	ds.TaskFile = task
-	data, err := os.ReadFile(task)
+	data, err := ds.readTaskFile(task)
 	if err != nil {
-		return fmt.Errorf("task file: %w", err)
+		return err
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -95,20 +95,37 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 		e := &Example{ID: id, DB: en.DBID, Dialect: warehouse.SQLite, Question: en.Question,
 			ExternalKnowledge: en.Evidence, Difficulty: strings.ToLower(strings.TrimSpace(en.Difficulty)),
 			Source: fmt.Sprintf("%s[%d]", task, i)}
-		ds.checkSize(task, 0, e)
+		if err := checkQuestion(e.Question); err != nil {
+			ds.skip(task, 0, id, "entry %d: %v", i, err)
+			continue
+		}
+		if n := len(e.ExternalKnowledge); n > MaxDocumentBytes {
+			ds.skip(task, 0, id, "entry %d: the evidence is %d bytes, over the %d-byte limit for external knowledge: shorten it", i, n, MaxDocumentBytes)
+			continue
+		}
 		if opt.Dialect != "" {
 			e.Dialect = opt.Dialect
 		}
 		e.Gold.SQL = firstNonEmpty(en.Query, en.SQL)
-		ds.Examples = append(ds.Examples, e)
 		if e.DB == "" {
+			ds.Examples = append(ds.Examples, e)
 			ds.problem(task, 0, id, "entry %d has no db_id", i)
 			continue
 		}
 		key := string(e.Dialect) + "/" + e.DB
-		if _, ok := ds.Databases[key]; !ok {
-			ds.Databases[key] = ds.resolveSpider1Database(e, dbDirs, opt)
+		if _, ok := ds.Databases[key]; !ok && ds.refused[key] == nil {
+			db, err := ds.resolveSpider1Database(e, dbDirs, opt)
+			if err != nil {
+				ds.refused[key] = fmt.Errorf("database %q is refused: %w", e.DB, err)
+			} else {
+				ds.Databases[key] = db
+			}
 		}
+		if err := ds.refused[key]; err != nil {
+			ds.skip(task, 0, id, "entry %d: %v", i, err)
+			continue
+		}
+		ds.Examples = append(ds.Examples, e)
 		if ds.Databases[key].SQLitePath == "" {
 			ds.problem(task, 0, id, "missing sqlite file %s/%s/%s.sqlite for database %q", mainDir, e.DB, e.DB, e.DB)
 		}
@@ -119,33 +136,52 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 // resolveSpider1Database finds e's sqlite file (--sqlite-dir first, as
 // <db>.sqlite or <db>/<db>.sqlite, then each databases folder) and BIRD's
 // description folder: beside the sqlite file, else in any databases folder.
-func (ds *Dataset) resolveSpider1Database(e *Example, dbDirs []string, opt Options) *Database {
-	db := &Database{Name: e.DB, Dialect: e.Dialect}
-	var candidates []string
+// A file that leads out of the folder it was found in (the dataset or
+// --sqlite-dir), or is over its limit, refuses the database (err).
+func (ds *Dataset) resolveSpider1Database(e *Example, dbDirs []string, opt Options) (*Database, error) {
+	db := &Database{Name: e.DB, Dialect: e.Dialect, base: ds.Root}
+	type candidate struct{ path, base string }
+	var candidates []candidate
 	if opt.SQLiteDir != "" {
-		candidates = append(candidates, filepath.Join(opt.SQLiteDir, e.DB+".sqlite"), filepath.Join(opt.SQLiteDir, e.DB, e.DB+".sqlite"))
+		candidates = append(candidates, candidate{filepath.Join(opt.SQLiteDir, e.DB+".sqlite"), opt.SQLiteDir}, candidate{filepath.Join(opt.SQLiteDir, e.DB, e.DB+".sqlite"), opt.SQLiteDir})
 	}
 	for _, d := range dbDirs {
-		candidates = append(candidates, filepath.Join(ds.Root, d, e.DB, e.DB+".sqlite"))
+		candidates = append(candidates, candidate{filepath.Join(ds.Root, d, e.DB, e.DB+".sqlite"), ds.Root})
 	}
-	for _, p := range candidates {
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			db.SQLitePath = p
+	sqliteBase := ""
+	for _, c := range candidates {
+		if st, err := os.Stat(c.path); err == nil && !st.IsDir() {
+			db.SQLitePath, sqliteBase = c.path, c.base
 			break
 		}
 	}
-	var descDirs []string
+	if err := checkSQLite(sqliteBase, db.SQLitePath); err != nil {
+		return nil, err
+	}
+	var descDirs []candidate
 	if db.SQLitePath != "" {
-		descDirs = append(descDirs, filepath.Join(filepath.Dir(db.SQLitePath), DescriptionDirName))
+		descDirs = append(descDirs, candidate{filepath.Join(filepath.Dir(db.SQLitePath), DescriptionDirName), sqliteBase})
 	}
 	for _, d := range dbDirs {
-		descDirs = append(descDirs, filepath.Join(ds.Root, d, e.DB, DescriptionDirName))
+		descDirs = append(descDirs, candidate{filepath.Join(ds.Root, d, e.DB, DescriptionDirName), ds.Root})
 	}
 	for _, dir := range descDirs {
-		if st, err := os.Stat(dir); err == nil && st.IsDir() {
-			ds.loadDescriptions(db, dir)
-			break
+		if st, err := os.Stat(dir.path); err == nil && st.IsDir() {
+			return db, ds.loadDescriptions(db, dir.path, dir.base)
 		}
 	}
-	return db
+	return db, nil
+}
+
+// readTaskFile reads a Spider 1.0 / BIRD task file (a JSON array, read
+// whole) within MaxTaskFileBytes. One inside the dataset folder must
+// resolve inside it; one the user named elsewhere (--tasks PATH) is theirs.
+func (ds *Dataset) readTaskFile(task string) ([]byte, error) {
+	base := ds.Root
+	if rel, err := filepath.Rel(ds.Root, task); err != nil || escapes(rel) {
+		if real, err := filepath.EvalSymlinks(task); err == nil {
+			base = filepath.Dir(real)
+		}
+	}
+	return readInside(base, task, MaxTaskFileBytes, "task file")
 }

@@ -1,10 +1,12 @@
 package dataset
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,105 +55,150 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 		task = filepath.Join(ds.Root, task)
 	}
 	ds.TaskFile = task
-	data, err := os.ReadFile(task)
+	f, err := ds.openTaskFile(task)
 	if err != nil {
-		return fmt.Errorf("task file: %w", err)
+		return err
 	}
+	defer f.Close()
 	gold := filepath.Join(ds.Root, "evaluation_suite", "gold")
 	var specs map[string]eval.Spec
 	if st, err := os.Stat(gold); err == nil && st.IsDir() {
 		ds.GoldDir = gold
 		if specFile, err := eval.FindSpecFile(gold); err == nil {
-			if specs, err = eval.LoadSpecs(specFile); err != nil {
+			if _, err := resolveInside(ds.Root, specFile); err != nil {
+				ds.skip(specFile, 0, "", "eval config left out: it %v", err)
+			} else if specs, err = eval.LoadSpecs(specFile); err != nil {
 				ds.problem(specFile, 0, "", "%v", err)
 			}
 		}
 	}
 	seen := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
+	lines := newLineReader(f, MaxTaskLineBytes)
+	for line := 1; ; line++ {
+		text, size, err := lines.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s at line %d: %w", task, line, err)
+		}
+		if text == nil {
+			ds.skip(task, line, "", "the line is %d bytes, over the %d-byte limit for a task line", size, MaxTaskLineBytes)
 			continue
 		}
-		var tl taskLine
-		if err := json.Unmarshal([]byte(text), &tl); err != nil {
-			ds.skip(task, line, "", "malformed JSON line: %v", err)
-			continue
-		}
-		if tl.InstanceID == nil || *tl.InstanceID == "" {
-			ds.skip(task, line, "", "no instance_id")
-			continue
-		}
-		id := *tl.InstanceID
-		if err := CheckName(id); err != nil {
-			ds.skip(task, line, "", "instance_id %q: %v", id, err)
-			continue
-		}
-		if db := firstNonEmpty(tl.DB, tl.DBID); db != "" {
-			if err := CheckName(db); err != nil {
-				ds.skip(task, line, "", "db %q: %v", db, err)
-				continue
-			}
-		}
-		if first, dup := seen[id]; dup {
-			// Reported without blocking the first occurrence, which still runs.
-			ds.skip(task, line, id, "duplicate instance_id (first on line %d); this line is ignored", first)
-			continue
-		}
-		seen[id] = line
-		e := &Example{ID: id, DB: firstNonEmpty(tl.DB, tl.DBID), Question: firstNonEmpty(tl.Question, tl.Instruction),
-			Source: fmt.Sprintf("%s:%d", task, line), Temporal: len(tl.Temporal) > 0 && string(tl.Temporal) != "null"}
-		ds.Examples = append(ds.Examples, e)
-		if e.Question == "" {
-			ds.problem(task, line, id, "no question (expected \"question\" or \"instruction\")")
-		}
-		ds.checkSize(task, line, e)
-		if e.DB == "" {
-			ds.problem(task, line, id, "no database (expected \"db\" or \"db_id\")")
-			continue
-		}
-		e.Dialect = opt.Dialect
-		if e.Dialect == "" {
-			d, ok := DialectFromID(id)
-			if !ok {
-				ds.problem(task, line, id, "cannot tell the dialect from the id prefix (bq/ga BigQuery, sf Snowflake, local SQLite); pass --dialect")
-				continue
-			}
-			e.Dialect = d
-		}
-		if tl.ExternalKnowledge != nil && strings.TrimSpace(*tl.ExternalKnowledge) != "" {
-			name := strings.TrimSpace(*tl.ExternalKnowledge)
-			e.ExternalKnowledgeFile = name
-			docs := filepath.Join(ds.Root, "resource", "documents")
-			doc := filepath.Join(docs, name)
-			// A path, or a symlink out of the documents folder, would send
-			// any local file to the LLM endpoint: the line is left out
-			// like a malformed one (refused unless --skip-invalid).
-			if err := CheckName(name); err != nil {
-				ds.Examples = ds.Examples[:len(ds.Examples)-1]
-				ds.skip(task, line, id, "external_knowledge %q: %v (name a file in %s)", name, err, docs)
-				continue
-			} else if _, err := os.Stat(doc); err != nil {
-				ds.problem(task, line, id, "missing document %s (external_knowledge %q)", doc, name)
-			} else if real, err := within(docs, doc); err != nil {
-				ds.Examples = ds.Examples[:len(ds.Examples)-1]
-				ds.skip(task, line, id, "external_knowledge %q: %v", name, err)
-				continue
-			} else if b, err := os.ReadFile(real); err != nil {
-				ds.problem(task, line, id, "document %s: %v", doc, err)
-			} else {
-				e.ExternalKnowledge = string(b)
-			}
-		}
-		ds.resolveDatabase(e, task, line, opt)
-		ds.attachGold(e, specs)
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", task, err)
+		ds.taskLine(task, line, bytes.TrimSpace(text), seen, specs, opt)
 	}
 	return nil
+}
+
+// openTaskFile opens the task file. One inside the dataset folder must
+// resolve inside it; one the user named elsewhere (--tasks PATH) is theirs.
+func (ds *Dataset) openTaskFile(task string) (*os.File, error) {
+	path := task
+	if rel, err := filepath.Rel(ds.Root, task); err == nil && !escapes(rel) {
+		real, err := resolveInside(ds.Root, task)
+		if errors.Is(err, errOutside) {
+			return nil, fmt.Errorf("task file %w", err)
+		} else if err != nil {
+			return nil, fmt.Errorf("task file: %w", err)
+		}
+		path = real
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("task file: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("task file %s is not a regular file: pass a JSONL file", task)
+	}
+	return f, nil
+}
+
+// taskLine reads one line of a Spider 2.0 task file into an example.
+// Lines that cannot be used safely (a path for a name, a link out of the
+// dataset, a file or question over its limit) are left out; an example
+// with a problem that does not endanger anything (a missing file) is kept
+// but blocked.
+func (ds *Dataset) taskLine(task string, line int, text []byte, seen map[string]int, specs map[string]eval.Spec, opt Options) {
+	if len(text) == 0 {
+		return
+	}
+	var tl taskLine
+	if err := json.Unmarshal(text, &tl); err != nil {
+		ds.skip(task, line, "", "malformed JSON line: %v", err)
+		return
+	}
+	if tl.InstanceID == nil || *tl.InstanceID == "" {
+		ds.skip(task, line, "", "no instance_id")
+		return
+	}
+	id := *tl.InstanceID
+	if err := CheckName(id); err != nil {
+		ds.skip(task, line, "", "instance_id %q: %v", id, err)
+		return
+	}
+	if db := firstNonEmpty(tl.DB, tl.DBID); db != "" {
+		if err := CheckName(db); err != nil {
+			ds.skip(task, line, "", "db %q: %v", db, err)
+			return
+		}
+	}
+	if first, dup := seen[id]; dup {
+		// Reported without blocking the first occurrence, which still runs.
+		ds.skip(task, line, id, "duplicate instance_id (first on line %d); this line is ignored", first)
+		return
+	}
+	seen[id] = line
+	e := &Example{ID: id, DB: firstNonEmpty(tl.DB, tl.DBID), Question: firstNonEmpty(tl.Question, tl.Instruction),
+		Source: fmt.Sprintf("%s:%d", task, line), Temporal: len(tl.Temporal) > 0 && string(tl.Temporal) != "null"}
+	if err := checkQuestion(e.Question); err != nil {
+		ds.skip(task, line, id, "%v", err)
+		return
+	}
+	// Problems that block the example without leaving it out, reported
+	// once it is known the line is kept.
+	var blocking []string
+	if e.Question == "" {
+		blocking = append(blocking, `no question (expected "question" or "instruction")`)
+	}
+	if tl.ExternalKnowledge != nil && strings.TrimSpace(*tl.ExternalKnowledge) != "" {
+		name := strings.TrimSpace(*tl.ExternalKnowledge)
+		e.ExternalKnowledgeFile = name
+		docs := filepath.Join(ds.Root, "resource", "documents")
+		// A path, a link out of the dataset or an oversize document would
+		// send any local file, or any amount of text, to the LLM
+		// endpoint: the line is left out like a malformed one (refused
+		// unless --skip-invalid).
+		if err := CheckName(name); err != nil {
+			ds.skip(task, line, id, "external_knowledge %q: %v (name a file in %s)", name, err, docs)
+			return
+		}
+		doc := filepath.Join(docs, name)
+		b, err := readInside(ds.Root, doc, MaxDocumentBytes, "document")
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			blocking = append(blocking, fmt.Sprintf("missing document %s (external_knowledge %q)", doc, name))
+		case err != nil:
+			ds.skip(task, line, id, "external_knowledge %q: %v", name, err)
+			return
+		default:
+			e.ExternalKnowledge = string(b)
+		}
+	}
+	if ok, err := ds.resolveDatabase(e, opt, &blocking); err != nil {
+		ds.skip(task, line, id, "%v", err)
+		return
+	} else if ok {
+		if err := ds.attachGold(e, specs); err != nil {
+			ds.skip(task, line, id, "%v", err)
+			return
+		}
+	}
+	ds.Examples = append(ds.Examples, e)
+	for _, msg := range blocking {
+		ds.problem(task, line, id, "%s", msg)
+	}
 }
 
 func firstNonEmpty(a, b string) string {
@@ -161,26 +208,27 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// resolveDatabase finds the example's metadata folder and, for SQLite, its
-// database file, registering the database once.
-func (ds *Dataset) resolveDatabase(e *Example, file string, line int, opt Options) {
-	key := string(e.Dialect) + "/" + e.DB
-	db, ok := ds.Databases[key]
-	if !ok {
-		db = &Database{Name: e.DB, Dialect: e.Dialect}
-		base := filepath.Join(ds.Root, "resource", "databases")
-		// Lite nests metadata under the dialect; snow puts databases directly
-		// under resource/databases.
-		for _, dir := range []string{filepath.Join(base, string(e.Dialect)), base} {
-			if m := findFolder(dir, e.DB); m != "" && hasMetadata(m) {
-				db.MetaDir = m
-				break
-			}
+// resolveDatabase sets e's dialect and finds its database, adding to
+// blocking what keeps e from running (no database, no dialect, a missing
+// file). ok is false when e has no database to attach gold for; err says
+// why the database is refused.
+func (ds *Dataset) resolveDatabase(e *Example, opt Options, blocking *[]string) (ok bool, err error) {
+	if e.DB == "" {
+		*blocking = append(*blocking, `no database (expected "db" or "db_id")`)
+		return false, nil
+	}
+	e.Dialect = opt.Dialect
+	if e.Dialect == "" {
+		d, ok := DialectFromID(e.ID)
+		if !ok {
+			*blocking = append(*blocking, "cannot tell the dialect from the id prefix (bq/ga BigQuery, sf Snowflake, local SQLite); pass --dialect")
+			return false, nil
 		}
-		if e.Dialect == warehouse.SQLite {
-			db.SQLitePath = findSQLite(ds.Root, opt.SQLiteDir, e.DB)
-		}
-		ds.Databases[key] = db
+		e.Dialect = d
+	}
+	db, err := ds.database(e.Dialect, e.DB, opt)
+	if err != nil {
+		return false, err
 	}
 	switch {
 	case e.Dialect == warehouse.SQLite && db.SQLitePath == "":
@@ -189,11 +237,113 @@ func (ds *Dataset) resolveDatabase(e *Example, file string, line int, opt Option
 			where = append(where, opt.SQLiteDir)
 		}
 		where = append(where, filepath.Join(ds.Root, "resource", "databases", "spider2-localdb"), filepath.Join(ds.Root, "resource", "databases"))
-		ds.problem(file, line, e.ID, "missing sqlite file %s.sqlite for database %q (looked in %s); put the Spider 2.0 local databases in resource/databases/spider2-localdb/ or pass --sqlite-dir",
-			e.DB, e.DB, strings.Join(where, ", "))
+		*blocking = append(*blocking, fmt.Sprintf("missing sqlite file %s.sqlite for database %q (looked in %s); put the Spider 2.0 local databases in resource/databases/spider2-localdb/ or pass --sqlite-dir",
+			e.DB, e.DB, strings.Join(where, ", ")))
 	case e.Dialect != warehouse.SQLite && db.MetaDir == "":
-		ds.problem(file, line, e.ID, "unknown database %q: no folder resource/databases/%s/%s (or resource/databases/%s)", e.DB, e.Dialect, e.DB, e.DB)
+		*blocking = append(*blocking, fmt.Sprintf("unknown database %q: no folder resource/databases/%s/%s (or resource/databases/%s)", e.DB, e.Dialect, e.DB, e.DB))
 	}
+	return true, nil
+}
+
+// database returns the Spider 2.0 database d/name, resolved once: its
+// metadata folder and, for SQLite, its file. A database whose files lead
+// out of the dataset or are over their limits is refused, with the file
+// named.
+func (ds *Dataset) database(d warehouse.Dialect, name string, opt Options) (*Database, error) {
+	key := string(d) + "/" + name
+	if err, ok := ds.refused[key]; ok {
+		return nil, err
+	}
+	if db, ok := ds.Databases[key]; ok {
+		return db, nil
+	}
+	db := &Database{Name: name, Dialect: d, base: ds.Root}
+	base := filepath.Join(ds.Root, "resource", "databases")
+	// Lite nests metadata under the dialect; snow puts databases directly
+	// under resource/databases.
+	var err error
+	for _, dir := range []string{filepath.Join(base, string(d)), base} {
+		m := findFolder(dir, name)
+		if m == "" {
+			continue
+		}
+		// Checked before hasMetadata, which does not follow a link: a
+		// folder linked out is refused, not silently passed over.
+		if err = checkMetadata(ds.Root, m); err != nil || hasMetadata(m) {
+			db.MetaDir = m
+			break
+		}
+	}
+	if err == nil && d == warehouse.SQLite {
+		var where string
+		db.SQLitePath, where = findSQLite(ds.Root, opt.SQLiteDir, name)
+		err = checkSQLite(where, db.SQLitePath)
+	}
+	if err != nil {
+		err = fmt.Errorf("database %q is refused: %w", name, err)
+		ds.refused[key] = err
+		return nil, err
+	}
+	ds.Databases[key] = db
+	return db, nil
+}
+
+// checkSQLite checks that a database file found in folder base (the
+// dataset or --sqlite-dir) resolves inside it.
+func checkSQLite(base, path string) error {
+	if path == "" {
+		return nil
+	}
+	if _, err := resolveInside(base, path); errors.Is(err, errOutside) {
+		return fmt.Errorf("sqlite file %w (or pass the folder that holds it as --sqlite-dir)", err)
+	} else if err != nil {
+		return fmt.Errorf("sqlite file: %w", err)
+	}
+	return nil
+}
+
+// checkMetadata checks every file of a metadata folder that LoadSchema
+// reads: inside base, and within MaxMetadataBytes.
+func checkMetadata(base, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if _, err := resolveInside(base, dir); errors.Is(err, errOutside) {
+		return fmt.Errorf("metadata folder %w", err)
+	} else if err != nil {
+		return fmt.Errorf("metadata folder: %w", err)
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !isMetadataFile(d.Name()) {
+			return nil
+		}
+		// WalkDir does not follow links: a file that is not one lies in
+		// the folder checked above, so only its size needs checking.
+		if d.Type()&fs.ModeSymlink != 0 {
+			_, err := statInside(base, p, MaxMetadataBytes, metadataKind(d.Name()))
+			return err
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st.Size() > MaxMetadataBytes {
+			return tooLarge(metadataKind(d.Name()), p, st.Size(), MaxMetadataBytes)
+		}
+		return nil
+	})
+}
+
+func isMetadataFile(name string) bool { return name == "DDL.csv" || strings.HasSuffix(name, ".json") }
+
+func metadataKind(name string) string {
+	if name == "DDL.csv" {
+		return "DDL.csv"
+	}
+	return "table JSON"
 }
 
 // findFolder returns dir/name, matching case and '-'/'_' loosely as Spider
@@ -222,7 +372,7 @@ func hasMetadata(dir string) bool {
 		if err != nil || found {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && (d.Name() == "DDL.csv" || strings.HasSuffix(d.Name(), ".json")) {
+		if !d.IsDir() && isMetadataFile(d.Name()) {
 			found = true
 			return filepath.SkipAll
 		}
@@ -231,34 +381,50 @@ func hasMetadata(dir string) bool {
 	return found
 }
 
-func findSQLite(root, sqliteDir, db string) string {
-	var dirs []string
+// findSQLite returns the database's file and the folder it was found in
+// (--sqlite-dir or the dataset root), which it must resolve inside.
+func findSQLite(root, sqliteDir, db string) (path, base string) {
+	type dir struct{ path, base string }
+	var dirs []dir
 	if sqliteDir != "" {
-		dirs = append(dirs, sqliteDir)
+		dirs = append(dirs, dir{sqliteDir, sqliteDir})
 	}
-	dirs = append(dirs, filepath.Join(root, "resource", "databases", "spider2-localdb"), filepath.Join(root, "resource", "databases"))
-	for _, dir := range dirs {
+	dirs = append(dirs, dir{filepath.Join(root, "resource", "databases", "spider2-localdb"), root}, dir{filepath.Join(root, "resource", "databases"), root})
+	for _, d := range dirs {
 		for _, name := range []string{db + ".sqlite", strings.ReplaceAll(db, "-", "_") + ".sqlite"} {
-			p := filepath.Join(dir, name)
+			p := filepath.Join(d.path, name)
 			if st, err := os.Stat(p); err == nil && !st.IsDir() {
-				return p
+				return p, d.base
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
-func (ds *Dataset) attachGold(e *Example, specs map[string]eval.Spec) {
+// attachGold reads e's gold SQL and lists its result CSVs. A gold file
+// that leads out of the dataset or is over its limit is an error naming
+// it: agents may see gold (the gold ablations) and llmsim answers from it.
+func (ds *Dataset) attachGold(e *Example, specs map[string]eval.Spec) error {
 	if ds.GoldDir == "" {
-		return
+		return nil
 	}
-	if b, err := os.ReadFile(filepath.Join(ds.GoldDir, "sql", e.ID+".sql")); err == nil {
+	b, err := readInside(ds.Root, filepath.Join(ds.GoldDir, "sql", e.ID+".sql"), MaxGoldSQLBytes, "gold SQL")
+	switch {
+	case err == nil:
 		e.Gold.SQL = string(b)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
 	}
 	if files, single, err := eval.GoldFiles(filepath.Join(ds.GoldDir, "exec_result"), e.ID); err == nil {
+		for _, f := range files {
+			if _, err := statInside(ds.Root, f, MaxGoldCSVBytes, "gold CSV"); err != nil {
+				return err
+			}
+		}
 		e.Gold.Results, e.Gold.Single = files, single
 	}
 	if s, ok := specs[e.ID]; ok {
 		e.Gold.Spec, e.Gold.HasSpec = s, true
 	}
+	return nil
 }

@@ -114,16 +114,29 @@ type Config struct {
 	Default ModelConfig
 	// MaxAttempts per call (default 8); backoff between attempts grows from
 	// BaseBackoff (default 1s) to MaxBackoff (default 60s), with jitter,
-	// unless the provider says how long to wait.
-	MaxAttempts int
-	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
+	// unless the provider says how long to wait. After a server error or
+	// a transport failure (not a 429) it grows to MaxErrorBackoff at most
+	// (default 8s): an endpoint that fails every attempt then fails the
+	// call in well under a minute instead of minutes.
+	MaxAttempts     int
+	BaseBackoff     time.Duration
+	MaxBackoff      time.Duration
+	MaxErrorBackoff time.Duration
 	// InteractiveAttempts bounds the attempts of a call a user waits for
 	// (priority.Interactive: a quorum serve question), whose waits between
 	// attempts are also capped at a few seconds (default 3).
 	InteractiveAttempts int
-	// AttemptTimeout bounds one HTTP attempt (default 5 minutes).
+	// AttemptTimeout bounds one HTTP attempt (default 2 minutes: a long
+	// non-streamed completion of a reasoning model fits; a hung endpoint
+	// cannot be told from a slow model sooner).
 	AttemptTimeout time.Duration
+	// CallTimeout bounds a whole call, its attempts and the waits between
+	// them (default 5 minutes). Time spent waiting for quota (the Limiter,
+	// a 429's Retry-After) does not count: throttled work is slow, not
+	// failing. An interactive call gets at most InteractiveCallTimeout
+	// (default 1 minute).
+	CallTimeout            time.Duration
+	InteractiveCallTimeout time.Duration
 	// ExpectedCompletionTokens is the completion size reserved against the
 	// token quota when MaxCompletionTokens is unset (default 1024); the
 	// reservation is reconciled with the real usage afterwards.
@@ -227,6 +240,16 @@ type endpoint struct {
 
 var endpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
+// Default time limits of a call (see Config).
+const (
+	DefaultAttemptTimeout         = 2 * time.Minute
+	DefaultCallTimeout            = 5 * time.Minute
+	DefaultInteractiveCallTimeout = time.Minute
+)
+
+// ErrCallTimeout is a call that ran out of its CallTimeout.
+var ErrCallTimeout = errors.New("the call's time limit ran out")
+
 // New builds a client. It sends nothing until the first call.
 func New(cfg Config) (*OpenAI, error) {
 	if cfg.Default.Name == "" && len(cfg.Models) == 0 {
@@ -244,8 +267,17 @@ func New(cfg Config) (*OpenAI, error) {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 60 * time.Second
 	}
+	if cfg.MaxErrorBackoff <= 0 {
+		cfg.MaxErrorBackoff = 8 * time.Second
+	}
 	if cfg.AttemptTimeout <= 0 {
-		cfg.AttemptTimeout = 5 * time.Minute
+		cfg.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.InteractiveCallTimeout <= 0 {
+		cfg.InteractiveCallTimeout = DefaultInteractiveCallTimeout
 	}
 	if cfg.ExpectedCompletionTokens <= 0 {
 		cfg.ExpectedCompletionTokens = 1024
@@ -378,9 +410,22 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	var lastErr error
 	lastStatus := 0
 	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)
+	limit := c.cfg.CallTimeout
 	if interactive {
 		// A user is waiting: say what is wrong within seconds.
 		attempts = min(attempts, c.cfg.InteractiveAttempts)
+		limit = min(limit, c.cfg.InteractiveCallTimeout)
+	}
+	// The call's clock runs except while it waits for quota.
+	began := time.Now()
+	var quotaWait time.Duration
+	left := func() time.Duration { return limit - (time.Since(began) - quotaWait) }
+	outOfTime := func(done int) error {
+		err := fmt.Errorf("%w (%s, quota waits not counted)", ErrCallTimeout, limit)
+		if lastErr != nil {
+			err = fmt.Errorf("%w; the last attempt: %w", err, lastErr)
+		}
+		return fail(done, lastStatus, err)
 	}
 	for attempt := 1; attempt <= attempts; attempt++ {
 		usage.Attempts = attempt
@@ -388,14 +433,21 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		if c.cfg.Limiter != nil {
 			start := time.Now()
 			s, err := c.cfg.Limiter.Acquire(ctx, bucket, prompt+completion)
-			usage.LimiterWait += time.Since(start)
+			waited := time.Since(start)
+			usage.LimiterWait += waited
+			quotaWait += waited
 			if err != nil {
 				return nil, fail(attempt-1, lastStatus, fmt.Errorf("waiting for the quota of %s at endpoint %s: %w", mc.Name, ep.Name, err))
 			}
 			settle = s
 		}
+		remaining := left()
+		if remaining <= 0 {
+			settle(ctx, 0)
+			return nil, outOfTime(attempt - 1)
+		}
 		capt := &capture{continueFinal: req.ContinueFinal}
-		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), c.cfg.AttemptTimeout)
+		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), min(c.cfg.AttemptTimeout, remaining))
 		start := time.Now()
 		resp, err := ep.client.CreateChatCompletion(actx, oreq)
 		elapsed := time.Since(start)
@@ -413,6 +465,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
 				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait, usage.Tokenize
+			meter(ctx, r.Usage)
 			return r, nil
 		}
 		// Failed attempts use no tokens of the provider's quota.
@@ -435,14 +488,26 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		if attempt == attempts {
 			break
 		}
-		if interactive && status != http.StatusTooManyRequests {
-			delay = min(delay, interactiveBackoff)
+		if status != http.StatusTooManyRequests {
+			delay = min(delay, c.cfg.MaxErrorBackoff)
+			if interactive {
+				delay = min(delay, interactiveBackoff)
+			}
+			if delay >= left() {
+				// The next attempt would start after the limit.
+				return nil, outOfTime(attempt)
+			}
+		} else {
+			quotaWait += delay
 		}
 		c.log.Debug("llm attempt failed; retrying", zap.String("endpoint", ep.Name), zap.String("model", mc.Name), zap.Int("attempt", attempt),
 			zap.Int("status", status), zap.Duration("delay", delay), zap.Error(err))
 		if err := sleepCtx(ctx, delay); err != nil {
 			return nil, fail(attempt, status, err)
 		}
+	}
+	if left() <= 0 {
+		return nil, outOfTime(attempts)
 	}
 	return nil, fail(attempts, lastStatus, lastErr)
 }

@@ -8,9 +8,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +67,9 @@ func (s *Server) ClientOptions() *redis.Options {
 
 // Options configure Start.
 type Options struct {
-	// Dir is the server's working directory (where it would persist).
+	// Dir is the server's working directory (where it would persist). It
+	// is made private (0700, its files 0600): the append-only file holds
+	// every key the run wrote.
 	Dir string
 	// AppendOnly keeps an AOF in Dir, so a restarted server resumes.
 	AppendOnly bool
@@ -141,6 +146,9 @@ func Start(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := private(opt.Dir); err != nil {
+		return nil, err
+	}
 	aof := "no"
 	if opt.AppendOnly {
 		aof = "yes"
@@ -177,6 +185,12 @@ func Start(opt Options) (*Server, error) {
 		args := append([]string{"-"}, ports...)
 		args = append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", aof, "--dir", opt.Dir, "--protected-mode", "yes")
 		cmd := exec.Command(path, args...)
+		if sh, err := exec.LookPath("sh"); err == nil {
+			// redis-server has no umask setting and creates its files
+			// 0644: a shell sets umask 077 and becomes the server (same
+			// process, so its process group and death signal hold).
+			cmd = exec.Command(sh, append([]string{"-c", `umask 077 && exec "$0" "$@"`, path}, args...)...)
+		}
 		cmd.Stdin = strings.NewReader(conf)
 		cmd.SysProcAttr = procAttr()
 		// Kept (the last lines) to say why the server stopped; Wait copies
@@ -199,6 +213,43 @@ func Start(opt Options) (*Server, error) {
 		}
 		return s, nil
 	}
+}
+
+// private makes dir 0700 and what it already holds private, files 0600
+// and folders 0700 (an earlier version left them 0644 and 0755). Without
+// a shell to set the server's umask, the folder's mode alone keeps the
+// files it creates from other users.
+func private(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("redis dir %s: %w", dir, err)
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil // chmod would follow it out of dir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := info.Mode().Perm() &^ 0o077
+		if d.IsDir() {
+			want = 0o700
+		}
+		if info.Mode().Perm() == want {
+			return nil
+		}
+		return os.Chmod(p, want)
+	})
+	if err != nil {
+		return fmt.Errorf("redis dir %s: make it private: %w", dir, err)
+	}
+	return nil
 }
 
 // tail keeps the last lines redis-server wrote.

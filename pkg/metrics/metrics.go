@@ -36,6 +36,13 @@ type Metrics struct {
 	// TaskTime splits the workers' time on tasks by part: the runtime's own
 	// (decode, redis, blob, nats) and the agent's (execute).
 	TaskTime *prometheus.CounterVec
+	// Questions, QuestionsRunning and EventStreams are quorum serve's,
+	// aggregated: a question id is never a label (the series would grow
+	// with every question and list every id to whoever reads /metrics).
+	Questions        *prometheus.CounterVec
+	QuestionsRunning prometheus.Gauge
+	EventStreams     prometheus.Gauge
+	StreamsRefused   *prometheus.CounterVec
 
 	own []prometheus.Collector
 }
@@ -74,9 +81,15 @@ func New(role string) *Metrics {
 			[]string{"run", "state"}),
 		TaskTime: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_task_time_seconds_total", Help: "Workers' time on tasks, by part: decode, redis, blob, nats (the runtime's) and execute (the agent's).", ConstLabels: c},
 			[]string{"part"}),
+		Questions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_serve_questions_total", Help: "Questions finished by quorum serve, by status (answered, failed, cancelled) and whether the cache answered.", ConstLabels: c},
+			[]string{"status", "cached"}),
+		QuestionsRunning: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quorum_serve_questions_running", Help: "Questions this serve process drives now.", ConstLabels: c}),
+		EventStreams:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "quorum_serve_event_streams", Help: "Open question event streams of this serve process.", ConstLabels: c}),
+		StreamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_serve_event_streams_refused_total", Help: "Event streams refused with 429, by cap (tenant, total).", ConstLabels: c},
+			[]string{"cap"}),
 	}
 	m.own = []prometheus.Collector{m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
-		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime}
+		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime, m.Questions, m.QuestionsRunning, m.EventStreams, m.StreamsRefused}
 	reg.MustRegister(m.own...)
 	return m
 }
@@ -146,6 +159,13 @@ func (m *Metrics) ObserveCost(stage string, c cost.Cost) {
 // Handle registers /healthz, /readyz (ready, when set, must return nil)
 // and /metrics on mux.
 func Handle(mux *http.ServeMux, m *Metrics, ready func() error) {
+	HandleHealth(mux, ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+}
+
+// HandleHealth registers /healthz and /readyz only: for a public listener,
+// where /metrics (every role's internals) has no business.
+func HandleHealth(mux *http.ServeMux, ready func() error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if ready != nil {
@@ -156,7 +176,6 @@ func Handle(mux *http.ServeMux, m *Metrics, ready func() error) {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 }
 
 // Serve runs the health and metrics endpoints on addr until ctx ends.

@@ -183,12 +183,38 @@ type Writer struct {
 	Dir string
 }
 
-// NewWriter creates dir.
+// Outputs hold every tenant's questions and result rows: files are
+// written 0600 and folders created 0700, readable by their owner only.
+const (
+	FileMode os.FileMode = 0o600
+	DirMode  os.FileMode = 0o700
+)
+
+// NewWriter creates dir (0700).
 func NewWriter(dir string) (*Writer, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return nil, fmt.Errorf("output folder %s: %w", dir, err)
 	}
 	return &Writer{Dir: dir}, nil
+}
+
+// PrivateDir creates dir and its missing parents 0700 and makes dir itself
+// 0700 if it existed with more: a state folder (Redis's append-only file,
+// the NATS store) must not be readable by other local users.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return fmt.Errorf("folder %s: %w", dir, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("folder %s: %w", dir, err)
+	}
+	if st.Mode().Perm()&^DirMode != 0 {
+		if err := os.Chmod(dir, DirMode); err != nil {
+			return fmt.Errorf("folder %s: make it private: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // Member returns the writer of an ensemble member's answers,
@@ -219,7 +245,7 @@ func (w *Writer) Candidate(id, name, sql string, csv *string) error {
 		return fmt.Errorf("candidate %q of instance %s: %w", name, id, err)
 	}
 	dir := filepath.Join(w.Dir, CandidatesDir, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("candidates of instance %s: %w", id, err)
 	}
 	if csv != nil {
@@ -277,7 +303,10 @@ func ReadReport(dir string) (*Report, error) {
 
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	// WriteFile's mode applies only to a new file: a .tmp left by a crash
+	// is removed so the answer does not inherit its mode.
+	_ = os.Remove(tmp)
+	if err := os.WriteFile(tmp, data, FileMode); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

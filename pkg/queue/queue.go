@@ -54,6 +54,10 @@ func Subject(run, stage, warehouse string) string {
 	return "quorum." + run + "." + stage + "." + warehouse
 }
 
+// RunSubjects matches every subject of run: its stages, pools and urgent
+// lanes.
+func RunSubjects(run string) string { return "quorum." + run + ".>" }
+
 // Config configures the queue.
 type Config struct {
 	// AckWait is how long a delivery may go without an ack or a heartbeat
@@ -190,6 +194,37 @@ func (q *Queue) DeleteConsumer(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// PurgeRun removes every message left on run's subjects (a finished run's:
+// tasks of rounds decided without them, duplicates, finals already
+// recorded) and returns how many there were, so that no worker runs them
+// after the run's state was retired.
+func (q *Queue) PurgeRun(ctx context.Context, run string) (uint64, error) {
+	if err := CheckToken("run id", run); err != nil {
+		return 0, err
+	}
+	n, err := q.RunMessages(ctx, run)
+	if err != nil {
+		return 0, err
+	}
+	if err := q.stream.Purge(ctx, jetstream.WithPurgeSubject(RunSubjects(run))); err != nil {
+		return 0, fmt.Errorf("purge the subjects of run %s: %w", run, err)
+	}
+	return n, nil
+}
+
+// RunMessages counts the messages on run's subjects.
+func (q *Queue) RunMessages(ctx context.Context, run string) (uint64, error) {
+	info, err := q.stream.Info(ctx, jetstream.WithSubjectFilter(RunSubjects(run)))
+	if err != nil {
+		return 0, fmt.Errorf("messages of run %s: %w", run, err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
 }
 
 // Pending reports the messages waiting or unacknowledged on a consumer.

@@ -1,11 +1,14 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +108,12 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Tenant = tenant
+	id, err := s.ids.mint(ctx, tenant)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		return
+	}
+	q.ID = id
 	idem := r.Header.Get("Idempotency-Key")
 	unavailable := func(err error) {
 		if idem != "" {
@@ -178,12 +187,25 @@ type pendingQuestion struct {
 // 400 naming the field.
 func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pendingQuestion, bool) {
 	var req askRequest
+	var raw json.RawMessage
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&raw)
+	if err == nil && dec.More() {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: more than one value"})
+		return nil, false
+	}
+	if err == nil {
+		err = strictDecode(raw, &req)
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Error: fmt.Sprintf("the body is over %d bytes", MaxBodyBytes)})
+			return nil, false
+		}
+		var unknown unknownFieldError
+		if errors.As(err, &unknown) {
+			badField(w, string(unknown), "unknown field (field names are case-sensitive)")
 			return nil, false
 		}
 		var ute *json.UnmarshalTypeError
@@ -200,15 +222,7 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 			badField(w, ute.Field, "want a %s, not a JSON %s", want, ute.Value)
 			return nil, false
 		}
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			badField(w, strings.Trim(f, `"`), "unknown field")
-			return nil, false
-		}
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
-		return nil, false
-	}
-	if dec.More() {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: more than one value"})
 		return nil, false
 	}
 	if req.DB == "" {
@@ -258,9 +272,19 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 }
 
 // owned returns the tenant's question id, or answers 404: another
-// tenant's question does not exist for this one.
+// tenant's question does not exist for this one. Whether an id is the
+// tenant's is told by its tag, before Redis is read, so another tenant's
+// question and a missing one cost the same (no timing tells them apart).
 func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*Question, bool) {
 	id := r.PathValue("id")
+	if err := s.ids.check(r.Context(), tenantOf(r), id); err != nil {
+		if errors.Is(err, errNotOwned) {
+			writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no question %q", id)})
+		} else {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+		}
+		return nil, false
+	}
 	rec, err := s.store.get(r.Context(), id)
 	if errors.Is(err, errNoQuestion) || (err == nil && rec.Tenant != tenantOf(r)) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no question %q", id)})
@@ -294,4 +318,49 @@ func (s *Server) cancelQuestion(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listDatabases(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"databases": s.dbs})
+}
+
+// unknownFieldError names a body field that is not in the API.
+type unknownFieldError string
+
+func (e unknownFieldError) Error() string { return "unknown field " + string(e) }
+
+// strictDecode decodes a JSON object into v (a pointer to a struct) with
+// field names matched exactly: encoding/json alone matches them
+// case-insensitively, so {"DB": ...} would pass for db.
+func strictDecode(raw json.RawMessage, v any) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err == nil {
+		known := jsonNames(reflect.TypeOf(v).Elem())
+		names := make([]string, 0, len(fields))
+		for k := range fields {
+			names = append(names, k)
+		}
+		sort.Strings(names) // the same field named whatever the map's order
+		for _, k := range names {
+			if !known[k] {
+				return unknownFieldError(k)
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// jsonNames are a struct's JSON field names.
+func jsonNames(t reflect.Type) map[string]bool {
+	names := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
 }

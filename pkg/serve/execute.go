@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,14 +44,22 @@ func (s *Server) start(ctx context.Context, id string) {
 	s.running[id] = cancel
 	s.drivers.Add(1)
 	s.mu.Unlock()
+	if m := s.cfg.Metrics; m != nil {
+		m.QuestionsRunning.Inc()
+	}
 	go func() {
 		defer s.drivers.Done()
 		defer func() {
+			if m := s.cfg.Metrics; m != nil {
+				m.QuestionsRunning.Dec()
+			}
 			s.mu.Lock()
 			delete(s.running, id)
 			s.mu.Unlock()
 			cancel()
 			s.store.release(context.WithoutCancel(ctx), id, s.owner)
+			// Else every question's run stays cached in this process.
+			s.cfg.Env.Forget(id)
 		}()
 		go s.keepLease(qctx, cancel, id)
 		s.drive(qctx, id)
@@ -109,8 +118,9 @@ func (s *Server) drive(ctx context.Context, id string) {
 		}
 	}
 	out := filepath.Join(s.cfg.StateDir, "questions", id)
-	rep, err := coordinator.Run(ctx, coordinator.Config{Env: s.cfg.Env, Manifest: s.manifest(q), Out: out, AbortAfter: -1, MaxInFlight: 1})
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: s.cfg.Env, Manifest: s.manifest(q), Out: out, AbortAfter: -1, MaxInFlight: 1, Retain: s.cfg.Retain})
 	if ctx.Err() != nil {
+		s.afterStop(context.WithoutCancel(ctx), id, out)
 		return // cancelled, shutting down or taken over: the record says which
 	}
 	fin := func(q *Question) {
@@ -129,6 +139,7 @@ func (s *Server) drive(ctx context.Context, id string) {
 	if applied { // else it was cancelled meanwhile, and accounted then
 		s.finished(context.WithoutCancel(ctx), q)
 	}
+	s.cleanUp(context.WithoutCancel(ctx), id, out, err == nil)
 }
 
 // answer copies the run's decision, SQL and result rows into q.
@@ -138,7 +149,7 @@ func (s *Server) answer(q *Question, rep *outputs.Report, out string) {
 		return
 	}
 	e := rep.Examples[0]
-	q.Cost = costOf(e.Cost)
+	q.Cost, q.Timing = costOf(e.Cost), timingOf(e)
 	q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = e.Confidence, e.Method, e.Candidates, e.ValidCandidates, e.AgreedCandidates
 	switch e.Status {
 	case "answered":
@@ -208,6 +219,7 @@ func (s *Server) readRows(q *Question, path string) error {
 // the question log.
 func (s *Server) finished(ctx context.Context, q *Question) {
 	s.logQuestion(q) // first: the smallest window for a crash to lose it
+	s.count(q)
 	if !q.Cached {
 		s.quota.spend(ctx, q.Tenant, q.Cost.Tokens())
 	}
@@ -251,9 +263,22 @@ func (s *Server) cancel(ctx context.Context, id string) (*Question, error) {
 	if err != nil || !applied {
 		return q, err // already ended: nothing to stop
 	}
-	s.quota.spend(ctx, q.Tenant, q.Cost.Tokens())
+	// Its running tasks' costs come later: charged as they stop.
+	if err := s.charge(ctx, q.Tenant, q.ID, q.Cost.Tokens()); err != nil {
+		s.cfg.Log.Warn("charging a cancelled question", zap.String("question", id), zap.Error(err))
+	}
+	s.toSettle(ctx, q.ID)
 	s.logQuestion(q)
+	s.count(q)
+	s.retireRun(ctx, id)
 	return q, nil
+}
+
+// count adds a finished question to the aggregate metrics.
+func (s *Server) count(q *Question) {
+	if m := s.cfg.Metrics; m != nil {
+		m.Questions.WithLabelValues(q.Status, strconv.FormatBool(q.Cached)).Inc()
+	}
 }
 
 // spent adds up what a question's recorded results cost (each carries the

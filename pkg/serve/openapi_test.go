@@ -216,7 +216,14 @@ func TestOpenAPIEvents(t *testing.T) {
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.CallExpr:
-			if id, ok := n.Fun.(*ast.Ident); !ok || id.Name != "send" || len(n.Args) != 2 {
+			var fun string
+			switch f := n.Fun.(type) {
+			case *ast.Ident:
+				fun = f.Name
+			case *ast.SelectorExpr: // f.send
+				fun = f.Sel.Name
+			}
+			if fun != "send" || len(n.Args) != 2 {
 				return true
 			}
 			name, ok := stringLit(n.Args[0])
@@ -426,7 +433,7 @@ func probeServer(t *testing.T) *Server {
 func registeredRoutes(t *testing.T) map[string]bool {
 	t.Helper()
 	routes := map[string]bool{}
-	withMetrics := false
+	withMetrics := "" // the pkg/metrics function that registers routes
 	collect := func(n ast.Node) {
 		ast.Inspect(n, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -434,13 +441,17 @@ func registeredRoutes(t *testing.T) map[string]bool {
 				return true
 			}
 			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "metrics" && strings.HasPrefix(sel.Sel.Name, "Handle") {
+				withMetrics = sel.Sel.Name // metrics.Handle or metrics.HandleHealth
+				return true
+			}
 			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") || len(call.Args) == 0 {
 				return true
 			}
-			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "metrics" {
-				withMetrics = true
-				return true
-			}
+
 			pattern, ok := stringLit(call.Args[0])
 			if !ok {
 				return true
@@ -463,9 +474,14 @@ func registeredRoutes(t *testing.T) map[string]bool {
 			collect(parseFile(t, name))
 		}
 	}
-	if withMetrics {
+	if withMetrics != "" {
+		// metrics.Handle calls HandleHealth: collect both when it is Handle.
+		names := map[string]bool{withMetrics: true}
+		if withMetrics == "Handle" {
+			names["HandleHealth"] = true
+		}
 		for _, d := range parseFile(t, "../metrics/metrics.go").Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Handle" {
+			if fd, ok := d.(*ast.FuncDecl); ok && names[fd.Name.Name] {
 				collect(fd)
 			}
 		}

@@ -8,11 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 // Question statuses.
@@ -75,15 +79,83 @@ type Question struct {
 	NoCache bool `json:"-"`
 	// Fingerprint is the database schema's when the question was asked.
 	Fingerprint string `json:"-"`
+	// Timing is where its run spent its time, once it has an answer.
+	Timing *RunTiming `json:"-"`
+}
+
+// RunTiming is where a question's run spent its time. The record keeps it
+// because the run's files (run.json) are removed once the answer is
+// recorded; quorum bench --mixed reads it.
+type RunTiming struct {
+	// CriticalPathSeconds is the LLM and warehouse time of the slowest
+	// candidate chain per round.
+	CriticalPathSeconds float64 `json:"critical_path_seconds"`
+	// LatencySeconds runs from the run publishing the question to its
+	// final answer; ServiceSeconds is the part of it its tasks were in
+	// service.
+	LatencySeconds float64 `json:"latency_seconds"`
+	ServiceSeconds float64 `json:"service_seconds"`
+	// LimiterWaitSeconds is its calls' time waiting for the LLM quota;
+	// RateLimited the 429s its LLM client saw and retried.
+	LimiterWaitSeconds float64 `json:"limiter_wait_seconds"`
+	RateLimited        int     `json:"rate_limited"`
+}
+
+// timingOf reads a question run's example from its report.
+func timingOf(e outputs.Example) *RunTiming {
+	return &RunTiming{CriticalPathSeconds: e.CriticalPathSeconds, LatencySeconds: e.LatencySeconds, ServiceSeconds: e.ServiceSeconds,
+		LimiterWaitSeconds: e.Cost.LLM.LimiterWait.Seconds(), RateLimited: e.Cost.LLM.RateLimited}
+}
+
+// Timing returns where question id's run spent its time: nil until it has
+// an answer, and for an answer from the cache.
+func (s *Server) Timing(ctx context.Context, id string) (*RunTiming, error) {
+	r, err := s.store.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.Timing, nil
+}
+
+// cleanUp ends what a finished question leaves behind: its run's files
+// under the state directory go (its answer and Timing are in the record),
+// and unless its run finished (the coordinator then retired it) its run is
+// retired here.
+func (s *Server) cleanUp(ctx context.Context, id, out string, retired bool) {
+	if !retired {
+		s.retireRun(ctx, id)
+	}
+	if err := os.RemoveAll(out); err != nil {
+		s.cfg.Log.Warn("removing a question run's files", zap.String("question", id), zap.Error(err))
+	}
+}
+
+// afterStop cleans up after a question whose run was stopped: when it was
+// cancelled (not merely interrupted by a shutdown or a lost lease, when
+// the next driver resumes it), its files are not needed again.
+func (s *Server) afterStop(ctx context.Context, id, out string) {
+	if r, err := s.store.get(ctx, id); err == nil && r.Terminal() {
+		s.cleanUp(ctx, id, out, false)
+	}
+}
+
+// retireRun gives a question run's keys their expiry. Its subjects are
+// not purged: a cancelled run's queued tasks are dropped by the workers,
+// which record their costs for settling.
+func (s *Server) retireRun(ctx context.Context, id string) {
+	if _, err := s.cfg.Env.State.Retire(ctx, id, s.cfg.Retain); err != nil {
+		s.cfg.Log.Warn("retiring a question run's keys", zap.String("question", id), zap.Error(err))
+	}
 }
 
 // record is the stored form: the public fields and the private ones.
 type record struct {
 	Question
-	Tenant      string `json:"tenant"`
-	Example     string `json:"example"`
-	NoCache     bool   `json:"no_cache,omitempty"`
-	Fingerprint string `json:"fingerprint,omitempty"`
+	Tenant      string     `json:"tenant"`
+	Example     string     `json:"example"`
+	NoCache     bool       `json:"no_cache,omitempty"`
+	Fingerprint string     `json:"fingerprint,omitempty"`
+	Timing      *RunTiming `json:"timing,omitempty"`
 }
 
 // Terminal reports whether the question is finished one way or another.
@@ -149,6 +221,7 @@ func getWith(ctx context.Context, c getter, id string) (*record, error) {
 		return nil, fmt.Errorf("question %s: %w", id, err)
 	}
 	r.Question.Tenant, r.Question.Example, r.Question.NoCache, r.Question.Fingerprint = r.Tenant, r.Example, r.NoCache, r.Fingerprint
+	r.Question.Timing = r.Timing
 	return &r, nil
 }
 
@@ -162,7 +235,7 @@ func (s *store) put(ctx context.Context, q *Question) error {
 
 // queue adds the writes of q to a transaction.
 func (s *store) queue(ctx context.Context, p redis.Pipeliner, q *Question) error {
-	b, err := json.Marshal(record{Question: *q, Tenant: q.Tenant, Example: q.Example, NoCache: q.NoCache, Fingerprint: q.Fingerprint})
+	b, err := json.Marshal(record{Question: *q, Tenant: q.Tenant, Example: q.Example, NoCache: q.NoCache, Fingerprint: q.Fingerprint, Timing: q.Timing})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // Config configures a Server.
@@ -59,15 +60,24 @@ type Config struct {
 	// Fingerprint returns a database's schema fingerprint; a cached
 	// answer is used only while it is unchanged (nil: never changes).
 	Fingerprint func(ctx context.Context, db *dataset.Database) (string, error)
-	// StateDir receives each question run's output files.
+	// StateDir receives each question run's output files while it runs
+	// (removed once its answer is recorded).
 	StateDir string
+	// Retain.State is how long a finished question's record and its run's
+	// keys stay in Redis (zero: runstate.DefaultState); Answers is not
+	// used: the answer is in the record.
+	Retain runstate.Retention
 	// MaxRows bounds the rows an answer returns (default 1000).
 	MaxRows int
 	// LLM labels the endpoint in runs (never with credentials).
 	LLM string
 	// QuestionLog receives one JSON line per finished question.
 	QuestionLog io.Writer
-	Metrics     *metrics.Metrics
+	// Metrics receives serve's aggregate series; Handler never serves
+	// them (see metrics.Serve for a listener of their own).
+	Metrics *metrics.Metrics
+	// HTTP bounds connections and event streams.
+	HTTP HTTPLimits
 	// Ready reports whether the runtime's servers answer.
 	Ready func() error
 	Log   *zap.Logger
@@ -84,6 +94,12 @@ type Server struct {
 	logMu   sync.Mutex
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
+	ids     *ids
+	streams streams
+	feeds   feeds
+	// onSettle, when set (by tests), hears each question whose late costs
+	// were settled.
+	onSettle func(id string)
 	// ctx is Run's: questions driven here stop with it.
 	ctx context.Context
 	// drivers are the questions driven here, for Wait.
@@ -140,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	cfg.HTTP.defaults()
 	if _, err := cfg.Env.Agents.Lookup(cfg.DefaultAgent); err != nil {
 		return nil, fmt.Errorf("serve: default agent: %w", err)
 	}
@@ -156,9 +173,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("serve: dataset %s has no databases", abs)
 	}
 	host, _ := os.Hostname()
-	s := &Server{cfg: cfg, ds: ds, store: &store{rdb: cfg.Redis, ttl: 7 * 24 * time.Hour},
+	if cfg.Retain.State <= 0 {
+		cfg.Retain.State = runstate.DefaultState
+	}
+	cfg.Retain.Answers = cfg.Retain.State // the answer is in the record
+	s := &Server{cfg: cfg, ds: ds, store: &store{rdb: cfg.Redis, ttl: cfg.Retain.State},
 		quota: &quota{rdb: cfg.Redis, lim: cfg.Limiter}, owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()),
-		running: map[string]context.CancelFunc{}}
+		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis}}
 	for _, db := range ds.Databases {
 		d := Database{Name: db.Name, Dialect: string(db.Dialect), db: db}
 		if sc, _, err := dataset.LoadSchema(db); err == nil {
@@ -194,7 +215,9 @@ func (s *Server) database(name, dialect string) (*Database, int) {
 	return found, n
 }
 
-// Handler is the HTTP API, the web page and the health endpoints.
+// Handler is the HTTP API, the web page and the health endpoints. It
+// does not serve /metrics: question and tenant activity is not for
+// whoever can reach the API (quorum serve puts it on --http-addr).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/questions", s.authed(s.postQuestion))
@@ -203,10 +226,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/questions/{id}", s.authed(s.cancelQuestion))
 	mux.HandleFunc("GET /v1/databases", s.authed(s.listDatabases))
 	mux.HandleFunc("GET /{$}", s.page)
-	if s.cfg.Metrics != nil {
-		metrics.Handle(mux, s.cfg.Metrics, s.cfg.Ready)
-	}
-	return mux
+	metrics.HandleHealth(mux, s.cfg.Ready)
+	return s.boundBody(mux)
 }
 
 // Run drives questions until ctx ends: the ones this process accepts, and
@@ -220,6 +241,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		s.adopt(ctx)
+		s.settle(ctx)
 		select {
 		case <-ctx.Done():
 			return nil

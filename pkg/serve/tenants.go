@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -76,6 +77,20 @@ func (t *Tenants) Tenant(key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Names lists the tenants, sorted.
+func (t *Tenants) Names() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, tenant := range t.byHash {
+		if !seen[tenant] {
+			seen[tenant] = true
+			out = append(out, tenant)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // LimitsOf returns a tenant's quotas.

@@ -113,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.NATSURL == "" {
 		dir := filepath.Join(cfg.StateDir, "nats")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fail(err)
 		}
 		srv, err := queue.StartEmbedded(dir, -1, "quorum", secret())
@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.RedisURL == "" {
 		dir := filepath.Join(cfg.StateDir, "redis")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fail(err)
 		}
 		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Password: secret()})

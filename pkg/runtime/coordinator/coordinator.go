@@ -4,11 +4,13 @@
 // <instance_id>.sql and .csv per answered example in Spider 2.0's submission
 // layout, and run.json. Resuming a run skips finished examples and
 // re-publishes only what is missing; deduplicated message ids make the rest
-// a no-op.
+// a no-op. With RetryFailed, a resume runs the examples that failed again,
+// from scratch.
 package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,6 +58,13 @@ type Config struct {
 	// a setup that departs from the agent's paper, found where the LLM
 	// configuration is resolved.
 	Warnings []string
+	// Retain is how long the run's Redis keys stay once it finished (its
+	// outputs written); an unfinished run's never expire, so it can be
+	// resumed. Zero fields take runstate's defaults.
+	Retain runstate.Retention
+	// RetryFailed runs the examples recorded as failed again on a resume;
+	// their new outcome replaces the failure.
+	RetryFailed bool
 }
 
 // Window is the admission window for generators taking slots tasks at
@@ -117,6 +126,9 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := c.collectKnown(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.retryFailed(ctx, cfg.RetryFailed); err != nil {
+		return nil, err
+	}
 	if err := c.resumeStarted(ctx); err != nil {
 		return nil, err
 	}
@@ -130,7 +142,26 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := w.Report(rep); err != nil {
 		return nil, err
 	}
+	c.retire(context.WithoutCancel(ctx), cfg.Retain)
+	c.retireRetry(context.WithoutCancel(ctx), cfg.Retain)
 	return rep, nil
+}
+
+// retire starts a finished run's retention: what is left on its subjects
+// is purged first (so no late task writes to it), then its keys get their
+// expiry. The outputs are written, so a failure is only logged: the keys
+// then stay until quorum runs delete removes them.
+func (c *coord) retire(ctx context.Context, r runstate.Retention) {
+	if _, err := c.env.Queue.PurgeRun(ctx, c.m.Run); err != nil {
+		c.log.Warn("purging the finished run's subjects", zap.Error(err))
+	}
+	r = r.WithDefaults()
+	n, err := c.env.State.Retire(ctx, c.m.Run, r)
+	if err != nil {
+		c.log.Warn("the finished run's keys keep no expiry: remove them with quorum runs delete", zap.Error(err))
+		return
+	}
+	c.log.Info("run finished: its keys expire", zap.Int("keys", n), zap.Duration("state", r.State), zap.Duration("answers", r.Answers))
 }
 
 type coord struct {
@@ -145,6 +176,11 @@ type coord struct {
 	window     int
 	abortAfter int
 	warnings   []string
+
+	// retry is the run that re-runs the failed examples in retrying (see
+	// retryFailed); nil when none are retried.
+	retry    *runenv.Run
+	retrying map[string]bool
 
 	mu sync.Mutex
 	// llmFailures counts the latest finals in a row that failed on LLM
@@ -183,6 +219,85 @@ func (c *coord) collectKnown(ctx context.Context) error {
 	return nil
 }
 
+// retryRunID names the n-th retry of a run's failed examples.
+func retryRunID(run string, n int) string { return fmt.Sprintf("%s_retry%d", run, n) }
+
+// retryFailed prepares, when retry is set, a new run of the examples that
+// failed. A failed example's tasks, results and final answer are recorded
+// under message ids and keys of its run, which a second attempt would
+// collide with (a duplicate publish is dropped), so the retry runs in a
+// run of its own, <run>_retry<n>, with the same manifest (seed, agent,
+// options); its finals are taken as this run's. Earlier retries are
+// cancelled whether or not this one retries: an interrupted one's queued
+// tasks would otherwise still be run by workers, for nobody.
+func (c *coord) retryFailed(ctx context.Context, retry bool) error {
+	n := 1
+	for ; ; n++ {
+		id := retryRunID(c.m.Run, n)
+		_, err := c.env.State.Manifest(ctx, id)
+		if errors.Is(err, runstate.ErrNoRun) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("retry run %s: %w", id, err)
+		}
+		if err := c.env.State.Cancel(ctx, id, "superseded: run "+c.m.Run+" resumed"); err != nil {
+			return fmt.Errorf("cancel retry run %s: %w", id, err)
+		}
+	}
+	if !retry {
+		return nil
+	}
+	var failed []string
+	for _, id := range c.m.Examples {
+		if f, ok := c.finals[id]; ok && f.Status == "failed" {
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	m := *c.m
+	m.Run, m.Examples, m.Created = retryRunID(c.m.Run, n), failed, time.Now()
+	if _, _, err := c.env.State.CreateManifest(ctx, &m); err != nil {
+		return fmt.Errorf("retry run %s: %w", m.Run, err)
+	}
+	run, err := c.env.Run(ctx, m.Run)
+	if err != nil {
+		return fmt.Errorf("retry run %s: %w", m.Run, err)
+	}
+	c.log.Info("retrying failed examples", zap.Int("examples", len(failed)), zap.String("retry_run", m.Run))
+	c.retry, c.retrying = run, map[string]bool{}
+	for _, id := range failed {
+		c.retrying[id] = true
+		delete(c.finals, id)
+	}
+	return nil
+}
+
+// retireRetry retires the retry run as retire does this one.
+func (c *coord) retireRetry(ctx context.Context, r runstate.Retention) {
+	if c.retry == nil {
+		return
+	}
+	id := c.retry.Manifest.Run
+	if _, err := c.env.Queue.PurgeRun(ctx, id); err != nil {
+		c.log.Warn("purging the finished retry run's subjects", zap.String("retry_run", id), zap.Error(err))
+	}
+	if _, err := c.env.State.Retire(ctx, id, r.WithDefaults()); err != nil {
+		c.log.Warn("the finished retry run's keys keep no expiry", zap.String("retry_run", id), zap.Error(err))
+	}
+}
+
+// runOf is the run an example's work goes to: the retry run for a
+// retried example, else this run.
+func (c *coord) runOf(id string) *runenv.Run {
+	if c.retrying[id] {
+		return c.retry
+	}
+	return c.run
+}
+
 // resumeStarted publishes again the unfinished tasks of every example
 // started before a crash and not final (message ids make those still
 // queued a no-op; finished tasks are skipped). They count against the
@@ -190,8 +305,8 @@ func (c *coord) collectKnown(ctx context.Context) error {
 func (c *coord) resumeStarted(ctx context.Context) error {
 	agentName := c.run.Def.Name
 	for _, id := range c.m.Examples {
-		if _, done := c.finals[id]; done {
-			continue
+		if _, done := c.finals[id]; done || c.retrying[id] {
+			continue // a retried example starts afresh in its own run
 		}
 		current, err := c.env.State.Current(ctx, c.m.Run, id, agentName)
 		if err != nil {
@@ -243,8 +358,9 @@ func (c *coord) admit(ctx context.Context) error {
 // start routes an example to its warehouse and publishes the first round
 // its agent asks for; an example that cannot run ends failed.
 func (c *coord) start(ctx context.Context, id string) error {
-	ds := c.run.DS
-	agentName := c.run.Def.Name
+	run := c.runOf(id)
+	ds := run.DS
+	agentName := run.Def.Name
 	e, ok := ds.Example(id)
 	if !ok || !ds.Runnable(id) {
 		reason := "not in the dataset"
@@ -253,15 +369,15 @@ func (c *coord) start(ctx context.Context, id string) error {
 		}
 		return c.fail(ctx, id, "not runnable: "+reason)
 	}
-	whName, err := c.run.Route(e)
+	whName, err := run.Route(e)
 	if err != nil {
 		return c.fail(ctx, id, err.Error())
 	}
 	meta := &runstate.ExampleMeta{Warehouse: whName, Published: time.Now()}
-	if err := c.env.State.SetMeta(ctx, c.m.Run, id, *meta); err != nil {
+	if err := c.env.State.SetMeta(ctx, run.Manifest.Run, id, *meta); err != nil {
 		return err
 	}
-	d, err := c.run.Agent.Start(ctx, c.env.Context(c.run, e, agentName))
+	d, err := run.Agent.Start(ctx, c.env.Context(run, e, agentName))
 	if agent.IsUnrunnable(err) {
 		return c.fail(ctx, id, err.Error())
 	}
@@ -271,7 +387,7 @@ func (c *coord) start(ctx context.Context, id string) error {
 	c.mu.Lock()
 	c.flying[id] = true
 	c.mu.Unlock()
-	return c.env.Open(ctx, c.run, id, agentName, meta.Warehouse, d)
+	return c.env.Open(ctx, run, id, agentName, meta.Warehouse, d)
 }
 
 // republish publishes the current round's tasks that have not finished and
@@ -372,7 +488,9 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	c.mu.Unlock()
 	if c.env.Metrics != nil {
 		c.env.Metrics.FinalAnswers.WithLabelValues(f.Status).Inc()
-		c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "final").Set(float64(n))
+		if !c.m.Interactive { // a question's run would add series per question
+			c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "final").Set(float64(n))
+		}
 	}
 	c.showProgress(n, f)
 	return nil
@@ -454,7 +572,7 @@ func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
 
 // awaitFinals consumes this run's final answers until every example has one.
 func (c *coord) awaitFinals(ctx context.Context) error {
-	if c.env.Metrics != nil {
+	if c.env.Metrics != nil && !c.m.Interactive {
 		c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "total").Set(float64(len(c.m.Examples)))
 	}
 	if c.done() {
@@ -462,13 +580,20 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	filters := []string{queue.Subject(c.m.Run, queue.StageFinal, "")}
+	if c.retry != nil {
+		filters = append(filters, queue.Subject(c.retry.Manifest.Run, queue.StageFinal, ""))
+	}
 	err := c.env.Queue.Work(wctx, c.env.Resilient(queue.WorkConfig{
-		Consumer: "coordinator-" + c.m.Run, Filters: []string{queue.Subject(c.m.Run, queue.StageFinal, "")}, Concurrency: 4,
+		Consumer: "coordinator-" + c.m.Run, Filters: filters, Concurrency: 4,
 		Logger: c.env.Log, DrainTimeout: 5 * time.Second, MaxDeliver: -1,
 		Handler: func(ctx context.Context, d queue.Delivery) error {
 			var f message.FinalAnswer
 			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
 				return queue.Permanent(err)
+			}
+			if c.retry != nil && f.Run == c.retry.Manifest.Run && c.retrying[f.Example] {
+				f.Run = c.m.Run // the retry's answer is this run's
 			}
 			if f.Run != c.m.Run || !slices.Contains(c.m.Examples, f.Example) {
 				// Not this run's: a forged or stray message names no
@@ -522,7 +647,7 @@ type Aborted struct {
 }
 
 func (a *Aborted) Error() string {
-	return fmt.Sprintf("run %s aborted: %s. Fix the endpoint, then resume with --run-id %s (the same --out and --dataset) to run the examples not yet started; those that failed stay failed in this run", a.Run, a.Reason, a.Run)
+	return fmt.Sprintf("run %s aborted: %s. Fix the endpoint, then resume with --run-id %s (the same --out and --dataset) to run the examples not yet started, and add --retry-failed to run the failed ones again", a.Run, a.Reason, a.Run)
 }
 
 func (c *coord) done() bool {
@@ -557,7 +682,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		}
 		if e != nil {
 			r.Dialect, r.Database = string(e.Dialect), e.DB
-			if meta, err := c.env.State.Meta(ctx, c.m.Run, id); err == nil {
+			if meta, err := c.env.State.Meta(ctx, c.runOf(id).Manifest.Run, id); err == nil {
 				if at, ok := c.arrived[id]; ok {
 					r.LatencySeconds = at.Sub(meta.Published).Seconds()
 				}

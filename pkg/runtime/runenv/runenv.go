@@ -188,6 +188,15 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	return r, nil
 }
 
+// Forget drops a finished run from the process's cache of runs: serve
+// runs a run per question, and each cached run holds its agent and a
+// copy of the dataset's questions. A later use loads it again.
+func (e *Env) Forget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.runs, id)
+}
+
 // Close closes the warehouses opened by the process.
 func (e *Env) Close() {
 	e.mu.Lock()

@@ -61,7 +61,9 @@ type ExampleMeta struct {
 	Published time.Time `json:"published"`
 }
 
-// Store is the run state in Redis.
+// Store is the run state in Redis. Values of a run are overwritten with
+// KEEPTTL: a late write to a finished run (a redelivered task's) must not
+// make a key retention gave an expiry permanent again.
 type Store struct {
 	rdb redis.UniversalClient
 }
@@ -69,8 +71,33 @@ type Store struct {
 // New returns a store.
 func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
+// runPrefix starts every key of every run; a run's keys are
+// runPrefix<run>:… (run ids hold no ':' and no glob character, see
+// queue.CheckToken), which is what retention and deletion scan for.
+const runPrefix = "quorum:run:"
+
 func runKey(run string, parts ...string) string {
-	return "quorum:run:" + run + ":" + strings.Join(parts, ":")
+	return runPrefix + run + ":" + strings.Join(parts, ":")
+}
+
+// runPattern matches every key of run (SCAN MATCH).
+func runPattern(run string) string { return runKey(run) + "*" }
+
+// answerKeys are the keys retention keeps for Retention.Answers: what
+// describes the run and what it answered.
+func answerKeys(run string) []string { return []string{runKey(run, "manifest"), runKey(run, "final")} }
+
+// runOf is the run a key belongs to ("" for a key of no run).
+func runOf(key string) string {
+	rest, ok := strings.CutPrefix(key, runPrefix)
+	if !ok {
+		return ""
+	}
+	run, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return ""
+	}
+	return run
 }
 
 // ErrNoRun is returned for a run id without a manifest.
@@ -215,11 +242,11 @@ func (s *Store) Results(ctx context.Context, run, ex, agentName string, round in
 // that it is now the example's current round.
 func (s *Store) Open(ctx context.Context, run, ex, agentName string, round, expect int, tasks []*message.Task) error {
 	pipe := s.rdb.TxPipeline()
-	pipe.Set(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), expect, 0)
+	pipe.SetArgs(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), expect, redis.SetArgs{KeepTTL: true})
 	if err := s.logTasks(ctx, pipe, run, ex, agentName, tasks); err != nil {
 		return err
 	}
-	pipe.Set(ctx, exKey(run, ex, agentName, "current"), round, 0)
+	pipe.SetArgs(ctx, exKey(run, ex, agentName, "current"), round, redis.SetArgs{KeepTTL: true})
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("open round %d of %s: %w", round, ex, err)
 	}
@@ -309,7 +336,7 @@ const (
 // MarkDecided records how a round was decided, after the messages it
 // implies were published.
 func (s *Store) MarkDecided(ctx context.Context, r Round, outcome string) error {
-	return s.rdb.Set(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), outcome, 0).Err()
+	return s.rdb.SetArgs(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), outcome, redis.SetArgs{KeepTTL: true}).Err()
 }
 
 // Decided returns a round's outcome, "" while it is undecided.
@@ -446,7 +473,7 @@ func (s *Store) Get(ctx context.Context, run, ex, agentName, name string) (strin
 
 // Set stores an agent's value for an example.
 func (s *Store) Set(ctx context.Context, run, ex, agentName, name, value string) error {
-	return s.rdb.Set(ctx, exKey(run, ex, agentName, "state", name), value, 0).Err()
+	return s.rdb.SetArgs(ctx, exKey(run, ex, agentName, "state", name), value, redis.SetArgs{KeepTTL: true}).Err()
 }
 
 // SetFinal records an example's final answer.
@@ -541,7 +568,7 @@ func (s *Store) computeOnce(ctx context.Context, key, lock, token string, fn fun
 	stop()
 	<-renewed
 	if err == nil {
-		err = s.rdb.Set(ctx, key, v, 0).Err()
+		err = s.rdb.SetArgs(ctx, key, v, redis.SetArgs{KeepTTL: true}).Err()
 	}
 	_ = releaseLease.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token).Err()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
@@ -67,7 +68,11 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	if run.Manifest.Interactive {
 		// A question can be cancelled while its tasks wait: drop them.
 		if cancelled, err := w.env.State.Cancelled(ctx, t.Run); err != nil || cancelled {
-			return err
+			if err != nil {
+				return err
+			}
+			// What the tasks it continues cost is still charged.
+			return w.dropCancelled(ctx, &t, nil)
 		}
 	}
 	kind, ok := def.Kind(t.Task.Kind)
@@ -88,10 +93,19 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
 	ectx, stopWatch := w.watchCancel(ctx, run)
-	out, err := ag.Execute(run.Priority(ectx), ac, t.Task)
+	var used llm.Meter
+	out, err := ag.Execute(llm.WithMeter(run.Priority(ectx), &used), ac, t.Task)
 	stopWatch()
 	m.Since("execute", executed)
 	stopBeat()
+	if err != nil && run.Manifest.Interactive && ectx.Err() != nil && ctx.Err() == nil {
+		// Stopped by the question's cancel: what the task spent is still
+		// charged to its tenant.
+		// The agent's ledger loses the calls of the step that failed; the
+		// meter has every call the LLM answered.
+		calls, usage := used.Total()
+		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}})
+	}
 	if agent.IsPermanent(err) {
 		return queue.Permanent(err)
 	}
@@ -109,6 +123,18 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	marked := time.Now()
 	defer m.Since("redis", marked)
 	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+// dropCancelled ends a task of a cancelled question as failed results in
+// its slots, carrying the cost it inherited and spent (own): serve counts
+// what the question cost from its results, and knows its tasks have all
+// stopped when every slot has one.
+func (w *worker) dropCancelled(ctx context.Context, t *message.Task, own cost.Ledger) error {
+	ledger := cost.Ledger{}
+	ledger.Merge(t.Upstream)
+	ledger.Merge(own)
+	t.Upstream = ledger
+	return w.env.GiveUp(ctx, t, "cancelled by the client")
 }
 
 // beat moves the round's deadline while a task runs (a task waiting for

@@ -1,0 +1,142 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// A cancelled question is charged what its finished tasks cost at the
+// cancel, and then, as its running tasks stop, what they cost too (their
+// workers record it as the tasks' failed results): a question asked and
+// cancelled at once costs its tenant what the LLM served, not nothing.
+// The questions still to settle are in Redis, so any serve process
+// settles them, and a process that dies leaves them to the next.
+const settleKey = keyPrefix + "settle"
+
+func chargedKey(id string) string { return keyPrefix + "charged:" + id }
+
+// chargeScript raises what a question has been charged to ARGV[1] tokens,
+// adding the difference to the tenant's day (KEYS[2]): run twice, or by two
+// processes at once, it charges once.
+var chargeScript = redis.NewScript(`
+local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+local now = tonumber(ARGV[1])
+if now > prev then
+  redis.call('SET', KEYS[1], now, 'EX', ARGV[2])
+  redis.call('INCRBY', KEYS[2], now - prev)
+  redis.call('EXPIRE', KEYS[2], 172800)
+end
+return now - prev`)
+
+// charge brings the tokens charged for question id up to tokens.
+func (s *Server) charge(ctx context.Context, tenant, id string, tokens int) error {
+	ttl := int64((48 * time.Hour).Seconds())
+	if err := chargeScript.Run(ctx, s.cfg.Redis, []string{chargedKey(id), tokensKey(tenant, time.Now())}, tokens, ttl).Err(); err != nil {
+		return fmt.Errorf("charging question %s: %w", id, err)
+	}
+	return nil
+}
+
+// settleWindow is how long after its cancel a question's late costs are
+// still looked for: a task stops within a second of the cancel, but one
+// whose worker died comes back only after its ack wait.
+func (s *Server) settleWindow() time.Duration { return s.cfg.RoundTimeout + time.Minute }
+
+// toSettle records that a cancelled question's running tasks may still add
+// costs.
+func (s *Server) toSettle(ctx context.Context, id string) {
+	deadline := time.Now().Add(s.settleWindow()).UnixMilli()
+	if err := s.cfg.Redis.ZAdd(ctx, settleKey, redis.Z{Score: float64(deadline), Member: id}).Err(); err != nil {
+		s.cfg.Log.Warn("recording a cancelled question to settle", zap.String("question", id), zap.Error(err))
+	}
+}
+
+// settle charges the cancelled questions' late costs, and forgets each
+// whose tasks have all stopped (or whose window passed).
+func (s *Server) settle(ctx context.Context) {
+	ids, err := s.cfg.Redis.ZRangeWithScores(ctx, settleKey, 0, -1).Result()
+	if err != nil {
+		return
+	}
+	for _, z := range ids {
+		id, _ := z.Member.(string)
+		if ctx.Err() != nil {
+			return
+		}
+		rec, err := s.store.get(ctx, id)
+		if err != nil {
+			if err == errNoQuestion {
+				s.cfg.Redis.ZRem(ctx, settleKey, id)
+			}
+			continue
+		}
+		q := &rec.Question
+		stopped, err := s.tasksStopped(ctx, q)
+		if err != nil {
+			continue
+		}
+		spent := s.spent(ctx, q)
+		if err := s.charge(ctx, q.Tenant, q.ID, spent.Tokens()); err != nil {
+			s.cfg.Log.Warn("settling a cancelled question", zap.String("question", id), zap.Error(err))
+			continue
+		}
+		expired := time.Now().UnixMilli() > int64(z.Score)
+		if !stopped && !expired {
+			continue
+		}
+		if spent != q.Cost {
+			// The record shows what the question cost in the end.
+			q.Cost = spent
+			if err := s.store.put(ctx, q); err != nil {
+				continue
+			}
+		}
+		if n, err := s.cfg.Redis.ZRem(ctx, settleKey, id).Result(); err == nil && n == 1 {
+			s.cfg.Log.Info("cancelled question settled", zap.String("question", id), zap.Int("tokens", spent.Tokens()), zap.Bool("expired", expired))
+			if s.onSettle != nil {
+				s.onSettle(id)
+			}
+		}
+	}
+}
+
+// tasksStopped reports whether every task the question's run published
+// has finished (done, given up, or stopped with its cost recorded) and
+// every slot a task owed has its result recorded: a stopped task's cost
+// travels with its results, which the voter records after the task is
+// marked done.
+func (s *Server) tasksStopped(ctx context.Context, q *Question) (bool, error) {
+	st := s.cfg.Env.State
+	tasks, err := st.Tasks(ctx, q.ID, q.Example, q.Agent)
+	if err != nil {
+		return false, err
+	}
+	recorded := map[int]map[int]bool{} // round → indices with a result
+	for _, t := range tasks {
+		done, err := st.Done(ctx, q.ID, q.Example, q.Agent, t.Task.ID)
+		if err != nil || !done {
+			return false, err
+		}
+		round := t.Task.Round
+		if _, ok := recorded[round]; !ok && len(t.Task.Slots) > 0 {
+			results, err := st.Results(ctx, q.ID, q.Example, q.Agent, round)
+			if err != nil {
+				return false, err
+			}
+			recorded[round] = map[int]bool{}
+			for _, r := range results {
+				recorded[round][r.Index] = true
+			}
+		}
+		for _, slot := range t.Task.Slots {
+			if !recorded[round][slot] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
