@@ -140,8 +140,10 @@ and writes mixed.json.`,
 	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
 	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the generator slots, -1 = every example at once)")
-	f.IntVar(&sc.RPM, "rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
-	f.IntVar(&sc.TPM, "tpm", sc.TPM, "provider tokens/min (0 = none)")
+	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
+	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
+	deprecate(f, "llm-rpm", "rpm")
+	deprecate(f, "llm-tpm", "tpm")
 	f.DurationVar(&ttft, "ttft", ttft, "simulated time to first token")
 	f.Float64Var(&sc.TokensPerSecond, "tps", sc.TokensPerSecond, "simulated completion tokens per second")
 	f.IntVar(&sc.Generators, "generators", sc.Generators, "generator worker loops")
@@ -382,7 +384,7 @@ func writeJSONFile(out, name string, v any) error {
 // and over the mixed benchmark's defaults.
 func flagsOver(cmd *cobra.Command, dst *bench.Scenario, flags bench.Scenario) {
 	set := func(name string, apply func()) {
-		if cmd.Flags().Changed(name) {
+		if flagChanged(cmd, name) {
 			apply()
 		}
 	}
@@ -392,8 +394,8 @@ func flagsOver(cmd *cobra.Command, dst *bench.Scenario, flags bench.Scenario) {
 	set("agent", func() { dst.Agent = flags.Agent })
 	set("persona", func() { dst.Persona = flags.Persona })
 	set("max-in-flight", func() { dst.MaxInFlight = flags.MaxInFlight })
-	set("rpm", func() { dst.RPM = flags.RPM })
-	set("tpm", func() { dst.TPM = flags.TPM })
+	set("llm-rpm", func() { dst.RPM = flags.RPM })
+	set("llm-tpm", func() { dst.TPM = flags.TPM })
 	set("ttft", func() { dst.FirstTokenMS = flags.FirstTokenMS })
 	set("tps", func() { dst.TokensPerSecond = flags.TokensPerSecond })
 	set("generators", func() { dst.Generators = flags.Generators })

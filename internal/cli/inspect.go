@@ -71,7 +71,7 @@ compression and the table-level linking calls it would need (one per table
 block of a prompt of --link-budget bytes or more); with --json, per example
 (chars_after and link_calls_paper for the paper's rule,
 chars_after_structural and link_calls_structural for the structural mode).`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := df.load(args[0])
 			if err != nil {

@@ -67,7 +67,7 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return fmt.Errorf("--addr %s: %w", addr, err)
+				return fmt.Errorf("--listen %s: %w", addr, err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out, simBanner)
@@ -99,7 +99,8 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 	df.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&dsDir, "dataset", "", "dataset folder with gold SQL (Spider 2.0 layout or Spider 1.0/BIRD)")
-	f.StringVar(&addr, "addr", "127.0.0.1:8089", "HOST:PORT to listen on")
+	f.StringVar(&addr, "listen", "127.0.0.1:8089", "HOST:PORT to listen on")
+	deprecate(f, "listen", "addr")
 	f.Uint64Var(&seed, "seed", 1, "seed of the simulated answers")
 	f.Float64Var(&noise.Gold, "p-gold", noise.Gold, "probability that a first answer is the gold SQL")
 	f.Float64Var(&noise.SyntaxError, "p-syntax-error", noise.SyntaxError, "relative weight of answers with a syntax error")
@@ -112,8 +113,10 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 	f.DurationVar(&lat.FirstToken, "ttft", 300*time.Millisecond, "time to first token")
 	f.Float64Var(&lat.TokensPerSecond, "tps", 80, "completion tokens per second (0 = instant)")
 	f.Float64Var(&lat.Sigma, "jitter", 0.3, "log-normal latency jitter (sigma)")
-	f.IntVar(&limits.RequestsPerMinute, "rpm", 0, "requests per minute before 429s (0 = unlimited)")
-	f.IntVar(&limits.TokensPerMinute, "tpm", 0, "tokens per minute before 429s (0 = unlimited)")
+	f.IntVar(&limits.RequestsPerMinute, "llm-rpm", 0, "requests per minute before 429s (0 = unlimited)")
+	f.IntVar(&limits.TokensPerMinute, "llm-tpm", 0, "tokens per minute before 429s (0 = unlimited)")
+	deprecate(f, "llm-rpm", "rpm")
+	deprecate(f, "llm-tpm", "tpm")
 	f.IntVar(&limits.MaxConcurrency, "max-concurrency", 0, "concurrent requests before 429s (0 = unlimited)")
 	f.Float64Var(&faults.ServerError, "p-5xx", 0, "probability of a 500/502/503 per attempt")
 	f.Float64Var(&faults.Hang, "p-hang", 0, "probability that an attempt hangs")

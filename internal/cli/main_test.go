@@ -99,7 +99,7 @@ func TestEvalBadInput(t *testing.T) {
 		{[]string{"inspect", filepath.Join(t.TempDir(), "nope")}, "dataset folder"},
 		{[]string{"inspect", demo, "--dialect", "oracle"}, "unknown dialect"},
 		{[]string{"llmsim"}, "--dataset is required"},
-		{[]string{"llmsim", "--dataset", demo, "--addr", "not-an-address"}, "--addr not-an-address"},
+		{[]string{"llmsim", "--dataset", demo, "--listen", "not-an-address"}, "--listen not-an-address"},
 	}
 	for _, tt := range tests {
 		_, err := run(t, tt.args...)

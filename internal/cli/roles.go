@@ -59,7 +59,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.ids, "ids", nil, "only these instance ids (comma-separated)")
 	fl.StringVar(&f.dialect, "only-dialect", "", "only examples of this dialect")
 	fl.StringVar(&f.db, "db", "", "only examples of this database")
-	fl.IntVar(&f.limit, "limit", 0, "at most this many examples")
+	fl.IntVar(&f.limit, "examples", 0, "at most this many examples (0 = all)")
+	deprecate(fl, "examples", "limit")
 	fl.IntVar(&f.votes, "votes", 8, "candidates per example")
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
@@ -113,7 +114,7 @@ func (f *runFlags) validate() error {
 	case f.maxInFlight < -1:
 		return fmt.Errorf("--max-in-flight %d: use a positive number, 0 (automatic) or -1 (all at once)", f.maxInFlight)
 	case f.limit < 0:
-		return fmt.Errorf("--limit %d: use a positive number (0 = no limit)", f.limit)
+		return fmt.Errorf("--examples %d: use a positive number (0 = all)", f.limit)
 	}
 	return f.ablations.validate()
 }

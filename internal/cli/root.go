@@ -71,8 +71,8 @@ Start with:
 // checks).
 var examples = map[string]string{
 	"serve": `  quorum serve --dataset examples/demo --no-auth
-  quorum serve --dataset examples/demo --api-keys keys.txt --listen :8080 --tenant-rpm 30
-  quorum serve --dataset DIR --nats-url nats://… --redis-url rediss://… --api-keys keys.txt   # join a cluster`,
+  quorum serve --dataset examples/demo --api-keys-file keys.txt --listen :8080 --tenant-rpm 30
+  quorum serve --dataset DIR --nats-url nats://… --redis-url rediss://… --api-keys-file keys.txt   # join a cluster`,
 	"ask": `  quorum ask --dataset examples/demo --db shop "How many customers does the shop have?"
   quorum ask --server http://quorum:8080 --api-key KEY --db shop "Which category sells most?"`,
 	"inspect": `  quorum inspect examples/demo
@@ -83,13 +83,13 @@ var examples = map[string]string{
 	"run": `  quorum run --dataset examples/demo --out out/mine
   quorum run --dataset DIR --llm-base-url http://localhost:8000/v1 --model qwen2.5-coder --llm-rpm 600
   quorum run --dataset DIR --run-id RUN --out out/mine      # resume an interrupted run`,
-	"solve": `  quorum solve --dataset examples/demo --limit 5
+	"solve": `  quorum solve --dataset examples/demo --examples 5
   quorum solve --dataset DIR --ids local001,local002 --llm-rpm 60 --out out/solve`,
 	"bench": `  quorum bench --out out/bench
-  quorum bench --examples 44 --votes 4 --rpm 600 --no-scaling --out out/bench-small`,
+  quorum bench --examples 44 --votes 4 --llm-rpm 600 --no-scaling --out out/bench-small`,
 	"agents": `  quorum agents
   quorum agents --json`,
-	"llmsim":           `  quorum llmsim --dataset examples/demo --addr 127.0.0.1:8080 --rpm 600`,
+	"llmsim":           `  quorum llmsim --dataset examples/demo --listen 127.0.0.1:8080 --llm-rpm 600`,
 	"coordinator":      `  quorum coordinator --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --dataset /data/spider2-lite --out /out`,
 	"generator-worker": `  quorum generator-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --llm-base-url https://api.openai.com/v1 --llm-rpm 3000`,
 	"explorer-worker":  `  quorum explorer-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --warehouses sqlite --concurrency 16`,

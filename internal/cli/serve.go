@@ -61,7 +61,8 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	fl.DurationVar(&f.refresh, "schema-refresh", time.Minute, "without --dataset: how often each database's schema fingerprint is checked, and its schema read again when it changed")
 	if withListen {
 		fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP API and web page")
-		fl.StringVar(&f.apiKeys, "api-keys", "", "file of tenant:key lines; every request needs one of the keys (env QUORUM_API_KEYS holds the same lines, comma-separated)")
+		fl.StringVar(&f.apiKeys, "api-keys-file", "", "file of tenant:key lines; every request needs one of the keys (env QUORUM_API_KEYS holds the same lines, comma-separated)")
+		deprecate(fl, "api-keys-file", "api-keys")
 		fl.BoolVar(&f.noAuth, "no-auth", false, "serve without API keys (only on a loopback --listen address)")
 		fl.Float64Var(&f.tenantRPM, "tenant-rpm", 0, "questions per minute each tenant may ask (0 = no limit)")
 		fl.Int64Var(&f.tenantTokens, "tenant-tokens-per-day", 0, "LLM tokens each tenant's questions may use per UTC day (0 = no limit)")
@@ -90,14 +91,14 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	f.retain.register(fl, false)
 }
 
-// tenants reads the API keys from --api-keys or QUORUM_API_KEYS, with the
+// tenants reads the API keys from --api-keys-file or QUORUM_API_KEYS, with the
 // tenants' limits.
 func (f *serveFlags) tenants() (*serve.Tenants, error) {
 	var t *serve.Tenants
 	var err error
 	env := os.Getenv("QUORUM_API_KEYS")
 	if f.noAuth && (f.apiKeys != "" || env != "") {
-		return nil, errors.New("--no-auth with API keys (--api-keys or QUORUM_API_KEYS): drop one of them")
+		return nil, errors.New("--no-auth with API keys (--api-keys-file or QUORUM_API_KEYS): drop one of them")
 	}
 	switch {
 	case f.apiKeys != "":
@@ -111,7 +112,7 @@ func (f *serveFlags) tenants() (*serve.Tenants, error) {
 		t, err = serve.ParseKeys(strings.NewReader(strings.ReplaceAll(env, ",", "\n")), "QUORUM_API_KEYS")
 	default:
 		if !f.noAuth {
-			return nil, errors.New("no API keys: pass --api-keys FILE (tenant:key lines) or set QUORUM_API_KEYS, or --no-auth to serve without keys on a loopback address")
+			return nil, errors.New("no API keys: pass --api-keys-file FILE (tenant:key lines) or set QUORUM_API_KEYS, or --no-auth to serve without keys on a loopback address")
 		}
 		if !loopback(f.listen) {
 			return nil, fmt.Errorf("--no-auth: --listen %s is not a loopback address; anyone who reaches it could spend your quotas", f.listen)

@@ -167,7 +167,8 @@ For a cluster over NATS and Redis, use quorum run.`,
 	f.StringSliceVar(&ids, "ids", nil, "only these instance ids (comma-separated)")
 	f.StringVar(&dialect, "only-dialect", "", "only examples of this dialect")
 	f.StringVar(&db, "db", "", "only examples of this database")
-	f.IntVar(&limit, "limit", 0, "at most this many examples")
+	f.IntVar(&limit, "examples", 0, "at most this many examples (0 = all)")
+	deprecate(f, "examples", "limit")
 	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
 	f.IntVar(&concurrency, "examples-at-once", 4, "examples solved at once (each runs its candidates in parallel)")
 	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
@@ -200,7 +201,7 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64, queryTimeout ti
 	case atOnce < 1:
 		return fmt.Errorf("--examples-at-once %d: use 1 or more", atOnce)
 	case limit < 0:
-		return fmt.Errorf("--limit %d: use a positive number (0 = no limit)", limit)
+		return fmt.Errorf("--examples %d: use a positive number (0 = all)", limit)
 	case queryTimeout <= 0:
 		return queryTimeoutError(queryTimeout)
 	case rpm < 0 || tpm < 0:
