@@ -105,18 +105,9 @@ and writes mixed.json.`,
 			if err != nil {
 				return err
 			}
-			if err := writeJSONFile(out, "bench.json", rep); err != nil {
+			if err := writeBenchFiles(out, rep, func(w io.Writer) error { return bench.WriteHTML(w, rep.Run, rep) }); err != nil {
 				return err
 			}
-			f, err := os.Create(filepath.Join(out, "report.html"))
-			if err != nil {
-				return err
-			}
-			if err := bench.WriteHTML(f, rep.Run, rep); err != nil {
-				f.Close()
-				return err
-			}
-			f.Close()
 			if asJSON {
 				c, _ := json.Marshal(rep)
 				fmt.Fprintln(cmd.OutOrStdout(), string(c))
@@ -177,18 +168,7 @@ func benchConform(cmd *cobra.Command, sc bench.Scenario, names, personas []strin
 	if err != nil {
 		return err
 	}
-	if err := writeJSONFile(out, "bench.json", c); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(out, "report.html"))
-	if err != nil {
-		return err
-	}
-	if err := bench.ConformanceHTML(f, c); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeBenchFiles(out, c, func(w io.Writer) error { return bench.ConformanceHTML(w, c) }); err != nil {
 		return err
 	}
 	w := cmd.OutOrStdout()
@@ -226,18 +206,7 @@ func benchCompare(cmd *cobra.Command, sc bench.Scenario, names []string, work, o
 	if err != nil {
 		return err
 	}
-	if err := writeJSONFile(out, "bench.json", c); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(out, "report.html"))
-	if err != nil {
-		return err
-	}
-	if err := bench.CompareHTML(f, c); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeBenchFiles(out, c, func(w io.Writer) error { return bench.CompareHTML(w, c) }); err != nil {
 		return err
 	}
 	w := cmd.OutOrStdout()
@@ -365,6 +334,23 @@ func printMixed(w io.Writer, r *bench.MixedReport, out string, took time.Duratio
 		fmt.Fprintf(w, "  %s\n", v)
 	}
 	fmt.Fprintf(w, "Wrote %s (bench took %s)\n", filepath.Join(out, "mixed.json"), took.Round(time.Second))
+}
+
+// writeBenchFiles writes v as out/bench.json and html's page as
+// out/report.html.
+func writeBenchFiles(out string, v any, html func(io.Writer) error) error {
+	if err := writeJSONFile(out, "bench.json", v); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := html(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeJSONFile writes v, indented, as out/name, making out if needed.
