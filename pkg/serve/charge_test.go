@@ -3,19 +3,13 @@ package serve
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // gate forwards chat calls to llmsim until the first has been answered,
@@ -76,22 +70,11 @@ func TestCancelChargesWhatTheLLMServed(t *testing.T) {
 	}
 	quiet := make(chan struct{})
 	g := &gate{sim: sim, quiet: quiet, stop: make(chan struct{})}
-	simSrv := httptest.NewServer(g)
-	defer simSrv.Close()
-	defer close(g.stop)
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
-		LLM:        llm.Config{BaseURL: simSrv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
-		Generators: 1, GeneratorConcurrency: 4, Explorers: 1, ExplorerConcurrency: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ropt, err := redis.ParseURL(cl.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(ropt)
-	defer rdb.Close()
+	cl := startCluster(ctx, t, g, 4, 2)
+	// Registered after the cluster's cleanup, so it runs first: held
+	// calls return before the cluster stops.
+	t.Cleanup(func() { close(g.stop) })
+	rdb := cl.Redis
 	tenants, err := ParseKeys(strings.NewReader("a:"+keyA), "test")
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
@@ -37,15 +34,7 @@ func TestAnsweredQuestionLeavesOnlyExpiringState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simSrv := httptest.NewServer(sim)
-	defer simSrv.Close()
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
-		LLM:        llm.Config{BaseURL: simSrv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
-		Generators: 1, GeneratorConcurrency: 4, Explorers: 1, ExplorerConcurrency: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := startCluster(ctx, t, sim, 4, 2)
 	rdb := cl.Redis
 	stateDir := t.TempDir()
 	retain := runstate.Retention{State: time.Hour}

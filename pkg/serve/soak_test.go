@@ -14,14 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/metrics"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // TestSoakHeapFlat asks QUORUM_SOAK_QUESTIONS (default 2,000) questions
@@ -49,21 +44,8 @@ func TestSoakHeapFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simSrv := httptest.NewServer(sim)
-	defer simSrv.Close()
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
-		LLM:        llm.Config{BaseURL: simSrv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
-		Generators: 1, GeneratorConcurrency: 16, Explorers: 1, ExplorerConcurrency: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ropt, err := redis.ParseURL(cl.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(ropt)
-	defer rdb.Close()
+	cl := startCluster(ctx, t, sim, 16, 8)
+	rdb := cl.Redis
 	tenants, err := ParseKeys(strings.NewReader("a:"+keyA), "test")
 	if err != nil {
 		t.Fatal(err)
