@@ -53,22 +53,22 @@ func TestDeadEndpointFailsWithinTheCallLimit(t *testing.T) {
 	}{
 		{name: "hang, batch: the call limit cuts the attempt", hang: true,
 			cfg:    llm.Config{AttemptTimeout: time.Minute, CallTimeout: 700 * time.Millisecond},
-			within: 3 * time.Second, timeout: true},
+			within: 8 * time.Second, timeout: true},
 		{name: "hang, batch: attempts time out, then the call", hang: true,
 			cfg:    llm.Config{AttemptTimeout: 300 * time.Millisecond, CallTimeout: time.Second, BaseBackoff: 10 * time.Millisecond},
-			within: 3 * time.Second, timeout: true},
+			within: 8 * time.Second, timeout: true},
 		{name: "hang, interactive: the interactive limit applies", hang: true, interactive: true,
 			cfg:    llm.Config{AttemptTimeout: time.Minute, CallTimeout: time.Hour, InteractiveCallTimeout: 700 * time.Millisecond},
-			within: 3 * time.Second, timeout: true},
+			within: 8 * time.Second, timeout: true},
 		{name: "500, batch: error backoff capped, attempts run out",
 			cfg:    llm.Config{MaxAttempts: 8, BaseBackoff: 10 * time.Millisecond, MaxBackoff: time.Hour, MaxErrorBackoff: 40 * time.Millisecond, CallTimeout: time.Hour},
-			within: 2 * time.Second},
+			within: 12 * time.Second},
 		{name: "500, batch: the call limit stops the retries",
 			cfg:    llm.Config{MaxAttempts: 50, BaseBackoff: 100 * time.Millisecond, MaxErrorBackoff: 200 * time.Millisecond, CallTimeout: 800 * time.Millisecond},
-			within: 3 * time.Second, timeout: true},
+			within: 8 * time.Second, timeout: true},
 		{name: "500, interactive: 3 attempts, short waits", interactive: true,
 			cfg:    llm.Config{MaxAttempts: 8, BaseBackoff: 10 * time.Millisecond, MaxBackoff: time.Hour, MaxErrorBackoff: time.Hour, CallTimeout: time.Hour},
-			within: 6 * time.Second},
+			within: 12 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
