@@ -134,12 +134,18 @@ func writable(dir string) error {
 }
 
 // failedExamples is the exit status of a run that ended: exit 1 when
-// examples failed, naming how many.
-func failedExamples(rep *outputs.Report) error {
-	if n := rep.Totals.Failed; n > 0 {
-		return &exitError{code: exitFailedExamples, msg: fmt.Sprintf("%d of %d examples failed (their errors are above and in run.json); resume with the same --run-id to retry what is unfinished", n, rep.Totals.Examples)}
+// examples failed, naming how many and, when again is set, the command
+// that runs them again (a plain resume keeps a failure).
+func failedExamples(rep *outputs.Report, again ...string) error {
+	n := rep.Totals.Failed
+	if n == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%d of %d examples failed (their errors are above and in run.json)", n, rep.Totals.Examples)
+	if len(again) > 0 {
+		msg += "; run them again with: " + strings.Join(again, " ")
+	}
+	return &exitError{code: exitFailedExamples, msg: msg}
 }
 
 // window is the admission window for a coordinator whose generators take
@@ -276,6 +282,7 @@ func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Mani
 func newCoordinatorCmd() *cobra.Command {
 	var cf clusterFlags
 	var rf runFlags
+	var retryFailed bool
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Start or resume a run: publish its tasks, collect final answers, write the outputs",
@@ -314,7 +321,7 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
-				MaxInFlight: rf.window(0, m, 0, 0), Retain: rf.retain.retention()})
+				MaxInFlight: rf.window(0, m, 0, 0), Retain: rf.retain.retention(), RetryFailed: retryFailed})
 			var aborted *coordinator.Aborted
 			if err != nil && (cmd.Context().Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}
@@ -323,11 +330,12 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			printSummary(cmd.OutOrStdout(), rep, rf.out)
-			return failedExamples(rep)
+			return failedExamples(rep, "quorum coordinator --retry-failed --run-id", m.Run, "--out", rf.out)
 		},
 	}
 	cf.register(cmd, false)
 	rf.register(cmd)
+	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, retryFailedUsage)
 	return cmd
 }
 
@@ -466,3 +474,7 @@ func (a *ablationFlags) apply(cfg *reforce.Config) {
 	cfg.ExploreAll, cfg.NoVote, cfg.NoRandomSelection = a.exploreAll, a.noVote, a.noRandom
 	cfg.NoCompression, cfg.GoldTables, cfg.GoldSchema, cfg.Compression = a.noCompression, a.goldTables, a.goldSchema, a.compression
 }
+
+// retryFailedUsage is --retry-failed's help, the same for run and the
+// coordinator.
+const retryFailedUsage = "when resuming, run the examples that failed again (a plain resume keeps their failure)"

@@ -228,12 +228,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				return err
 			}
 			printSummary(w, rep, rf.out)
-			if n := rep.Totals.Failed; n > 0 {
-				// A plain resume keeps failures: it names the flag that re-runs them.
-				return &exitError{code: exitFailedExamples, msg: fmt.Sprintf("%d of %d examples failed (their errors are above and in run.json); run them again with: quorum run --retry-failed --run-id %s --out %s --dataset %s",
-					n, rep.Totals.Examples, m.Run, rf.out, rf.dataset)}
-			}
-			return nil
+			return failedExamples(rep, "quorum run --retry-failed --run-id", m.Run, "--out", rf.out, "--dataset", rf.dataset)
 		},
 	}
 	cf.register(cmd, true)
@@ -241,6 +236,6 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 	rf.register(cmd)
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where the embedded NATS and local Redis keep their data (default <out>/.state)")
 	cmd.Flags().IntVar(&explorers, "explorers", 8, "exploration tasks handled at once")
-	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, "when resuming, run the examples that failed again (a plain resume keeps their failure)")
+	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, retryFailedUsage)
 	return cmd
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
@@ -179,6 +180,11 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	if f.http.MaxStreams < 0 || f.http.MaxStreamsPerTenant < 0 {
 		return nil, usage(fmt.Errorf("--max-streams %d, --max-streams-per-tenant %d: want 1 or more", f.http.MaxStreams, f.http.MaxStreamsPerTenant))
+	}
+	// Questions, schemas and answers are the tenants': no other local user
+	// may read them.
+	if err := outputs.PrivateDir(f.stateDir); err != nil {
+		return nil, usage(fmt.Errorf("--state-dir: %w", err))
 	}
 	file, err := f.cf.warehousesFile()
 	if err != nil {
@@ -348,9 +354,6 @@ batch work. Every request needs an API key (--api-keys) unless --no-auth.`,
 			tenants, err := f.tenants()
 			if err != nil {
 				return usage(err)
-			}
-			if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
-				return usage(fmt.Errorf("--state-dir: %w", err))
 			}
 			s, err := f.start(ctx, w, tenants)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/warehouse/schema"
@@ -83,11 +84,11 @@ func liveDatabases(sqliteDir string, file *registry.File) ([]liveDB, error) {
 // as a Spider 2.0 dataset under dir, which every agent and worker reads
 // like any other dataset. It returns the fingerprints it wrote.
 func materialise(ctx context.Context, dir string, dbs []liveDB, read func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error)) (map[string]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, outputs.DirMode); err != nil {
 		return nil, err
 	}
 	// An empty task file: the questions come over the API.
-	if err := os.WriteFile(filepath.Join(dir, "questions.jsonl"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "questions.jsonl"), nil, outputs.FileMode); err != nil {
 		return nil, err
 	}
 	fps := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -456,6 +457,17 @@ func TestServeLiveSchema(t *testing.T) {
 	if withNewTable.Load() == 0 {
 		t.Error("no prompt after the schema changed showed the new table")
 	}
+	// Schemas, questions and answers under --state-dir are the tenants':
+	// no other local user may read them.
+	filepath.WalkDir(state, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s under --state-dir has mode %v, want no access for group or others", p, info.Mode().Perm())
+		}
+		return nil
+	})
 }
 
 // TestServeQuestionWithTheLLMDown: a question whose LLM endpoint fails

@@ -56,9 +56,16 @@ type Env struct {
 	// Warehouses routes examples to the configured warehouses and opens
 	// them within their quotas; nil serves SQLite files only.
 	Warehouses *registry.Registry
+	// MaxRuns bounds the runs this process keeps built (default
+	// DefaultMaxRuns). A worker is never told that a run ended, so the
+	// least recently used run is dropped beyond it; a later task of that
+	// run loads it again from its manifest.
+	MaxRuns int
 
-	mu       sync.Mutex
-	runs     map[string]*Run
+	mu   sync.Mutex
+	runs map[string]*Run
+	// uses counts lookups: a run's last use orders eviction.
+	uses     uint64
 	datasets map[string]*loaded
 }
 
@@ -79,7 +86,14 @@ type Run struct {
 	// view is what the agent sees of DS: no gold (DS keeps it for
 	// scoring).
 	view *agent.View
+	// used is the Env's use count at the run's last lookup (under Env.mu).
+	used uint64
 }
+
+// DefaultMaxRuns is Env.MaxRuns's default: well above the runs a
+// cluster works on at once, far below a long-lived worker's thousands
+// of serve questions (each holds its agent and a copy of the questions).
+const DefaultMaxRuns = 64
 
 // Warehouse returns the warehouse of an example, within its quota.
 func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Warehouse, error) {
@@ -130,6 +144,8 @@ func (r *Run) AgentFor(name string) (*agent.Definition, agent.Agent, error) {
 func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	e.mu.Lock()
 	if r, ok := e.runs[id]; ok {
+		e.uses++
+		r.used = e.uses
 		e.mu.Unlock()
 		return r, nil
 	}
@@ -156,6 +172,8 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if r, ok := e.runs[id]; ok {
+		e.uses++
+		r.used = e.uses
 		return r, nil
 	}
 	// Questions may ask about any database of the dataset's catalogue.
@@ -184,8 +202,38 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	if e.runs == nil {
 		e.runs = map[string]*Run{}
 	}
+	e.uses++
+	r.used = e.uses
 	e.runs[id] = r
+	e.evict()
 	return r, nil
+}
+
+// evict drops the least recently used runs beyond MaxRuns (under e.mu).
+// Tasks holding a dropped run keep using it; only the cache lets go.
+func (e *Env) evict() {
+	max := e.MaxRuns
+	if max <= 0 {
+		max = DefaultMaxRuns
+	}
+	for len(e.runs) > max {
+		oldest := ""
+		for id, r := range e.runs {
+			if oldest == "" || r.used < e.runs[oldest].used {
+				oldest = id
+			}
+		}
+		delete(e.runs, oldest)
+	}
+}
+
+// Cached reports whether the process holds run id built (for tests and
+// diagnostics).
+func (e *Env) Cached(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.runs[id]
+	return ok
 }
 
 // Forget drops a finished run from the process's cache of runs: serve

@@ -95,7 +95,7 @@ func WriteSpider(dir string, s *dataset.Schema) error {
 }
 
 func writeFolder(dir string, f *dataset.SchemaFolder) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	withDesc := false
@@ -122,7 +122,7 @@ func writeFolder(dir string, f *dataset.SchemaFolder) error {
 		if err != nil {
 			return fmt.Errorf("table %s: %w", t.FullName, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, t.Name+".json"), append(b, '\n'), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, t.Name+".json"), append(b, '\n'), 0o600); err != nil {
 			return fmt.Errorf("table %s: %w", t.FullName, err)
 		}
 	}
@@ -130,7 +130,7 @@ func writeFolder(dir string, f *dataset.SchemaFolder) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "DDL.csv"), ddl.Bytes(), 0o644)
+	return os.WriteFile(filepath.Join(dir, "DDL.csv"), ddl.Bytes(), 0o600)
 }
 
 func spiderJSON(t *dataset.Table) spiderTable {
