@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
@@ -115,6 +120,7 @@ keys and when they expire) and deletes a run's keys. A finished run's keys
 expire by themselves (--retain, --retain-answers); an unfinished one's never
 do, so that it can be resumed.`,
 		Example: `  quorum runs list           # --redis-url or QUORUM_REDIS_URL names the Redis
+  quorum runs list --state-dir out/run-1/.state   # the Redis quorum run kept there
   quorum runs delete RUN     # with --nats-url, its queued messages too`,
 	}
 	cmd.AddCommand(newRunsListCmd(), newRunsDeleteCmd())
@@ -122,9 +128,11 @@ do, so that it can be resumed.`,
 }
 
 // runsFlags registers the cluster flags quorum runs uses: Redis's, and
-// with nats NATS's; the roles' other flags are hidden.
-func runsFlags(cmd *cobra.Command, cf *clusterFlags, nats bool) {
+// with nats NATS's; the roles' other flags are hidden. --state-dir reaches
+// the Redis that quorum run or serve keeps in a folder.
+func runsFlags(cmd *cobra.Command, cf *clusterFlags, stateDir *string, nats bool) {
 	cf.register(cmd, false)
+	cmd.Flags().StringVar(stateDir, "state-dir", "", "the --state-dir of a quorum run (default <out>/.state) or serve (default out/serve) whose own Redis holds the runs: the running one's, or one started over its files for this command")
 	unused := []string{"ack-wait", "max-deliver", "http-addr", "name", "log-level", "warehouses-config"}
 	if !nats {
 		unused = append(unused, "nats-url", "nats-creds", "nats-nkey", "nats-tls-ca", "nats-tls-cert", "nats-tls-key")
@@ -134,10 +142,17 @@ func runsFlags(cmd *cobra.Command, cf *clusterFlags, nats bool) {
 	}
 }
 
-// runsStore connects to the --redis-url Redis.
-func runsStore(cf *clusterFlags) (*runstate.Store, func(), error) {
+// runsStore connects to the --redis-url Redis, or to the one kept under
+// --state-dir.
+func runsStore(cf *clusterFlags, stateDir string) (*runstate.Store, func(), error) {
+	if stateDir != "" {
+		if cf.redisURL != "" {
+			return nil, nil, usage(errors.New("--state-dir and --redis-url: give one (--state-dir names the Redis of a quorum run or serve that had no --redis-url)"))
+		}
+		return stateDirStore(stateDir)
+	}
 	if cf.redisURL == "" {
-		return nil, nil, usage(errors.New("--redis-url is required (or QUORUM_REDIS_URL)"))
+		return nil, nil, usage(errors.New("--redis-url is required (or QUORUM_REDIS_URL), or --state-dir for the Redis a quorum run or serve keeps in its state folder"))
 	}
 	opt, err := cf.redisOptions()
 	if err != nil {
@@ -147,9 +162,41 @@ func runsStore(cf *clusterFlags) (*runstate.Store, func(), error) {
 	return runstate.New(rdb), func() { rdb.Close() }, nil
 }
 
+// stateDirStore reaches the Redis under a state folder: the server a
+// quorum process runs there, or else one this command starts over the
+// folder's append-only file and stops when it is done.
+func stateDirStore(stateDir string) (*runstate.Store, func(), error) {
+	dir := filepath.Join(stateDir, "redis")
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, nil, usage(fmt.Errorf("--state-dir %s has no redis folder: give the --state-dir of a quorum run (default <out>/.state) or serve (default out/serve)", stateDir))
+	}
+	url, err := localredis.Running(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--state-dir %s: %w", stateDir, err)
+	}
+	stop := func() {}
+	if url == "" {
+		pw := make([]byte, 16)
+		_, _ = rand.Read(pw)
+		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Password: hex.EncodeToString(pw)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--state-dir %s: %w", stateDir, err)
+		}
+		url, stop = srv.URL(), srv.Stop
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("--state-dir %s: %w", stateDir, err)
+	}
+	rdb := redis.NewClient(opt)
+	return runstate.New(rdb), func() { rdb.Close(); stop() }, nil
+}
+
 func newRunsListCmd() *cobra.Command {
 	var (
 		cf        clusterFlags
+		stateDir  string
 		asJSON    bool
 		questions bool
 	)
@@ -159,7 +206,7 @@ func newRunsListCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		Example: `  quorum runs list --redis-url redis://redis:6379/0 --questions`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, closeStore, err := runsStore(&cf)
+			st, closeStore, err := runsStore(&cf, stateDir)
 			if err != nil {
 				return err
 			}
@@ -189,7 +236,7 @@ func newRunsListCmd() *cobra.Command {
 			return nil
 		},
 	}
-	runsFlags(cmd, &cf, false)
+	runsFlags(cmd, &cf, &stateDir, false)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	cmd.Flags().BoolVar(&questions, "questions", false, "list quorum serve's question runs too")
 	return cmd
@@ -236,8 +283,9 @@ func fmtBytes(n int64) string {
 
 func newRunsDeleteCmd() *cobra.Command {
 	var (
-		cf    clusterFlags
-		force bool
+		cf       clusterFlags
+		stateDir string
+		force    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "delete RUN",
@@ -250,7 +298,7 @@ func newRunsDeleteCmd() *cobra.Command {
 			if err := queue.CheckToken("run id", run); err != nil {
 				return usage(err)
 			}
-			st, closeStore, err := runsStore(&cf)
+			st, closeStore, err := runsStore(&cf, stateDir)
 			if err != nil {
 				return err
 			}
@@ -279,7 +327,7 @@ func newRunsDeleteCmd() *cobra.Command {
 			return nil
 		},
 	}
-	runsFlags(cmd, &cf, true)
+	runsFlags(cmd, &cf, &stateDir, true)
 	cmd.Flags().BoolVar(&force, "force", false, "delete a run that is not finished (running, or interrupted and resumable)")
 	return cmd
 }

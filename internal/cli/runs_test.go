@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,41 @@ func TestRetainDurations(t *testing.T) {
 	rf.register(cmd)
 	if err := cmd.Flags().Parse([]string{"--retain", "20d"}); err != nil || rf.retain.retention() != (runstate.Retention{State: 20 * 24 * time.Hour, Answers: 20 * 24 * time.Hour}) {
 		t.Errorf("--retain 20d without --retain-answers: %+v, %v", rf.retain.retention(), err)
+	}
+}
+
+// TestRunsOverAStateDir: quorum run without --redis-url keeps its Redis in
+// its state folder; quorum runs reaches it there once the run has ended
+// (starting a server over the folder's files for the command), lists the
+// run, deletes it, and refuses a folder without Redis or both flags.
+func TestRunsOverAStateDir(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "out")
+	if log, err := run(t, "run", "--dataset", demo, "--limit", "1", "--votes", "1", "--out", out, "--run-id", "kept", "--log-level", "error"); err != nil {
+		t.Fatalf("quorum run: %v\n%s", err, log)
+	}
+	state := filepath.Join(out, ".state")
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr bool
+	}{
+		{"list", []string{"runs", "list", "--state-dir", state}, "kept  finished", false},
+		{"delete", []string{"runs", "delete", "kept", "--state-dir", state}, "Deleted run kept (finished)", false},
+		{"gone", []string{"runs", "list", "--state-dir", state}, "RUN", false},
+		{"no redis there", []string{"runs", "list", "--state-dir", t.TempDir()}, "has no redis folder", true},
+		{"both", []string{"runs", "list", "--state-dir", state, "--redis-url", "redis://127.0.0.1:1"}, "give one", true},
+	} {
+		log, err := run(t, tc.args...)
+		if err != nil {
+			log += err.Error()
+		}
+		if (err != nil) != tc.wantErr || !strings.Contains(log, tc.want) {
+			t.Errorf("%s: %v: error %v (want one: %v), output lacks %q or has it:\n%s", tc.name, tc.args, err, tc.wantErr, tc.want, log)
+		}
+		if tc.name == "gone" && strings.Contains(log, "kept") {
+			t.Errorf("after delete the run is still listed:\n%s", log)
+		}
 	}
 }

@@ -26,6 +26,10 @@ import (
 // ErrNotInstalled means redis-server is not on PATH.
 var ErrNotInstalled = errors.New("redis-server is not installed: run `apt-get install -y redis-server` (make test and make demo do it), or pass --redis-url to use a running Redis")
 
+// ErrDirInUse means another redis-server already runs over Options.Dir:
+// two servers appending to one append-only file would corrupt it.
+var ErrDirInUse = errors.New("another redis-server (another quorum process) is using this folder")
+
 // ErrNoTLS means the redis-server on PATH was built without TLS support.
 var ErrNoTLS = errors.New("redis-server was built without TLS (BUILD_TLS=yes); Debian's and the official images' builds have it")
 
@@ -39,6 +43,8 @@ type Server struct {
 	cmd            *exec.Cmd
 	out            *tail
 	exited         chan struct{}
+	// urlFile names the server to other processes (see Running).
+	urlFile string
 }
 
 // URL is the server's URL (rediss:// when it speaks TLS) with the
@@ -149,6 +155,17 @@ func Start(opt Options) (*Server, error) {
 	if err := private(opt.Dir); err != nil {
 		return nil, err
 	}
+	var lock *os.File
+	if opt.Dir != "" {
+		// A server being replaced (its quorum just died) may hold the
+		// lock for a moment longer.
+		if lock, err = lockDir(opt.Dir, 5*time.Second); err != nil {
+			return nil, err
+		}
+		// The server inherits the lock (ExtraFiles) and holds it as long
+		// as it lives; this process lets go of its copy.
+		defer lock.Close()
+	}
 	aof := "no"
 	if opt.AppendOnly {
 		aof = "yes"
@@ -193,6 +210,9 @@ func Start(opt Options) (*Server, error) {
 		}
 		cmd.Stdin = strings.NewReader(conf)
 		cmd.SysProcAttr = procAttr()
+		if lock != nil {
+			cmd.ExtraFiles = []*os.File{lock}
+		}
 		// Kept (the last lines) to say why the server stopped; Wait copies
 		// all of it before it returns.
 		out := &tail{}
@@ -210,6 +230,13 @@ func Start(opt Options) (*Server, error) {
 				return nil, ErrNoTLS
 			}
 			continue // the port may have been taken meanwhile
+		}
+		if opt.Dir != "" {
+			s.urlFile = filepath.Join(opt.Dir, urlFile)
+			if err := os.WriteFile(s.urlFile, []byte(s.URL()+"\n"), 0o600); err != nil {
+				s.Stop()
+				return nil, fmt.Errorf("redis dir %s: %w", opt.Dir, err)
+			}
 		}
 		return s, nil
 	}
@@ -339,6 +366,9 @@ func (s *Server) Stop() {
 	if s.cmd.Process == nil {
 		return
 	}
+	if s.urlFile != "" {
+		_ = os.Remove(s.urlFile)
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
@@ -356,4 +386,53 @@ func freePort() (int, error) {
 	defer l.Close()
 	_, port, _ := strings.Cut(l.Addr().String(), ":")
 	return strconv.Atoi(port)
+}
+
+// lockFile and urlFile live in a server's Dir: the lock is held by the
+// running server, the URL (with its password, 0600) names it.
+const (
+	lockFile = "redis.lock"
+	urlFile  = "redis.url"
+)
+
+// lockDir takes dir's lock, trying for up to wait, or returns ErrDirInUse.
+func lockDir(dir string, wait time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("redis dir %s: %w", dir, err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("redis dir %s: lock: %w", dir, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("redis dir %s: %w", dir, ErrDirInUse)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Running returns the URL of the redis-server running over dir (started by
+// another process's Start), or "" when none runs there.
+func Running(dir string) (string, error) {
+	lock, err := lockDir(dir, 0)
+	if err == nil {
+		lock.Close()
+		return "", nil
+	}
+	if !errors.Is(err, ErrDirInUse) {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, urlFile))
+	if err != nil {
+		return "", fmt.Errorf("redis dir %s: a server runs there but does not say where: %w", dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -72,3 +72,51 @@ func TestDirIsPrivate(t *testing.T) {
 		t.Errorf("found %d files in %s, want the old file and the server's append-only files", files, dir)
 	}
 }
+
+// TestDirIsLockedWhileAServerRuns: a second server over a folder a running
+// one appends to is refused (they would corrupt its append-only file);
+// Running names the running server to another process, and once it stops
+// (or dies) the folder is free again.
+func TestDirIsLockedWhileAServerRuns(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "redis")
+	if url, err := localredis.Running(filepath.Join(t.TempDir(), "missing")); err == nil || url != "" {
+		t.Errorf("Running over a missing folder: %q, %v; want an error", url, err)
+	}
+	srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Password: "pw"})
+	if errors.Is(err, localredis.ErrNotInstalled) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	if second, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true}); !errors.Is(err, localredis.ErrDirInUse) {
+		if second != nil {
+			second.Stop()
+		}
+		t.Errorf("a second server over %s: %v, want ErrDirInUse", dir, err)
+	}
+	url, err := localredis.Running(dir)
+	if err != nil || url != srv.URL() {
+		t.Fatalf("Running(%s) = %q, %v; want the running server's %q", dir, url, err, srv.URL())
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Errorf("the URL Running gave does not reach the server: %v", err)
+	}
+	srv.Stop()
+	if url, err := localredis.Running(dir); err != nil || url != "" {
+		t.Errorf("after Stop, Running(%s) = %q, %v; want none", dir, url, err)
+	}
+	again, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
+	if err != nil {
+		t.Fatalf("a server over the folder after the first stopped: %v", err)
+	}
+	again.Stop()
+}
