@@ -1,14 +1,16 @@
 # quorum: make demo runs the demo job, make test runs the tests.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
+# -s -w leave out the symbol table and DWARF (120 MB -> 88 MB); panics keep
+# their stack traces.
+LDFLAGS := -s -w -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
 DEMO    := examples/demo
 # REDOCLY lints docs/openapi.yaml; make deps installs it, pinned, with npm.
 REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps race bench chaos lint generate clean deploy-check
+.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check
 
 all: build
 
@@ -18,43 +20,61 @@ build:
 # demo runs ReFoRCE over the bundled demo dataset through quorum run (an
 # embedded NATS server, a local redis-server, every role in one process; the
 # simulated LLM unless OPENAI_API_KEY / --llm-base-url point at a real one)
-# and scores the answers with the Spider 2.0 evaluator.
-demo: deps build
+# and scores the answers with the Spider 2.0 evaluator. It installs only
+# redis-server.
+demo: deps-demo build
 	./bin/quorum inspect --strict $(DEMO)
 	rm -rf out/demo
 	./bin/quorum run --dataset $(DEMO) --run-id demo --out out/demo 2>out-demo.log || { tail -20 out-demo.log; exit 1; }
 	./bin/quorum eval --gold $(GOLD) --pred out/demo | tail -1
 
-# deps installs what the tests need when it is missing: redis-server, which
-# the rate-limit and runtime tests start on a free port, and (best effort)
-# chromium, which renders report.html in the report tests.
-deps:
+# APT installs a Debian package, waiting up to 5 minutes for another apt-get
+# holding the dpkg lock instead of failing at once.
+APT = SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	$$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends
+
+# deps-demo installs what the demo needs: redis-server (quorum run starts
+# one when no --redis-url is given).
+deps-demo:
 	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing redis-server"; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		$$SUDO apt-get install -y redis-server >/dev/null 2>&1 || \
-		{ $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y redis-server; }; \
+		echo "installing redis-server (Debian package): the demo's local Redis"; \
+		$(APT) redis-server >/dev/null 2>&1 || \
+		{ SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get -o DPkg::Lock::Timeout=300 update >/dev/null && $(APT) redis-server; }; \
 	}
 	@command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required: apt-get install -y redis-server"; exit 1; }
+
+# deps installs what the tests need when it is missing: redis-server, which
+# the rate-limit and runtime tests start on a free port, (best effort)
+# chromium, which renders report.html and the question page in the browser
+# tests, and redocly (npm, pinned), which lints docs/openapi.yaml.
+deps: deps-demo
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
-		echo "installing chromium"; \
-		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-		$$SUDO apt-get install -y chromium >/dev/null 2>&1 || \
-		{ $$SUDO apt-get update >/dev/null 2>&1 && $$SUDO apt-get install -y chromium >/dev/null 2>&1; } || \
-		echo "chromium not installed: the report rendering tests will be skipped"; \
+		echo "installing chromium (Debian package): the browser tests of report.html and the question page"; \
+		$(APT) chromium >/dev/null 2>&1 || \
+		{ SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && $(APT) chromium >/dev/null 2>&1; } || \
+		echo "chromium not installed: the browser tests will be skipped"; \
 	}
 	@[ -x $(REDOCLY) ] || { command -v npm >/dev/null 2>&1 && \
+		echo "installing @redocly/cli@$(REDOCLY_VERSION) (npm, into bin/): lints docs/openapi.yaml" && \
 		npm install --silent --no-audit --no-fund --prefix bin/redocly-$(REDOCLY_VERSION) @redocly/cli@$(REDOCLY_VERSION) >/dev/null; } || \
 		echo "npm not found: docs/openapi.yaml is not linted (pkg/serve's OpenAPI tests still parse it)"
 
-# test prints a line per package as it finishes (the roles' JSON logs are
-# kept out) and ends with a summary line; it fails if any package fails.
+# test runs three steps, each even when an earlier one failed: go test
+# (a line per package as it finishes; the roles' JSON logs are kept out),
+# the race detector, and the deploy files' check. Its last line gives each
+# step's outcome; it fails if any step fails.
 test: deps lint
-	@bash -c 'set -o pipefail; start=$$(date +%s); log=$$(mktemp); \
-	  { $(GO) test -count=1 ./... 2>&1 && $(MAKE) --no-print-directory race 2>&1 && $(MAKE) --no-print-directory deploy-check 2>&1; } \
-	    | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee $$log; rc=$$?; \
+	@bash -c 'start=$$(date +%s); log=$$(mktemp); rc=0; summary=; \
+	  step() { name=$$1; shift; s=$$(date +%s); \
+	    { "$$@" 2>&1; echo "$$?" >$$log.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$log; \
+	    r=$$(cat $$log.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; rc=1; fi; \
+	    summary="$$summary $$name $$o in $$(( $$(date +%s) - s ))s;"; }; \
+	  step "go test:" $(GO) test -count=1 ./...; \
+	  step "race:" $(MAKE) --no-print-directory race; \
+	  step "deploy-check:" $(MAKE) --no-print-directory deploy-check; \
 	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \
-	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s"; rm -f $$log; exit $$rc'
+	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s; steps:$$summary"; \
+	  rm -f $$log $$log.rc; exit $$rc'
 
 # deploy-check decodes the Kubernetes manifests strictly into the Kubernetes
 # and KEDA API types, loads docker-compose.yml with the compose-spec loader

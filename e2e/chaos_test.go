@@ -98,7 +98,7 @@ func TestChaos(t *testing.T) {
 	}
 	rport, _ := strconv.Atoi(rsrv.Addr[len("127.0.0.1:"):])
 	t.Cleanup(func() { rsrv.Stop() })
-	c := &cluster{t: t, natsURL: nproc.url(), redisURL: rsrv.URL(), llmURL: base.llmURL, sim: base.sim, logs: logs}
+	c := &cluster{t: t, natsURL: nproc.url(), redisURL: rsrv.URL(), llmURL: base.llmURL, sim: base.sim, gate: base.gate, logs: logs}
 
 	restarts := map[string]int{}
 	procs := map[string]*exec.Cmd{}

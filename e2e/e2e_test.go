@@ -7,6 +7,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,9 +67,88 @@ type cluster struct {
 	t        *testing.T
 	natsURL  string
 	redisURL string
-	llmURL   string
-	sim      *llmsim.Server
-	logs     string
+	// llmURL is the simulator's root: each process calls it under its own
+	// path (/w/<name>/v1), so the gate knows who is calling.
+	llmURL string
+	sim    *llmsim.Server
+	gate   *gate
+	logs   string
+}
+
+// gate sits in front of the simulator and can hold a process's next LLM
+// request until that process dies: a kill test then kills while a task is
+// surely in flight, never on a timer.
+type gate struct {
+	sim  http.Handler
+	mu   sync.Mutex
+	hold map[string]chan struct{}
+	stop chan struct{}
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/w/")
+	if !ok {
+		g.sim.ServeHTTP(w, r)
+		return
+	}
+	name, path, _ := strings.Cut(rest, "/")
+	g.mu.Lock()
+	held, armed := g.hold[name]
+	if armed && strings.HasSuffix(path, "chat/completions") {
+		delete(g.hold, name)
+		close(held)
+		g.mu.Unlock()
+		// Held until the caller's connection goes (its process was
+		// killed) or the test ends.
+		select {
+		case <-r.Context().Done():
+		case <-g.stop:
+			http.Error(w, "the test ended", http.StatusServiceUnavailable)
+		}
+		return
+	}
+	g.mu.Unlock()
+	r.URL.Path = "/" + path
+	g.sim.ServeHTTP(w, r)
+}
+
+// inFlight arms the gate for process name: the returned channel closes
+// when the process has an LLM request held (a task in flight).
+func (c *cluster) inFlight(name string) <-chan struct{} {
+	ch := make(chan struct{})
+	c.gate.mu.Lock()
+	c.gate.hold[name] = ch
+	c.gate.mu.Unlock()
+	return ch
+}
+
+// killInFlight waits until each named process has an LLM request in flight
+// (armed before with inFlight) and SIGKILLs it.
+func (c *cluster) killInFlight(held map[string]<-chan struct{}, procs map[string]*exec.Cmd) {
+	c.t.Helper()
+	for name, ch := range held {
+		select {
+		case <-ch:
+		case <-time.After(2 * time.Minute):
+			c.t.Fatalf("%s made no LLM request within 2 minutes: nothing to kill it in", name)
+		}
+		if err := procs[name].Process.Signal(syscall.SIGKILL); err != nil {
+			c.t.Fatal(err)
+		}
+		procs[name].Wait()
+	}
+}
+
+// waitFor polls cond (a state another process changes) until it holds.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -81,9 +162,11 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(sim)
+	g := &gate{sim: sim, hold: map[string]chan struct{}{}, stop: make(chan struct{})}
+	ts := httptest.NewServer(g)
 	t.Cleanup(ts.Close)
-	return &cluster{t: t, natsURL: natstest.Start(t).URL(), redisURL: redistest.Start(t).URL(), llmURL: ts.URL + "/v1", sim: sim, logs: t.TempDir()}
+	t.Cleanup(func() { close(g.stop) }) // first: held requests end, then the server closes
+	return &cluster{t: t, natsURL: natstest.Start(t).URL(), redisURL: redistest.Start(t).URL(), llmURL: ts.URL, sim: sim, gate: g, logs: t.TempDir()}
 }
 
 // start runs one role binary with the cluster's connection flags.
@@ -91,7 +174,7 @@ func (c *cluster) start(name, bin string, args ...string) *exec.Cmd {
 	c.t.Helper()
 	base := []string{"--nats-url", c.natsURL, "--redis-url", c.redisURL, "--ack-wait", "3s", "--log-level", "info"}
 	if bin == "generator-worker" || bin == "explorer-worker" {
-		base = append(base, "--llm-base-url", c.llmURL, "--llm-api-key", "test", "--concurrency", "4")
+		base = append(base, "--llm-base-url", c.llmURL+"/w/"+name+"/v1", "--llm-api-key", "test", "--concurrency", "4")
 	}
 	cmd := exec.Command(filepath.Join(binDir, bin), append(base, args...)...)
 	logf, err := os.Create(filepath.Join(c.logs, name+".log"))
@@ -238,14 +321,13 @@ func TestKilledGeneratorAndRestartedVoter(t *testing.T) {
 
 	c := newCluster(t)
 	gens, voter := c.workers()
+	held := c.inFlight("generator-1")
 	out := filepath.Join(t.TempDir(), "out")
 	coord := c.coordinator("coordinator", "disturbed", out)
-	time.Sleep(1500 * time.Millisecond)
-	if err := gens[0].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	gens[0].Wait()
-	time.Sleep(700 * time.Millisecond)
+	c.killInFlight(map[string]<-chan struct{}{"generator-1": held}, map[string]*exec.Cmd{"generator-1": gens[0]})
+	// The voter dies once results are flowing to it.
+	served := c.sim.Stats().Requests
+	waitFor(t, 2*time.Minute, "20 more LLM calls after the kill", func() bool { return c.sim.Stats().Requests >= served+20 })
 	if err := voter.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +354,8 @@ func TestCoordinatorKilledAndResumed(t *testing.T) {
 	c.workers()
 	out := filepath.Join(t.TempDir(), "out")
 	coord := c.coordinator("coordinator", "resumed", out)
-	time.Sleep(1500 * time.Millisecond)
+	// Killed mid-run: after a fifth of the undisturbed run's LLM calls.
+	waitFor(t, 2*time.Minute, "a fifth of the run's LLM calls", func() bool { return c.sim.Stats().Requests >= wantServed/5 })
 	if err := coord.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -332,16 +415,14 @@ func runKilled(t *testing.T, args []string, kill bool) snapshot {
 	c.start("generator-2", "generator-worker")
 	exp := c.start("explorer-1", "explorer-worker")
 	c.start("explorer-2", "explorer-worker")
+	var held map[string]<-chan struct{}
+	if kill {
+		held = map[string]<-chan struct{}{"explorer-1": c.inFlight("explorer-1"), "generator-1": c.inFlight("generator-1")}
+	}
 	out := filepath.Join(t.TempDir(), "out")
 	coord := c.start("coordinator", "coordinator", append([]string{"--run-id", "killed", "--dataset", demoDir(t), "--seed", "3", "--out", out}, args...)...)
 	if kill {
-		time.Sleep(1200 * time.Millisecond)
-		for _, p := range []*exec.Cmd{exp, gen} {
-			if err := p.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			p.Wait()
-		}
+		c.killInFlight(held, map[string]*exec.Cmd{"explorer-1": exp, "generator-1": gen})
 	}
 	wait(t, coord, c.logs, "coordinator", 4*time.Minute)
 	if kill {

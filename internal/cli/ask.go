@@ -288,6 +288,7 @@ in this process over --dataset, as serve would, and stops it afterwards.`,
 		},
 	}
 	f.register(cmd, false)
+	quietLogs(cmd, &f.cf.logLevel)
 	fl := cmd.Flags()
 	fl.StringVar(&server, "server", "", "URL of a running quorum serve (default: answer in this process over --dataset)")
 	fl.StringVar(&key, "api-key", os.Getenv("QUORUM_API_KEY"), "API key for --server (env QUORUM_API_KEY); never printed")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -176,6 +177,27 @@ func (f *clusterFlags) redisTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return opt.TLSConfig, nil
+}
+
+// userStateDir is a per-user folder for a command's state (serve's, an
+// in-process ask's): $XDG_STATE_HOME/quorum/NAME, ~/.local/state/quorum/NAME
+// without it, and out/NAME only when there is no home folder.
+func userStateDir(name string) string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "quorum", name)
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "quorum", name)
+	}
+	return filepath.Join("out", name)
+}
+
+// quietLogs makes warn the default log level of a command a user watches
+// (run, ask): its progress lines are the output, and info-level JSON lines
+// would interleave with them; --log-level info brings them back.
+func quietLogs(cmd *cobra.Command, level *string) {
+	*level = "warn"
+	cmd.Flags().Lookup("log-level").DefValue = "warn"
 }
 
 func newLogger(level string) (*zap.Logger, error) {

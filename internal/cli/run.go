@@ -232,6 +232,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 		},
 	}
 	cf.register(cmd, true)
+	quietLogs(cmd, &cf.logLevel)
 	lf.register(cmd)
 	rf.register(cmd)
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where the embedded NATS and local Redis keep their data (default <out>/.state)")

@@ -120,7 +120,6 @@ keys and when they expire) and deletes a run's keys. A finished run's keys
 expire by themselves (--retain, --retain-answers); an unfinished one's never
 do, so that it can be resumed.`,
 		Example: `  quorum runs list           # --redis-url or QUORUM_REDIS_URL names the Redis
-  quorum runs list --state-dir out/run-1/.state   # the Redis quorum run kept there
   quorum runs delete RUN     # with --nats-url, its queued messages too`,
 	}
 	cmd.AddCommand(newRunsListCmd(), newRunsDeleteCmd())
@@ -132,7 +131,7 @@ do, so that it can be resumed.`,
 // the Redis that quorum run or serve keeps in a folder.
 func runsFlags(cmd *cobra.Command, cf *clusterFlags, stateDir *string, nats bool) {
 	cf.register(cmd, false)
-	cmd.Flags().StringVar(stateDir, "state-dir", "", "the --state-dir of a quorum run (default <out>/.state) or serve (default out/serve) whose own Redis holds the runs: the running one's, or one started over its files for this command")
+	cmd.Flags().StringVar(stateDir, "state-dir", "", "the --state-dir of a quorum run (default <out>/.state) or serve (default ~/.local/state/quorum/serve) whose own Redis holds the runs: the running one's, or one started over its files for this command")
 	unused := []string{"ack-wait", "max-deliver", "http-addr", "name", "log-level", "warehouses-config"}
 	if !nats {
 		unused = append(unused, "nats-url", "nats-creds", "nats-nkey", "nats-tls-ca", "nats-tls-cert", "nats-tls-key")
@@ -168,7 +167,7 @@ func runsStore(cf *clusterFlags, stateDir string) (*runstate.Store, func(), erro
 func stateDirStore(stateDir string) (*runstate.Store, func(), error) {
 	dir := filepath.Join(stateDir, "redis")
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, nil, usage(fmt.Errorf("--state-dir %s has no redis folder: give the --state-dir of a quorum run (default <out>/.state) or serve (default out/serve)", stateDir))
+		return nil, nil, usage(fmt.Errorf("--state-dir %s has no redis folder: give the --state-dir of a quorum run (default <out>/.state) or serve (default ~/.local/state/quorum/serve)", stateDir))
 	}
 	url, err := localredis.Running(dir)
 	if err != nil {
@@ -204,7 +203,8 @@ func newRunsListCmd() *cobra.Command {
 		Use:     "list",
 		Short:   "List the runs in Redis: status, examples, created, keys, expiry",
 		Args:    cobra.NoArgs,
-		Example: `  quorum runs list --redis-url redis://redis:6379/0 --questions`,
+		Example: `  quorum runs list --redis-url redis://redis:6379/0 --questions
+  quorum runs list --state-dir out/run-1/.state   # the Redis a quorum run kept there`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, closeStore, err := runsStore(&cf, stateDir)
 			if err != nil {

@@ -77,7 +77,13 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 		fl.IntVar(&f.http.MaxStreamsPerTenant, "max-streams-per-tenant", 20, "event streams one tenant keeps open at once on this process; beyond, 429")
 		fl.StringVar(&f.questionLog, "question-log", "", "file receiving one JSON line per finished question (default <state-dir>/questions.jsonl)")
 	}
-	fl.StringVar(&f.stateDir, "state-dir", filepath.Join("out", "serve"), "where the embedded NATS and Redis keep their data and each question's run writes its files")
+	// serve and an in-process ask each have their own folder: two
+	// processes never share one Redis's files.
+	role := "ask"
+	if withListen {
+		role = "serve"
+	}
+	fl.StringVar(&f.stateDir, "state-dir", userStateDir(role), "where the embedded NATS and Redis keep their data and each question's run writes its files (default: under $XDG_STATE_HOME, or ~/.local/state, whatever the current folder)")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent answering questions that name none (quorum agents lists them)")
 	fl.IntVar(&f.votes, "votes", 8, "candidates per question unless it asks for another number")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of every question's run: the same question gets the same answer as in a dataset run with this seed")

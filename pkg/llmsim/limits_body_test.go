@@ -2,10 +2,12 @@ package llmsim_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llmsim"
@@ -26,9 +28,19 @@ func TestRequestBodyIsBounded(t *testing.T) {
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", llmsim.MaxRequestBytes+1) + `"}]}`
-	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", bytes.NewReader([]byte(body)))
+	// A broken bound would read the body and answer its 32 MiB prompt for
+	// minutes: the request gets a deadline far above a refusal's
+	// milliseconds, so the test fails instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/chat/completions", bytes.NewReader([]byte(body)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("an oversize body: %v (a refusal takes milliseconds: the body is not bounded before it is read)", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {

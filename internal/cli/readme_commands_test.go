@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeCommand is one command of the README's shell blocks, with its
+// continuation lines joined, and why it is not run here ("" = it runs).
+type readmeCommand struct {
+	line int
+	text string
+	skip string
+}
+
+// readmeCommands reads the commands of the README's ```sh blocks in order.
+func readmeCommands(readme string) []readmeCommand {
+	var cmds []readmeCommand
+	inSh := false
+	var cur *readmeCommand
+	for i, line := range strings.Split(readme, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "```") {
+			inSh = !inSh && (trimmed == "```sh" || trimmed == "```bash" || trimmed == "```shell")
+			cur = nil
+			continue
+		}
+		if !inSh {
+			continue
+		}
+		if cur != nil {
+			cur.text += " " + strings.TrimSuffix(trimmed, "\\")
+			if !strings.HasSuffix(trimmed, "\\") {
+				cur = nil
+			}
+			continue
+		}
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		cmds = append(cmds, readmeCommand{line: i + 1, text: strings.TrimSuffix(trimmed, "\\")})
+		if strings.HasSuffix(trimmed, "\\") {
+			cur = &cmds[len(cmds)-1]
+		}
+	}
+	for i := range cmds {
+		cmds[i].skip = readmeSkip(cmds[i].text)
+	}
+	return cmds
+}
+
+// readmeSkip says why a README command cannot run on a fresh clone in a
+// test: it needs credentials or servers the reader has, names a
+// placeholder, or runs for many minutes (make bench's own scenario).
+func readmeSkip(c string) string {
+	cmd := stripComment(c)
+	words := strings.Fields(cmd)
+	switch {
+	case len(words) == 0:
+		return "no command"
+	case strings.Contains(cmd, "…") || strings.Contains(cmd, "path/to/") || strings.Contains(cmd, " /data/") || strings.Contains(cmd, " /out/"):
+		return "a placeholder for the reader's own data or servers"
+	case strings.HasSuffix(cmd, "&"):
+		return "one process of a cluster the reader runs"
+	case words[0] == "make":
+		return "a make target (make test runs this test; make demo is quorum run and eval, run here)"
+	case words[0] == "quorum":
+		return "quorum on the reader's PATH, over the reader's files"
+	case words[0] != "bin/quorum":
+		return "not quorum's binary, or a request to a running server"
+	case len(words) > 1 && (words[1] == "serve" || words[1] == "llmsim"):
+		return "a server that runs until stopped (its own tests start it)"
+	case len(words) > 1 && words[1] == "bench":
+		return "a benchmark paced by its quota: minutes of wall time by design (make bench)"
+	case regexp.MustCompile(`--(server|redis-url|nats-url|llm-base-url)\b`).MatchString(cmd):
+		return "needs a server the reader runs"
+	}
+	return ""
+}
+
+func stripComment(c string) string {
+	if i := strings.Index(c, "  #"); i >= 0 {
+		c = c[:i]
+	}
+	return strings.TrimSpace(c)
+}
+
+// TestREADMECommandsRun runs the README's commands as written, in order,
+// from a folder laid out like a fresh clone (examples/, bin/quorum, and
+// ../shared when it is there), with a home of their own and no LLM
+// credentials: every one that needs no credentials, servers or
+// placeholders must exit 0.
+func TestREADMECommandsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the README's commands")
+	}
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := readmeCommands(string(b))
+	root := t.TempDir()
+	work := filepath.Join(root, "quorum")
+	if err := os.MkdirAll(filepath.Join(work, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	examples, _ := filepath.Abs("../../examples")
+	if err := os.Symlink(examples, filepath.Join(work, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(quorumBinary(t), filepath.Join(work, "bin", "quorum")); err != nil {
+		t.Fatal(err)
+	}
+	shared, _ := filepath.Abs("../../../shared")
+	hasShared := false
+	if _, err := os.Stat(shared); err == nil {
+		hasShared = os.Symlink(shared, filepath.Join(root, "shared")) == nil
+	}
+	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
+	ran := 0
+	for _, c := range cmds {
+		if c.skip == "" && strings.Contains(c.text, "../shared") && !hasShared {
+			c.skip = "../shared is not beside the repository"
+		}
+		if c.skip != "" {
+			t.Logf("README.md:%d not run (%s): %s", c.line, c.skip, c.text)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, "sh", "-c", c.text)
+		cmd.Dir, cmd.Env = work, env
+		began := time.Now()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("README.md:%d did not finish within 5 minutes: %s\n%s", c.line, c.text, tail(string(out), 2000))
+			continue
+		}
+		if err != nil {
+			t.Errorf("README.md:%d exits with %v on a fresh clone: %s\n%s", c.line, err, c.text, tail(string(out), 2000))
+			continue
+		}
+		ran++
+		t.Logf("README.md:%d ran in %.1fs: %s", c.line, time.Since(began).Seconds(), c.text)
+	}
+	// The README's first block (run, solve, eval, inspect, ask, agents)
+	// must be among them, or the rules above skip too much.
+	if ran < 9 {
+		t.Errorf("only %d README commands ran: the skip rules leave out what a reader would type", ran)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
