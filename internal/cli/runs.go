@@ -200,9 +200,9 @@ func newRunsListCmd() *cobra.Command {
 		questions bool
 	)
 	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List the runs in Redis: status, examples, created, keys, expiry",
-		Args:    cobra.NoArgs,
+		Use:   "list",
+		Short: "List the runs in Redis: status, examples, created, keys, expiry",
+		Args:  cobra.NoArgs,
 		Example: `  quorum runs list --redis-url redis://redis:6379/0 --questions
   quorum runs list --state-dir out/run-1/.state   # the Redis a quorum run kept there`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
