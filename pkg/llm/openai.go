@@ -138,8 +138,8 @@ type Config struct {
 	InteractiveAttempts int
 	// Calls are streamed, so an endpoint shows it is alive long before a
 	// slow model has finished: it sends its response headers as soon as it
-	// takes the work, then chunks while it writes. DefaultHeaderTimeout
-	// works out what these limits give with the defaults.
+	// takes the work, then chunks while it writes. The comment on the
+	// Default…Timeout constants works out what the defaults give.
 	//
 	// HeaderTimeout bounds a streamed attempt's wait for its response
 	// headers (default 15s; an interactive call waits at most 5s). It does
@@ -283,7 +283,7 @@ type endpoint struct {
 // saying so once.
 func (c *OpenAI) stopStreaming(ep *endpoint, model, why string) {
 	if ep.noStream.CompareAndSwap(false, true) {
-		c.log.Warn("llm endpoint does not stream: its calls go non-streamed from now on, and a hung attempt is abandoned only after the attempt timeout (set stream: false for it in --llm-config to skip this)",
+		c.log.Warn("llm endpoint does not stream: its calls go non-streamed from now on, and a hung attempt is abandoned only after the attempt timeout (configure it with stream: false to skip this)",
 			zap.String("endpoint", ep.Name), zap.String("url", redact.URL(ep.BaseURL)), zap.String("model", model), zap.String("why", why))
 	}
 }
