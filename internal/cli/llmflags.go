@@ -35,6 +35,7 @@ type llmFlags struct {
 	configFile                                string
 	temperature                               float64
 	maxAttempts                               int
+	headerTimeout, stallTimeout               time.Duration
 	attemptTimeout, callTimeout               time.Duration
 	simSeed                                   uint64
 	simGold                                   float64
@@ -58,11 +59,13 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.roleModels, "role-model", nil, "model for one role, ROLE=MODEL (roles: generate, explore, link, format, vote, or any an agent uses); repeatable")
 	fl.StringArrayVar(&f.roleEndpoints, "role-endpoint", nil, "send one role's calls elsewhere: ROLE=URL (an OpenAI-compatible base URL; it gets no API key unless --role-api-key names one) or ROLE=NAME (an endpoint of --llm-config); repeatable")
 	fl.StringArrayVar(&f.roleKeys, "role-api-key", nil, "ROLE=ENV_VAR: the environment variable holding the API key for ROLE's --role-endpoint URL (name the variable, never the key); repeatable")
-	fl.StringVar(&f.configFile, "llm-config", "", "YAML or JSON file of named endpoints (name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm) and roles (ROLE: endpoint, model, temperature, max_tokens); an endpoint named default is the default endpoint; flags override the file; rpm/tpm are enforced cluster-wide where a Redis limiter runs")
+	fl.StringVar(&f.configFile, "llm-config", "", "YAML or JSON file of named endpoints (name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream: false for a server that cannot stream) and roles (ROLE: endpoint, model, temperature, max_tokens); an endpoint named default is the default endpoint; flags override the file; rpm/tpm are enforced cluster-wide where a Redis limiter runs")
 	fl.Float64Var(&f.temperature, "temperature", 1, "sampling temperature (ignored by reasoning models)")
 	fl.IntVar(&f.maxAttempts, "llm-attempts", 8, "attempts per LLM call before it is recorded as failed")
-	fl.DurationVar(&f.attemptTimeout, "llm-attempt-timeout", llm.DefaultAttemptTimeout, "abandon one HTTP attempt of an LLM call after this long (a hung endpoint cannot be told from a slow model sooner)")
-	fl.DurationVar(&f.callTimeout, "llm-call-timeout", llm.DefaultCallTimeout, fmt.Sprintf("fail an LLM call after this long in all, attempts and the waits between them (quota waits not counted); calls a user waits for (serve, ask) get at most %s and 3 attempts", llm.DefaultInteractiveCallTimeout))
+	fl.DurationVar(&f.headerTimeout, "llm-header-timeout", llm.DefaultHeaderTimeout, "abandon an attempt of an LLM call whose endpoint sends no response headers within this long (calls are streamed: a live endpoint answers them at once, before the model writes); a call to an endpoint that answers nothing fails after 3 times this; calls a user waits for wait at most 5s")
+	fl.DurationVar(&f.stallTimeout, "llm-stall-timeout", llm.DefaultStallTimeout, "abandon an attempt of an LLM call whose response stream stays silent this long (a reasoning model may think for minutes without a token)")
+	fl.DurationVar(&f.attemptTimeout, "llm-attempt-timeout", llm.DefaultAttemptTimeout, "abandon one HTTP attempt of an LLM call after this long, however live its stream: the longest generation accepted (the only bound for an endpoint that does not stream)")
+	fl.DurationVar(&f.callTimeout, "llm-call-timeout", llm.DefaultCallTimeout, fmt.Sprintf("start no attempt of an LLM call after this long in all, attempts and the waits between them (quota waits not counted; a stream already flowing is not cut); calls a user waits for (serve, ask) get at most %s and 3 attempts", llm.DefaultInteractiveCallTimeout))
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated LLM (used only when no LLM is configured)")
 	fl.Float64Var(&f.simGold, "sim-p-gold", llmsim.DefaultNoise().Gold, "simulated LLM: probability that a first answer is right")
 	fl.Var(&f.simPersonas, "sim-persona", "simulated LLM: reply in a real model's surface form, PERSONA or MODEL=PERSONA by model name; repeatable (see quorum llmsim --help)")
@@ -122,9 +125,15 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 	f.warnKeyFlag()
 	temp := f.temperature
 	cfg := llm.Config{Default: llm.ModelConfig{Name: f.model, Temperature: &temp}, MaxAttempts: f.maxAttempts,
-		AttemptTimeout: f.attemptTimeout, CallTimeout: f.callTimeout, Models: map[llm.Role]llm.ModelConfig{}}
-	if f.attemptTimeout < 0 || f.callTimeout < 0 {
-		return cfg, "", nil, fmt.Errorf("--llm-attempt-timeout %s, --llm-call-timeout %s: must not be negative (0 = the default)", f.attemptTimeout, f.callTimeout)
+		HeaderTimeout: f.headerTimeout, StallTimeout: f.stallTimeout, AttemptTimeout: f.attemptTimeout, CallTimeout: f.callTimeout,
+		Models: map[llm.Role]llm.ModelConfig{}}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"llm-header-timeout", f.headerTimeout}, {"llm-stall-timeout", f.stallTimeout}, {"llm-attempt-timeout", f.attemptTimeout}, {"llm-call-timeout", f.callTimeout}} {
+		if d.v < 0 {
+			return cfg, "", nil, fmt.Errorf("--%s %s: must not be negative (0 = the default)", d.flag, d.v)
+		}
 	}
 	fileDefault := false
 	if f.configFile != "" {
@@ -134,8 +143,8 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		}
 		for _, e := range file.Endpoints {
 			if e.Name == llm.DefaultEndpoint {
-				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota =
-					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota
+				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream =
+					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream
 				fileDefault = true
 				continue
 			}
@@ -400,6 +409,9 @@ type llmConfigEndpoint struct {
 	Headers         map[string]string `json:"headers,omitempty"`
 	RPM             float64           `json:"rpm,omitempty"`
 	TPM             float64           `json:"tpm,omitempty"`
+	// Stream false sends the endpoint's calls non-streamed (see
+	// llm.Endpoint.NoStream); absent or true streams them.
+	Stream *bool `json:"stream,omitempty"`
 }
 
 type llmConfigRole struct {
@@ -428,7 +440,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if i := strings.Index(msg, "unknown field"); i >= 0 {
 			msg = msg[i:] // without the decoder's layers of prefixes
 		}
-		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm], roles: {ROLE: endpoint, model, temperature, max_tokens})", path, msg)
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream], roles: {ROLE: endpoint, model, temperature, max_tokens})", path, msg)
 	}
 	fail := func(format string, args ...any) (*llmConfig, error) {
 		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
@@ -453,7 +465,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		}
 		names[e.Name] = true
 		ep := llm.Endpoint{Name: e.Name, BaseURL: e.BaseURL, Organization: e.Organization, AzureAPIVersion: e.AzureAPIVersion,
-			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}}
+			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}, NoStream: e.Stream != nil && !*e.Stream}
 		if e.APIKeyEnv != "" {
 			if !envName.MatchString(e.APIKeyEnv) {
 				// Not echoed: it may be the key itself.

@@ -41,6 +41,7 @@ endpoints:
     base_url: https://res.openai.azure.com
     api_key_env: AZ_KEY
     azure_api_version: 2024-05-01-preview
+    stream: false
 roles:
   explore: {endpoint: fast, model: o3, max_tokens: 4000}
   link: {endpoint: az, model: small, temperature: 0}
@@ -69,6 +70,7 @@ func TestLLMConfigFile(t *testing.T) {
 		{"bad endpoint name", "llm.yaml", "endpoints:\n  - {name: 'a:b', base_url: http://h/v1}\n", `endpoint name "a:b"`},
 		{"duplicate endpoint", "llm.yaml", "endpoints:\n  - {name: a, base_url: http://h/v1}\n  - {name: a, base_url: http://i/v1}\n", `endpoint "a" is defined twice`},
 		{"negative rpm", "llm.yaml", "endpoints:\n  - {name: a, base_url: http://h/v1, rpm: -1}\n", `rpm and tpm must not be negative`},
+		{"stream not a bool", "llm.yaml", "endpoints:\n  - {name: a, base_url: http://h/v1, stream: sometimes}\n", `--llm-config`},
 		{"empty role", "llm.json", `{"roles":{"":{"model":"o3"}}}`, `a role name is empty`},
 		{"temperature out of range", "llm.yaml", "roles:\n  explore: {temperature: 3}\n", `temperature 3 is outside [0, 2]`},
 		{"malformed", "llm.yaml", "endpoints: [\n", `--llm-config`},
@@ -96,7 +98,8 @@ func TestLLMConfigFile(t *testing.T) {
 	}
 	fast, az := cfg.Endpoints[0], cfg.Endpoints[1]
 	if fast.APIKey != "sk-fast-secret" || fast.Quota != (llm.Quota{RequestsPerMinute: 600, TokensPerMinute: 200000}) ||
-		fast.Organization != "org-1" || fast.Headers["X-Tenant"] != "acme" || az.AzureAPIVersion != "2024-05-01-preview" || az.APIKey != "az-secret" {
+		fast.Organization != "org-1" || fast.Headers["X-Tenant"] != "acme" || az.AzureAPIVersion != "2024-05-01-preview" || az.APIKey != "az-secret" ||
+		fast.NoStream || !az.NoStream {
 		t.Errorf("endpoints %+v", cfg.Endpoints)
 	}
 	ex, link, vote := cfg.Roles["explore"], cfg.Roles["link"], cfg.Roles["vote"]
@@ -113,6 +116,7 @@ func TestLLMFlagsResolveRoles(t *testing.T) {
 	file := writeFile(t, "llm.yaml", strings.Replace(goodYAML, "roles:", `  - name: default
     base_url: https://user:pw@gateway.example.com/v1?key=sk-in-query
     api_key_env: GW_KEY
+    stream: false
 roles:`, 1))
 	f := &llmFlags{model: "gpt-4o", temperature: 0.5, maxAttempts: 3, configFile: file,
 		getenv:        env(map[string]string{"FAST_KEY": "sk-fast-secret", "AZ_KEY": "az-secret", "GW_KEY": "sk-gw-secret", "LOCAL_KEY": "sk-local-secret"}),
@@ -125,8 +129,8 @@ roles:`, 1))
 		t.Fatal(err)
 	}
 	stop()
-	if cfg.APIKey != "sk-gw-secret" || !strings.HasPrefix(cfg.BaseURL, "https://user:pw@gateway") {
-		t.Errorf("default endpoint from the file: %s", cfg.BaseURL)
+	if cfg.APIKey != "sk-gw-secret" || !strings.HasPrefix(cfg.BaseURL, "https://user:pw@gateway") || !cfg.NoStream {
+		t.Errorf("default endpoint from the file: %s (no stream %v)", cfg.BaseURL, cfg.NoStream)
 	}
 	names := map[string]llm.Endpoint{}
 	for _, e := range cfg.Endpoints {

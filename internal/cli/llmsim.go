@@ -119,9 +119,10 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 	deprecate(f, "llm-tpm", "tpm")
 	f.IntVar(&limits.MaxConcurrency, "max-concurrency", 0, "concurrent requests before 429s (0 = unlimited)")
 	f.Float64Var(&faults.ServerError, "p-5xx", 0, "probability of a 500/502/503 per attempt")
-	f.Float64Var(&faults.Hang, "p-hang", 0, "probability that an attempt hangs")
+	f.Float64Var(&faults.Hang, "p-hang", 0, "probability that an attempt hangs before any response headers (a dead endpoint)")
 	f.Float64Var(&faults.Malformed, "p-malformed", 0, "probability of a malformed response body")
-	f.DurationVar(&faults.HangFor, "hang-for", 10*time.Minute, "how long a hung attempt lasts")
+	f.Float64Var(&faults.Stall, "p-stall", 0, "probability that a reply stalls part-way: headers and the first chunks, then silence until the connection drops (after --hang-for)")
+	f.DurationVar(&faults.HangFor, "hang-for", 10*time.Minute, "how long a hung or stalled attempt lasts")
 	f.BoolVar(&showCfg, "show-config", false, "print the effective configuration at start")
 	f.Var(&personas, "persona", "reply in a real model's surface form: PERSONA for every model, or MODEL=PERSONA by the request's model field; comma-separated, repeatable (personas: "+strings.Join(llmsim.PersonaNames(), ", ")+")")
 	return cmd

@@ -334,6 +334,8 @@ func TestBadRunInputIsRefusedWithExit2(t *testing.T) {
 	}{
 		{[]string{"run", "--dataset", demo, "--votes", "0"}, "--votes 0: an example needs at least 1 candidate"},
 		{[]string{"run", "--dataset", demo, "--round-timeout", "-1s"}, "--round-timeout -1s"},
+		{[]string{"run", "--dataset", demo, "--llm-header-timeout", "-1s"}, "--llm-header-timeout -1s: must not be negative"},
+		{[]string{"run", "--dataset", demo, "--llm-stall-timeout", "-2m"}, "--llm-stall-timeout -2m0s: must not be negative"},
 		{[]string{"run", "--dataset", demo, "--max-in-flight", "-5"}, "--max-in-flight -5"},
 		{[]string{"run", "--dataset", demo, "--votes", "many"}, `invalid argument "many" for "--votes"`},
 		{[]string{"run"}, "--dataset is required"},

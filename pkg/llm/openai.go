@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -75,6 +76,14 @@ type Endpoint struct {
 	// Quota is the account's limits, enforced by the Limiter; zero leaves
 	// them to the Limiter's default.
 	Quota Quota
+	// NoStream sends the endpoint's calls non-streamed, for a server that
+	// cannot stream. The client also learns it, once per endpoint with a
+	// warning, from a 400 that names stream or stream_options and from a
+	// whole JSON completion answered to a streamed request. Without a
+	// stream the headers come only with the answer, so HeaderTimeout and
+	// StallTimeout do not apply: AttemptTimeout alone bounds an attempt,
+	// and a hung endpoint is told from a slow model only when it runs out.
+	NoStream bool
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -99,14 +108,15 @@ type Limiter interface {
 
 // Config configures an OpenAI-compatible client.
 type Config struct {
-	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers and Quota
-	// describe the default endpoint (see Endpoint).
+	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota and
+	// NoStream describe the default endpoint (see Endpoint).
 	BaseURL         string
 	APIKey          string
 	Organization    string
 	AzureAPIVersion string
 	Headers         map[string]string
 	Quota           Quota
+	NoStream        bool
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -126,15 +136,44 @@ type Config struct {
 	// (priority.Interactive: a quorum serve question), whose waits between
 	// attempts are also capped at a few seconds (default 3).
 	InteractiveAttempts int
-	// AttemptTimeout bounds one HTTP attempt (default 2 minutes: a long
-	// non-streamed completion of a reasoning model fits; a hung endpoint
-	// cannot be told from a slow model sooner).
+	// Calls are streamed, so an endpoint shows it is alive long before a
+	// slow model has finished: it sends its response headers as soon as it
+	// takes the work, then chunks while it writes. The comment on the
+	// Default…Timeout constants works out what the defaults give.
+	//
+	// HeaderTimeout bounds a streamed attempt's wait for its response
+	// headers (default 15s; an interactive call waits at most 5s). It does
+	// not cover the first chunk: a reasoning model sends none while it
+	// thinks, which StallTimeout covers. An endpoint that sends its
+	// headers only with its first token (Ollama loading a model) needs
+	// more.
+	HeaderTimeout time.Duration
+	// StallTimeout is the silence a stream may keep once its headers came,
+	// before its first chunk and between chunks (default 2 minutes: a
+	// reasoning model may think that long without a token). Any bytes
+	// count, keep-alive comments too.
+	StallTimeout time.Duration
+	// DeadEndpointTimeout bounds the time a call spends on an endpoint
+	// that shows no life: attempts that got no response headers
+	// (transport errors, HeaderTimeout), server errors (5xx), and the
+	// waits after them (default 3 × HeaderTimeout; an interactive call at
+	// most 12s). A 2xx response or a 429 shows the endpoint alive and
+	// restarts this clock.
+	DeadEndpointTimeout time.Duration
+	// AttemptTimeout bounds one HTTP attempt however live its stream
+	// (default 10 minutes: the longest generation accepted). A dead
+	// endpoint is caught by HeaderTimeout instead, except without a
+	// stream (Endpoint.NoStream), where this is the only bound.
 	AttemptTimeout time.Duration
-	// CallTimeout bounds a whole call, its attempts and the waits between
-	// them (default 5 minutes). Time spent waiting for quota (the Limiter,
-	// a 429's Retry-After) does not count: throttled work is slow, not
-	// failing. An interactive call gets at most InteractiveCallTimeout
-	// (default 1 minute).
+	// CallTimeout bounds a call's retrying (default 15 minutes): no
+	// attempt starts after it, a streamed attempt waits for its headers
+	// only until it, and a non-streamed attempt, whose answer is its only
+	// sign of life, ends at it. A stream already flowing is not cut
+	// (StallTimeout and AttemptTimeout bound it), so a slow but live
+	// generation is never lost to it. Time spent waiting for quota (the
+	// Limiter, a 429's Retry-After) does not count: throttled work is
+	// slow, not failing. An interactive call gets at most
+	// InteractiveCallTimeout (default 1 minute).
 	CallTimeout            time.Duration
 	InteractiveCallTimeout time.Duration
 	// ExpectedCompletionTokens is the completion size reserved against the
@@ -150,7 +189,7 @@ type Config struct {
 // defaultEndpoint is the default endpoint as an Endpoint.
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
-		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota}
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -236,15 +275,54 @@ func (c *OpenAI) pace(ctx context.Context, b Bucket, h http.Header, tokens int) 
 type endpoint struct {
 	Endpoint
 	client *openai.Client
+	// noStream: the endpoint cannot stream (configured, or learnt).
+	noStream atomic.Bool
+}
+
+// stopStreaming sends the endpoint's calls non-streamed from now on,
+// saying so once.
+func (c *OpenAI) stopStreaming(ep *endpoint, model, why string) {
+	if ep.noStream.CompareAndSwap(false, true) {
+		c.log.Warn("llm endpoint does not stream: its calls go non-streamed from now on, and a hung attempt is abandoned only after the attempt timeout (configure it with stream: false to skip this)",
+			zap.String("endpoint", ep.Name), zap.String("url", redact.URL(ep.BaseURL)), zap.String("model", model), zap.String("why", why))
+	}
 }
 
 var endpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Default time limits of a call (see Config).
+//
+// With them, a call to a dead endpoint fails in under a minute, and an
+// interactive one in seconds (TestDefaultsFailADeadEndpointInTime checks
+// this arithmetic; "≤" includes the backoff's jitter):
+//
+//   - batch, nothing answers: each attempt waits 15s for headers; the
+//     waits after attempts 1 and 2 are at most 1s and 2s (BaseBackoff,
+//     doubling). Attempt 2 ends by 31s, the wait after it by 33s, and
+//     attempt 3 waits only the 12s left of DeadEndpointTimeout (45s):
+//     the call fails by 45s.
+//   - batch, every attempt a 500 at once: 8 attempts and 7 waits of at
+//     most 1, 2, 4, then MaxErrorBackoff's 8s: 39s at most.
+//   - interactive, nothing answers: 5s, ≤1s, 5s; the wait after attempt 2
+//     (≥1s) would pass the interactive 12s dead limit, so the call fails
+//     by 11s.
+//   - interactive, 500s: 3 attempts, waits of ≤1s and ≤2s: 3s.
+//
+// A live stream is never cut by these: once headers came, only
+// StallTimeout (2m of silence) and AttemptTimeout (10m) apply.
 const (
-	DefaultAttemptTimeout         = 2 * time.Minute
-	DefaultCallTimeout            = 5 * time.Minute
+	DefaultHeaderTimeout          = 15 * time.Second
+	DefaultStallTimeout           = 2 * time.Minute
+	DefaultAttemptTimeout         = 10 * time.Minute
+	DefaultCallTimeout            = 15 * time.Minute
 	DefaultInteractiveCallTimeout = time.Minute
+)
+
+// An interactive call's waits for headers and for a dead endpoint: a user
+// is waiting, and a live endpoint sends its headers within a second.
+const (
+	interactiveHeaderTimeout = 5 * time.Second
+	interactiveDeadTimeout   = 12 * time.Second
 )
 
 // ErrCallTimeout is a call that ran out of its CallTimeout.
@@ -269,6 +347,15 @@ func New(cfg Config) (*OpenAI, error) {
 	}
 	if cfg.MaxErrorBackoff <= 0 {
 		cfg.MaxErrorBackoff = 8 * time.Second
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
+	if cfg.DeadEndpointTimeout <= 0 {
+		cfg.DeadEndpointTimeout = 3 * cfg.HeaderTimeout
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = DefaultAttemptTimeout
@@ -340,7 +427,13 @@ func newEndpoint(e Endpoint, base http.RoundTripper) (*endpoint, error) {
 	}
 	oc.OrgID = e.Organization
 	oc.HTTPClient = httpc
-	return &endpoint{Endpoint: e, client: openai.NewClientWithConfig(oc)}, nil
+	// go-openai fails a stream after this many non-data lines in a row:
+	// keep-alive comments while a model thinks are not an error (the
+	// attempt's time limits bound a stream).
+	oc.EmptyMessagesLimit = 1 << 20
+	ep := &endpoint{Endpoint: e, client: openai.NewClientWithConfig(oc)}
+	ep.noStream.Store(e.NoStream)
+	return ep, nil
 }
 
 func (c *OpenAI) endpoint(name string) (*endpoint, bool) {
@@ -410,18 +503,30 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	var lastErr error
 	lastStatus := 0
 	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)
-	limit := c.cfg.CallTimeout
+	limit, header, dead := c.cfg.CallTimeout, c.cfg.HeaderTimeout, c.cfg.DeadEndpointTimeout
 	if interactive {
 		// A user is waiting: say what is wrong within seconds.
 		attempts = min(attempts, c.cfg.InteractiveAttempts)
 		limit = min(limit, c.cfg.InteractiveCallTimeout)
+		header = min(header, interactiveHeaderTimeout)
+		dead = min(dead, interactiveDeadTimeout)
 	}
-	// The call's clock runs except while it waits for quota.
+	// The call's clock runs except while it waits for quota; so does the
+	// dead-endpoint clock, which restarts whenever the endpoint shows life.
 	began := time.Now()
 	var quotaWait time.Duration
 	left := func() time.Duration { return limit - (time.Since(began) - quotaWait) }
+	deadFrom, deadQuota := began, time.Duration(0)
+	deadLeft := func() time.Duration { return dead - (time.Since(deadFrom) - (quotaWait - deadQuota)) }
 	outOfTime := func(done int) error {
 		err := fmt.Errorf("%w (%s, quota waits not counted)", ErrCallTimeout, limit)
+		if lastErr != nil {
+			err = fmt.Errorf("%w; the last attempt: %w", err, lastErr)
+		}
+		return fail(done, lastStatus, err)
+	}
+	down := func(done int) error {
+		err := fmt.Errorf("%w: no response for %s (attempts got no headers, transport errors or server errors only)", ErrEndpointDown, dead)
 		if lastErr != nil {
 			err = fmt.Errorf("%w; the last attempt: %w", err, lastErr)
 		}
@@ -441,17 +546,30 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			}
 			settle = s
 		}
-		remaining := left()
+		remaining, deadRemaining := left(), deadLeft()
 		if remaining <= 0 {
 			settle(ctx, 0)
 			return nil, outOfTime(attempt - 1)
 		}
+		if deadRemaining <= 0 {
+			settle(ctx, 0)
+			return nil, down(attempt - 1)
+		}
+		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
+			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
 		capt := &capture{continueFinal: req.ContinueFinal}
-		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), min(c.cfg.AttemptTimeout, remaining))
+		stream := !ep.noStream.Load()
 		start := time.Now()
-		resp, err := ep.client.CreateChatCompletion(actx, oreq)
+		resp, answeredJSON, err := c.send(ctx, ep, oreq, capt, stream, lim)
+		if stream && err != nil && ctx.Err() == nil && rejectsStreaming(err) {
+			// The endpoint cannot stream: the same attempt, non-streamed.
+			c.stopStreaming(ep, mc.Name, err.Error())
+			capt = &capture{continueFinal: req.ContinueFinal}
+			resp, _, err = c.send(ctx, ep, oreq, capt, false, lim)
+		} else if answeredJSON {
+			c.stopStreaming(ep, mc.Name, "it answered a streamed request with a whole JSON completion")
+		}
 		elapsed := time.Since(start)
-		cancel()
 		usage.Latency += elapsed
 		if err == nil && len(resp.Choices) == 0 {
 			err = errors.New("the response has no choices")
@@ -475,6 +593,10 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		}
 		status := statusOf(err)
 		lastErr, lastStatus = err, status
+		if capt.answered() || status == http.StatusTooManyRequests {
+			// Alive, if failing: not what the dead-endpoint clock times.
+			deadFrom, deadQuota = time.Now(), quotaWait
+		}
 		retry, delay := c.classify(status, capt.header(), attempt)
 		if !retry {
 			return nil, fail(attempt, status, err)
@@ -497,6 +619,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 				// The next attempt would start after the limit.
 				return nil, outOfTime(attempt)
 			}
+			if delay >= deadLeft() {
+				return nil, down(attempt)
+			}
 		} else {
 			quotaWait += delay
 		}
@@ -508,6 +633,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	}
 	if left() <= 0 {
 		return nil, outOfTime(attempts)
+	}
+	if deadLeft() <= 0 {
+		return nil, down(attempts)
 	}
 	return nil, fail(attempts, lastStatus, lastErr)
 }
@@ -750,8 +878,21 @@ type captureKey struct{}
 type capture struct {
 	mu sync.Mutex
 	h  http.Header
+	// ok: the response was a 2xx (the endpoint is alive).
+	ok bool
+	// json is a whole completion answered to a streamed request.
+	json []byte
 	// continueFinal patches the request body for prefix continuation.
 	continueFinal bool
+	// watch times a streamed attempt (nil for a non-streamed one); set
+	// before the request is sent.
+	watch *watchdog
+}
+
+func (c *capture) answered() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok
 }
 
 func (c *capture) header() http.Header {
@@ -779,7 +920,16 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		if c, ok := req.Context().Value(captureKey{}).(*capture); ok {
 			c.mu.Lock()
 			c.h = resp.Header.Clone()
+			c.ok = resp.StatusCode/100 == 2
 			c.mu.Unlock()
+			if c.watch != nil {
+				c.watch.headers()
+				resp.Body = liveBody{ReadCloser: resp.Body, w: c.watch}
+				if err := c.takeJSONAnswer(resp); err != nil {
+					resp.Body.Close()
+					return nil, err
+				}
+			}
 		}
 	}
 	return resp, err

@@ -3,8 +3,12 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,5 +105,210 @@ func TestDeadEndpointFailsWithinTheCallLimit(t *testing.T) {
 				t.Errorf("an interactive call made %d attempts, want 3", ce.Attempts)
 			}
 		})
+	}
+}
+
+// silentEndpoint accepts connections and never answers: not a byte, not
+// a header (a wedged server, or a proxy in front of one).
+func silentEndpoint(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c) // read the request, answer nothing
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + l.Addr().String() + "/v1"
+}
+
+// TestDefaultsFailADeadInteractiveCallInSeconds: with the default
+// configuration (only the base URL set), a call a user waits for, to an
+// endpoint that accepts connections and never answers, fails within
+// seconds: two 5s waits for headers and a backoff, then the interactive
+// 12s dead-endpoint limit (DefaultHeaderTimeout's comment works it out).
+func TestDefaultsFailADeadInteractiveCallInSeconds(t *testing.T) {
+	t.Parallel()
+	c := client(t, llm.Config{BaseURL: silentEndpoint(t)})
+	start := time.Now()
+	_, err := c.Chat(priority.Interactive(context.Background()), llm.Request{Role: llm.RoleGenerate, Messages: []llm.Message{llm.User("SELECT 1?")}})
+	took := time.Since(start)
+	t.Logf("an interactive call to a silent endpoint failed after %v: %v", took.Round(time.Millisecond), err)
+	var ce *llm.CallError
+	if !errors.As(err, &ce) || !errors.Is(err, llm.ErrEndpointDown) || !errors.Is(err, llm.ErrHeaderTimeout) {
+		t.Errorf("err = %v, want a CallError: the endpoint is down, its attempts got no headers", err)
+	}
+	// 11s by the arithmetic; the rest is room for a loaded machine.
+	if took > 15*time.Second || took < 10*time.Second {
+		t.Errorf("the call took %v, want about 11s (under 15s)", took)
+	}
+}
+
+// TestDeadEndpointLimit: the dead-endpoint clock, scaled down, ends a call
+// whose attempts get no headers or only server errors before its attempts
+// run out; a 429 in between shows the endpoint alive and restarts it. And
+// an always-500 endpoint with the default retry schedule, scaled down ten
+// times, fails in a tenth of a minute.
+func TestDeadEndpointLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     llm.Config
+		handler func(n int64, w http.ResponseWriter, r *http.Request)
+		down    bool
+		// attempts bounds the attempts made (from, to); within the time.
+		minAttempts, maxAttempts int
+		within                   time.Duration
+	}{
+		{name: "no headers: 3 header timeouts, not 8 attempts",
+			cfg:     llm.Config{HeaderTimeout: 200 * time.Millisecond, BaseBackoff: 20 * time.Millisecond},
+			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+			down:    true, minAttempts: 2, maxAttempts: 4, within: 5 * time.Second},
+		{name: "500s for longer than the limit",
+			cfg: llm.Config{DeadEndpointTimeout: 300 * time.Millisecond, BaseBackoff: 100 * time.Millisecond, MaxErrorBackoff: 100 * time.Millisecond, MaxAttempts: 50},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, `{"error":{"message":"boom","type":"server_error"}}`, http.StatusInternalServerError)
+			},
+			down: true, minAttempts: 2, maxAttempts: 8, within: 5 * time.Second},
+		{name: "a 429 in between restarts the clock",
+			// Without the restart, attempt 3 would get only what is left
+			// of 1.5s after attempt 1's 1s, and the call would end down.
+			cfg: llm.Config{HeaderTimeout: time.Second, DeadEndpointTimeout: 1500 * time.Millisecond, BaseBackoff: 20 * time.Millisecond, MaxAttempts: 3},
+			handler: func(n int64, w http.ResponseWriter, r *http.Request) {
+				if n == 2 {
+					w.Header().Set("Retry-After-Ms", "1")
+					http.Error(w, `{"error":{"message":"slow down","type":"rate_limit_exceeded"}}`, http.StatusTooManyRequests)
+					return
+				}
+				<-r.Context().Done()
+			},
+			minAttempts: 3, maxAttempts: 3, within: 8 * time.Second},
+		{name: "always 500, the default schedule ten times faster",
+			cfg: llm.Config{BaseBackoff: llm.Defaulted(llm.Config{}).BaseBackoff / 10, MaxErrorBackoff: llm.Defaulted(llm.Config{}).MaxErrorBackoff / 10},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, `{"error":{"message":"boom","type":"server_error"}}`, http.StatusInternalServerError)
+			},
+			minAttempts: 8, maxAttempts: 8, within: 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int64
+			stop := make(chan struct{})
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				i := n.Add(1)
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				go func() {
+					select {
+					case <-stop:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				tt.handler(i, w, r.WithContext(ctx))
+			}))
+			t.Cleanup(func() { close(stop); ts.Close() })
+			cfg := tt.cfg
+			cfg.BaseURL = ts.URL + "/v1"
+			c := client(t, cfg)
+			start := time.Now()
+			_, err := c.Chat(context.Background(), llm.Request{Role: llm.RoleGenerate, Messages: []llm.Message{llm.User("SELECT 1?")}})
+			took := time.Since(start)
+			t.Logf("%d attempts in %v: %v", n.Load(), took.Round(time.Millisecond), err)
+			var ce *llm.CallError
+			if !errors.As(err, &ce) || errors.Is(err, llm.ErrEndpointDown) != tt.down {
+				t.Errorf("err = %v, want a CallError (endpoint down: %v)", err, tt.down)
+			}
+			// The last attempt may get only the few milliseconds left of a
+			// limit, too few on a loaded machine to reach the server.
+			if ce != nil && (ce.Attempts < tt.minAttempts || ce.Attempts > tt.maxAttempts || n.Load() > int64(ce.Attempts) || n.Load() < int64(ce.Attempts)-1) {
+				t.Errorf("%d attempts (the endpoint got %d), want %d to %d", ce.Attempts, n.Load(), tt.minAttempts, tt.maxAttempts)
+			}
+			if took > tt.within {
+				t.Errorf("the call took %v, want under %v", took, tt.within)
+			}
+		})
+	}
+}
+
+// TestDefaultsFailADeadEndpointInTime works out, from the defaults and
+// the rules Chat follows, the longest a call to a dead endpoint can take,
+// every backoff at its ceiling: an endpoint that never answers (each
+// attempt waits for headers) and one that answers 500 at once. Batch
+// calls must fail in under a minute, interactive ones in under 15s;
+// TestDefaultsFailADeadInteractiveCallInSeconds measures the interactive
+// case for real, TestDeadEndpointLimit the rules scaled down.
+func TestDefaultsFailADeadEndpointInTime(t *testing.T) {
+	t.Parallel()
+	cfg := llm.Defaulted(llm.Config{})
+	worst := func(interactive, hang bool) (time.Duration, int) {
+		attempts, limit, header, dead := cfg.MaxAttempts, cfg.CallTimeout, cfg.HeaderTimeout, cfg.DeadEndpointTimeout
+		if interactive {
+			attempts = min(attempts, cfg.InteractiveAttempts)
+			limit = min(limit, cfg.InteractiveCallTimeout)
+			header = min(header, llm.InteractiveHeaderTimeout)
+			dead = min(dead, llm.InteractiveDeadTimeout)
+		}
+		var at time.Duration
+		for a := 1; ; a++ {
+			if at >= limit || at >= dead {
+				return at, a - 1
+			}
+			if hang {
+				at += min(header, limit-at, dead-at)
+			}
+			if a == attempts {
+				return at, a
+			}
+			ceiling := min(time.Duration(float64(cfg.BaseBackoff)*math.Pow(2, float64(a-1))), cfg.MaxBackoff)
+			delay := min(ceiling, cfg.MaxErrorBackoff)
+			if interactive {
+				delay = min(delay, llm.InteractiveBackoff)
+			}
+			if delay >= limit-at || delay >= dead-at {
+				return at, a
+			}
+			at += delay
+		}
+	}
+	for _, tt := range []struct {
+		name              string
+		interactive, hang bool
+		under             time.Duration
+	}{
+		{"batch, never answers", false, true, time.Minute},
+		{"batch, always 500", false, false, time.Minute},
+		{"interactive, never answers", true, true, 15 * time.Second},
+		{"interactive, always 500", true, false, 15 * time.Second},
+	} {
+		took, attempts := worst(tt.interactive, tt.hang)
+		t.Logf("%s: fails after %d attempts, by %v at worst", tt.name, attempts, took)
+		if took >= tt.under {
+			t.Errorf("%s: a dead endpoint holds a call up to %v, want under %v", tt.name, took, tt.under)
+		}
+	}
+	// A live stream is cut by none of these.
+	if cfg.AttemptTimeout < 5*time.Minute || cfg.StallTimeout < time.Minute || cfg.CallTimeout < cfg.AttemptTimeout {
+		t.Errorf("attempt %v, stall %v, call %v: a reasoning model writing for minutes would be cut", cfg.AttemptTimeout, cfg.StallTimeout, cfg.CallTimeout)
 	}
 }

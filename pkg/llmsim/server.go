@@ -57,9 +57,15 @@ type Limits struct {
 // Faults are per-attempt failure rates.
 type Faults struct {
 	ServerError float64 // 500/502/503
-	Hang        float64 // no answer until the client gives up (or HangFor)
-	Malformed   float64 // 200 with a broken JSON body
-	HangFor     time.Duration
+	// Hang sends nothing, not even headers, until the client gives up (or
+	// HangFor): a dead endpoint.
+	Hang      float64
+	Malformed float64 // 200 with a broken JSON body
+	// Stall sends the headers, and a stream's first chunks, then nothing
+	// for HangFor, and drops the connection: an endpoint that died while
+	// writing.
+	Stall   float64
+	HangFor time.Duration
 }
 
 // Config configures a simulator.
@@ -237,7 +243,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attempt := rand.New(rand.NewPCG(s.cfg.Seed^0x5bd1e995, s.faultSeq.Add(1)))
-	if s.fault(w, r, attempt) {
+	handled, stall := s.fault(w, r, attempt)
+	if handled {
 		return
 	}
 
@@ -268,8 +275,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 	s.stats.count(rep.kind, rep.info == nil, len(rep.calls) > 0, prompt, completion)
 	delay := s.latency(attempt, completion)
+	if stall {
+		s.stats.faults.Add(1)
+	}
 	if req.Stream {
-		s.stream(w, r, req, rep, delay, prompt, completion)
+		s.stream(w, r, req, rep, delay, prompt, completion, stall)
+		return
+	}
+	if stall {
+		// Headers, then silence: the body never comes.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		if sleepCtx(r.Context(), s.cfg.Faults.HangFor) {
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	if !sleepCtx(r.Context(), delay) {
@@ -509,8 +531,9 @@ func (s *Server) pexaReply(rep *reply, rng *rand.Rand, req chatRequest, choice t
 	}
 }
 
-// fault injects a failure for this attempt; it reports whether it did.
-func (s *Server) fault(w http.ResponseWriter, r *http.Request, rng *rand.Rand) bool {
+// fault injects a failure for this attempt; it reports whether it
+// answered the request, and whether the reply is to stall part-way.
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, rng *rand.Rand) (handled, stall bool) {
 	f := s.cfg.Faults
 	x := rng.Float64()
 	switch {
@@ -518,20 +541,22 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, rng *rand.Rand) b
 		s.stats.faults.Add(1)
 		code := []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable}[rng.IntN(3)]
 		writeError(w, code, "server_error", "simulated server error (llmsim fault injection)")
-		return true
+		return true, false
 	case x < f.ServerError+f.Hang:
 		s.stats.faults.Add(1)
 		sleepCtx(r.Context(), f.HangFor)
 		writeError(w, http.StatusGatewayTimeout, "timeout", "simulated hang (llmsim fault injection)")
-		return true
+		return true, false
 	case x < f.ServerError+f.Hang+f.Malformed:
 		s.stats.faults.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		w.Write([]byte(`{"id": "broken", "choices": [{"message": {"content": "trunc`))
-		return true
+		return true, false
+	case x < f.ServerError+f.Hang+f.Malformed+f.Stall:
+		return false, true // counted when the reply stalls (it may be a 429 first)
 	}
-	return false
+	return false, false
 }
 
 func (s *Server) latency(rng *rand.Rand, completion int) time.Duration {
@@ -546,7 +571,7 @@ func (s *Server) latency(rng *rand.Rand, completion int) time.Duration {
 	return time.Duration(d)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, delay time.Duration, prompt, completion int) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, delay time.Duration, prompt, completion int, stall bool) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -608,7 +633,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 		}
 	}
 	step := delay / time.Duration(len(pieces)+1)
-	for _, p := range pieces {
+	for i, p := range pieces {
+		if stall && i == len(pieces)/2 {
+			// Silence, then the connection drops mid-reply.
+			if sleepCtx(r.Context(), s.cfg.Faults.HangFor) {
+				panic(http.ErrAbortHandler)
+			}
+			return
+		}
 		if !sleepCtx(r.Context(), step) {
 			return
 		}
