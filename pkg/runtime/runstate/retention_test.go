@@ -214,3 +214,16 @@ func TestLateWriteAfterTheStateExpired(t *testing.T) {
 		t.Errorf("the manifest is gone: %v", err)
 	}
 }
+
+// TestCacheExpires: a value of the agents' shared cache expires.
+func TestCacheExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Start(t).Client(t)
+	if err := runstate.NewCache(c).Set(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := c.PTTL(ctx, rdb.CacheKey("k")).Result(); err != nil || ttl <= rdb.CacheTTL-time.Minute || ttl > rdb.CacheTTL {
+		t.Errorf("a cached value expires in %v (%v), want %v", ttl, err, rdb.CacheTTL)
+	}
+}

@@ -512,7 +512,7 @@ func (s *Store) computeOnce(ctx context.Context, run, key string, lease *rdb.Lea
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
 // Cache is a cluster-wide key-value cache (rdb.CacheKey), shared by every
-// run (agent.Cache).
+// run (agent.Cache). A value lives rdb.CacheTTL after its last write.
 type Cache struct {
 	rdb redis.UniversalClient
 }
@@ -529,7 +529,7 @@ func (c *Cache) Get(ctx context.Context, key string) (string, bool, error) {
 	return v, err == nil, err
 }
 
-// Set stores a value with no expiry.
+// Set stores a value for rdb.CacheTTL.
 func (c *Cache) Set(ctx context.Context, key, value string) error {
-	return c.rdb.Set(ctx, rdb.CacheKey(key), value, 0).Err()
+	return c.rdb.Set(ctx, rdb.CacheKey(key), value, rdb.CacheTTL).Err()
 }
