@@ -175,6 +175,22 @@ func TestRedisACLAllowsTheRoles(t *testing.T) {
 	if v != "planned" {
 		t.Fatalf("Once = %q", v)
 	}
+	must("Cancel", st.Cancel(ctx, run, "asked"))
+	// Retention, listing and deletion address a run's keys through its
+	// index: the ACL refuses SCAN and KEYS.
+	_, err = st.Retire(ctx, run, runstate.Retention{State: time.Hour, Answers: 2 * time.Hour})
+	must("Retire", err)
+	must("MarkDone after Retire", st.MarkDone(ctx, run, ex, ag, "t2"))
+	info, err := st.Describe(ctx, run)
+	must("Describe", err)
+	if info.Persistent != 0 || info.Keys < 10 {
+		t.Fatalf("Describe: %+v, want every key expiring", info)
+	}
+	runs, err := st.Runs(ctx)
+	must("Runs", err)
+	if len(runs) != 1 || runs[0].Run != run {
+		t.Fatalf("Runs: %+v", runs)
+	}
 	cache := runstate.NewCache(rdb)
 	must("Cache.Set", cache.Set(ctx, "k", "v"))
 	_, _, err = cache.Get(ctx, "k")
@@ -213,6 +229,9 @@ func TestRedisACLAllowsTheRoles(t *testing.T) {
 	must("link.Put", links.Put(ctx, "k", dbinfo.LinkAnswer{Table: "t"}))
 	_, _, err = links.Get(ctx, "k")
 	must("link.Get", err)
+	if n, err := st.Delete(ctx, run); err != nil || n != info.Keys {
+		t.Fatalf("Delete: %d keys (%v), want %d", n, err, info.Keys)
+	}
 }
 
 // TestRedisACLRefuses: the default user cannot log in, a wrong password

@@ -13,21 +13,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // Store is a content-addressed store in Redis.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttl    time.Duration
+	rdb redis.UniversalClient
+	ttl time.Duration
 }
 
-// New returns a store; ttl 0 keeps blobs 14 days.
-func New(rdb redis.UniversalClient, ttl time.Duration) *Store {
+// New returns a store; ttl 0 keeps blobs rdb.BlobTTL (14 days).
+func New(c redis.UniversalClient, ttl time.Duration) *Store {
 	if ttl <= 0 {
-		ttl = 14 * 24 * time.Hour
+		ttl = rdb.BlobTTL
 	}
-	return &Store{rdb: rdb, prefix: "quorum:blob:", ttl: ttl}
+	return &Store{rdb: c, ttl: ttl}
 }
 
 // Ref is the reference of data: "sha256:<hex>".
@@ -49,7 +50,7 @@ func CheckRef(ref string) error {
 // Put stores data and returns its reference.
 func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	ref := Ref(data)
-	if err := s.rdb.SetArgs(ctx, s.prefix+ref, data, redis.SetArgs{TTL: s.ttl}).Err(); err != nil {
+	if err := s.rdb.SetArgs(ctx, rdb.BlobKey(ref), data, redis.SetArgs{TTL: s.ttl}).Err(); err != nil {
 		return "", fmt.Errorf("store blob %s: %w", ref, err)
 	}
 	return ref, nil
@@ -68,7 +69,7 @@ func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {
 	if err := CheckRef(ref); err != nil {
 		return nil, err
 	}
-	b, err := s.rdb.Get(ctx, s.prefix+ref).Bytes()
+	b, err := s.rdb.Get(ctx, rdb.BlobKey(ref)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}

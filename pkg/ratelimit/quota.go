@@ -6,8 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/llm"
 )
 
@@ -89,10 +88,10 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	group := b.group(bk)
 	var claims []Claim
 	if req.Limit > 0 {
-		claims = append(claims, Claim{Key: "llm:" + group + ":rpm", Rate: req, Units: 1})
+		claims = append(claims, Claim{Key: rdb.LLMRequestsName(group), Rate: req, Units: 1})
 	}
 	if tok.Limit > 0 && tokens > 0 {
-		claims = append(claims, Claim{Key: "llm:" + group + ":tpm", Rate: tok, Units: float64(tokens)})
+		claims = append(claims, Claim{Key: rdb.LLMTokensName(group), Rate: tok, Units: float64(tokens)})
 	}
 	noop := func(context.Context, int) {}
 	if len(claims) == 0 {
@@ -106,7 +105,7 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	}
 	return func(ctx context.Context, actual int) {
 		if actual >= 0 && actual != tokens {
-			_ = b.Limiter.Adjust(ctx, "llm:"+group+":tpm", tok, float64(actual-tokens))
+			_ = b.Limiter.Adjust(ctx, rdb.LLMTokensName(group), tok, float64(actual-tokens))
 		}
 	}, nil
 }
@@ -150,7 +149,7 @@ func (l *Limiter) WarehouseGate(name string, q WarehouseQuota) (*WarehouseGate, 
 		if lease == 0 {
 			lease = 30 * time.Second
 		}
-		sem, err := l.Semaphore("wh:"+name, q.MaxConcurrent, lease)
+		sem, err := l.Semaphore(rdb.WarehouseGroup(name), q.MaxConcurrent, lease)
 		if err != nil {
 			return nil, fmt.Errorf("warehouse %s: %w", name, err)
 		}
@@ -175,7 +174,7 @@ func (g *WarehouseGate) Acquire(ctx context.Context) (release func(), err error)
 		}
 	}
 	if g.qps.Limit > 0 {
-		if _, err := g.l.Wait(ctx, "wh:"+g.name, Claim{Key: "wh:" + g.name + ":qps", Rate: g.qps, Units: 1}); err != nil {
+		if _, err := g.l.Wait(ctx, rdb.WarehouseGroup(g.name), Claim{Key: rdb.WarehouseQPSName(g.name), Rate: g.qps, Units: 1}); err != nil {
 			release()
 			return nil, err
 		}
@@ -191,25 +190,14 @@ type ByteBudget struct {
 	Limit int64
 }
 
-var spendScript = redis.NewScript(`
-local cur = redis.call('INCRBY', KEYS[1], ARGV[1])
-if tonumber(ARGV[2]) > 0 and cur > tonumber(ARGV[2]) then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
-  return {0, cur - tonumber(ARGV[1])}
-end
-redis.call('EXPIRE', KEYS[1], 1209600)
-return {1, cur}
-`)
-
 // Spend records n bytes for run, or refuses them if the run's budget would
 // be exceeded.
 func (b *ByteBudget) Spend(ctx context.Context, run string, n int64) error {
-	res, err := spendScript.Run(ctx, b.Limiter.rdb, []string{b.Limiter.key("bytes:" + run)}, n, b.Limit).Slice()
+	ok, spent, err := rdb.Spend(ctx, b.Limiter.rdb, b.Limiter.key(rdb.BytesName(run)), n, b.Limit)
 	if err != nil {
 		return fmt.Errorf("byte budget of run %s: %w", run, err)
 	}
-	if ok, _ := res[0].(int64); ok == 0 {
-		spent, _ := res[1].(int64)
+	if !ok {
 		return fmt.Errorf("the run's byte budget (%d bytes) would be exceeded: %d already scanned, this query needs %d", b.Limit, spent, n)
 	}
 	return nil

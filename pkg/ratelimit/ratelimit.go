@@ -16,11 +16,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/priority"
 )
 
@@ -56,7 +56,7 @@ type Config struct {
 	// Client is shared by every limit; it should have
 	// ContextTimeoutEnabled so a caller's deadline bounds Redis calls too.
 	Client redis.UniversalClient
-	// Prefix namespaces the keys (default "quorum:rl:").
+	// Prefix namespaces the keys (default rdb.RateLimitPrefix).
 	Prefix string
 	// Reserve is the share of every burst that batch work may not take
 	// (default DefaultReserve; negative: none): a batch run saturating a
@@ -81,7 +81,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, errors.New("ratelimit: a Redis client is required")
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = "quorum:rl:"
+		cfg.Prefix = rdb.RateLimitPrefix
 	}
 	switch {
 	case cfg.Reserve == 0:
@@ -101,70 +101,14 @@ type Claim struct {
 	Units float64
 }
 
-// reserveScript admits every claim together now, or none of them and says
-// how long until they would all fit: nothing is booked for later, so a
-// refund (a token estimate reconciled after a call) helps whoever asks
-// next instead of being lost to callers already scheduled. A claim larger
-// than its burst fits when its key is idle. A cooldown key (set after a
-// provider 429) defers everything. Returns {admitted, wait_us}.
-var reserveScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cd = redis.call('PTTL', KEYS[#KEYS])
-if cd > 0 then return {0, cd * 1000} end
-local n = #KEYS - 1
-local wait = 0
-local tats = {}
-for i = 1, n do
-  local em = tonumber(ARGV[(i-1)*3 + 1])
-  local tol = tonumber(ARGV[(i-1)*3 + 2])
-  local units = tonumber(ARGV[(i-1)*3 + 3])
-  if em * units > tol then tol = em * units end
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
-  if tat < now then tat = now end
-  tats[i] = tat
-  local w = tat + em * units - tol - now
-  if w > wait then wait = w end
-end
-if wait > 0 then return {0, string.format('%.0f', wait)} end
-for i = 1, n do
-  local em = tonumber(ARGV[(i-1)*3 + 1])
-  local units = tonumber(ARGV[(i-1)*3 + 3])
-  local newtat = tats[i] + em * units
-  local ttl = math.ceil((newtat - now) / 1000) + 1000
-  redis.call('SET', KEYS[i], string.format('%.0f', newtat), 'PX', ttl)
-end
-return {1, '0'}
-`)
-
-// adjustScript moves a key's schedule by units (negative refunds), never
-// before now.
-var adjustScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-tat = tat + tonumber(ARGV[1]) * tonumber(ARGV[2])
-if tat <= now then redis.call('DEL', KEYS[1]) return 0 end
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
-return 1
-`)
-
-// cooldownScript extends (never shortens) a pause.
-var cooldownScript = redis.NewScript(`
-local cur = redis.call('PTTL', KEYS[1])
-if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
-return 1
-`)
-
 func (l *Limiter) key(k string) string { return l.prefix + k }
 
 // reserve admits the claims together, or returns how long until they
-// would fit. group names the cooldown shared by the claims (e.g. the
-// model); while a cooldown is on, the wait is its remainder.
+// would fit (rdb.Reserve: nothing is booked for later, so a refund helps
+// whoever asks next). group names the cooldown shared by the claims (e.g.
+// the model); while a cooldown is on, the wait is its remainder.
 func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wait time.Duration, reserved bool, err error) {
-	keys := make([]string, 0, len(claims)+1)
-	args := make([]any, 0, 3*len(claims))
+	gcra := make([]rdb.GCRAClaim, 0, len(claims))
 	for _, c := range claims {
 		if err := c.Rate.valid(); err != nil {
 			return 0, false, fmt.Errorf("limit %s: %w", c.Key, err)
@@ -176,23 +120,13 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 		if !priority.IsInteractive(ctx) {
 			tol *= 1 - l.batchCut
 		}
-		keys = append(keys, l.key(c.Key))
-		args = append(args, em, tol, c.Units)
+		gcra = append(gcra, rdb.GCRAClaim{Key: l.key(c.Key), EmissionMicros: em, ToleranceMicros: tol, Units: c.Units})
 	}
-	keys = append(keys, l.key("cooldown:"+group))
-	res, err := reserveScript.Run(ctx, l.rdb, keys, args...).Slice()
+	ok, wait, err := rdb.Reserve(ctx, l.rdb, l.key(rdb.CooldownName(group)), gcra)
 	if err != nil {
 		return 0, false, fmt.Errorf("reserve %s: %w", group, err)
 	}
-	ok, _ := res[0].(int64)
-	var micros float64
-	switch v := res[1].(type) {
-	case int64:
-		micros = float64(v)
-	case string:
-		micros, _ = strconv.ParseFloat(v, 64)
-	}
-	return time.Duration(micros) * time.Microsecond, ok == 1, nil
+	return wait, ok, nil
 }
 
 // Try admits the claims now or says how long until they would fit,
@@ -228,7 +162,7 @@ func (l *Limiter) Adjust(ctx context.Context, key string, rate Rate, units float
 	if err := rate.valid(); err != nil {
 		return err
 	}
-	if err := adjustScript.Run(ctx, l.rdb, []string{l.key(key)}, rate.emissionMicros(), units).Err(); err != nil {
+	if err := rdb.Adjust(ctx, l.rdb, l.key(key), rate.emissionMicros(), units); err != nil {
 		return fmt.Errorf("adjust %s: %w", key, err)
 	}
 	return nil
@@ -241,7 +175,7 @@ func (l *Limiter) Cooldown(ctx context.Context, group string, d time.Duration) e
 	if ms <= 0 {
 		return nil
 	}
-	if err := cooldownScript.Run(ctx, l.rdb, []string{l.key("cooldown:" + group)}, ms).Err(); err != nil {
+	if err := rdb.Cooldown(ctx, l.rdb, l.key(rdb.CooldownName(group)), time.Duration(ms)*time.Millisecond); err != nil {
 		return fmt.Errorf("cooldown %s: %w", group, err)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // Semaphore bounds concurrent holders across the cluster. Slots are leases
@@ -33,40 +33,16 @@ func (l *Limiter) Semaphore(key string, capacity int, lease time.Duration) (*Sem
 	if lease < 100*time.Millisecond {
 		return nil, fmt.Errorf("semaphore %s: lease %v is too short (minimum 100ms)", key, lease)
 	}
-	return &Semaphore{l: l, key: l.key("sem:" + key), capacity: capacity, lease: lease}, nil
+	return &Semaphore{l: l, key: l.key(rdb.SemaphoreName(key)), capacity: capacity, lease: lease}, nil
 }
-
-var acquireScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
-  return {1, 0}
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {0, tonumber(first[2]) - now}
-`)
-
-var renewScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local s = redis.call('ZSCORE', KEYS[1], ARGV[2])
-if not s or tonumber(s) < now then redis.call('ZREM', KEYS[1], ARGV[2]) return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
-return 1
-`)
 
 // Permit is one held slot. Release it when done.
 type Permit struct {
-	s     *Semaphore
-	token string
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	lost  chan struct{}
+	s      *Semaphore
+	token  string
+	keeper *rdb.Renewer
+	once   sync.Once
+	lost   chan struct{}
 }
 
 // ErrLeaseLost is reported by Permit.Err when a renewal found the slot gone
@@ -81,20 +57,17 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	token := hex.EncodeToString(b[:])
 	poll := 5 * time.Millisecond
 	for {
-		res, err := acquireScript.Run(ctx, s.l.rdb, []string{s.key}, s.capacity, s.lease.Milliseconds(), token).Slice()
+		ok, untilExpiry, err := rdb.AcquireSlot(ctx, s.l.rdb, s.key, s.capacity, s.lease, token)
 		if err != nil {
 			return nil, fmt.Errorf("acquire %s: %w", s.key, err)
 		}
-		if ok, _ := res[0].(int64); ok == 1 {
-			p := &Permit{s: s, token: token, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
-			go p.renew()
-			return p, nil
+		if ok {
+			return s.permit(token), nil
 		}
 		// Wait for a release, polling with jittered backoff; never past
 		// the earliest lease expiry.
-		untilExpiry, _ := res[1].(int64)
 		d := time.Duration(float64(poll) * (0.5 + mrand.Float64()))
-		if e := time.Duration(untilExpiry) * time.Millisecond; e > 0 && e < d {
+		if e := untilExpiry; e > 0 && e < d {
 			d = e
 		}
 		if err := sleep(ctx, d); err != nil {
@@ -104,24 +77,19 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	}
 }
 
-func (p *Permit) renew() {
-	defer close(p.done)
-	t := time.NewTicker(p.s.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), p.s.lease/3)
-			n, err := renewScript.Run(ctx, p.s.l.rdb, []string{p.s.key}, p.s.lease.Milliseconds(), p.token).Int()
-			cancel()
-			if err == nil && n == 0 {
-				close(p.lost)
-				return
-			}
-		}
+// permit is the held slot of token, renewed every third of the lease
+// until Release.
+func (s *Semaphore) permit(token string) *Permit {
+	p := &Permit{s: s, token: token, lost: make(chan struct{})}
+	p.keeper = &rdb.Renewer{
+		Renew:   func(ctx context.Context) (bool, error) { return rdb.RenewSlot(ctx, s.l.rdb, s.key, s.lease, token) },
+		Every:   s.lease / 3,
+		Timeout: s.lease / 3,
+		OnLost:  func() { close(p.lost) },
 	}
+	// The permit outlives Acquire's context: it renews until Release.
+	_ = p.keeper.Start(context.Background()) // a new renewer, with Renew and Every, starts
+	return p
 }
 
 // Lost is closed if the lease expired before Release.
@@ -131,8 +99,7 @@ func (p *Permit) Lost() <-chan struct{} { return p.lost }
 func (p *Permit) Release(ctx context.Context) error {
 	var err error
 	p.once.Do(func() {
-		close(p.stop)
-		<-p.done
+		p.keeper.Stop()
 		err = p.s.l.rdb.ZRem(ctx, p.s.key, p.token).Err()
 	})
 	return err

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // cacheKey names an answer by what decides it: the database, the question
@@ -18,8 +20,8 @@ func (s *Server) cacheKey(q *Question) string {
 		opts = append(opts, k+"="+v)
 	}
 	sort.Strings(opts)
-	return keyPrefix + "cache:" + hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
-		strings.Join(opts, ","), strconv.Itoa(q.Votes), strconv.FormatUint(s.cfg.Seed, 10), s.cfg.LLM)
+	return rdb.AnswerCacheKey(hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
+		strings.Join(opts, ","), strconv.Itoa(q.Votes), strconv.FormatUint(s.cfg.Seed, 10), s.cfg.LLM))
 }
 
 // fingerprint is the database's schema fingerprint ("" when unknown).

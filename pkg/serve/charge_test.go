@@ -140,4 +140,15 @@ func TestCancelChargesWhatTheLLMServed(t *testing.T) {
 		t.Errorf("the question reads %s costing %d tokens, want cancelled costing the %d charged", rec.Status, rec.Cost.Tokens(), charged)
 	}
 	t.Logf("cancelled after %d LLM requests: %d tokens served, %d charged", st.Requests, served, charged)
+	// The run was retired at the cancel, before its running tasks stopped:
+	// the keys their late results created expire like the others.
+	keys, err := rdb.Keys(ctx, "quorum:run:"+id+":*").Result()
+	if err != nil || len(keys) < 5 {
+		t.Fatalf("the question run's keys: %v (%v)", keys, err)
+	}
+	for _, k := range keys {
+		if ttl, err := rdb.PTTL(ctx, k).Result(); err != nil || ttl <= 0 {
+			t.Errorf("%s expires in %v (%v): written after the cancel, it never expires", k, ttl, err)
+		}
+	}
 }

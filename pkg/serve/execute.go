@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -35,7 +36,8 @@ func (s *Server) start(ctx context.Context, id string) {
 		s.mu.Unlock()
 		return
 	}
-	ok, err := s.store.lease(ctx, id, s.owner, leaseTTL)
+	lease := s.store.lease(id, s.owner, leaseTTL)
+	ok, err := lease.Acquire(ctx)
 	if err != nil || !ok {
 		s.mu.Unlock()
 		return
@@ -49,45 +51,44 @@ func (s *Server) start(ctx context.Context, id string) {
 	}
 	go func() {
 		defer s.drivers.Done()
+		keeper := s.keeper(lease, cancel, id)
 		defer func() {
+			cancel()
+			keeper.Stop() // before the release: nothing renews a lease let go
 			if m := s.cfg.Metrics; m != nil {
 				m.QuestionsRunning.Dec()
 			}
 			s.mu.Lock()
 			delete(s.running, id)
 			s.mu.Unlock()
-			cancel()
-			s.store.release(context.WithoutCancel(ctx), id, s.owner)
+			_ = lease.Release(context.WithoutCancel(ctx))
 			// Else every question's run stays cached in this process.
 			s.cfg.Env.Forget(id)
 		}()
-		go s.keepLease(qctx, cancel, id)
+		if err := keeper.Start(qctx); err != nil {
+			s.cfg.Log.Error("keeping the lease of a question", zap.String("question", id), zap.Error(err))
+			return
+		}
 		s.drive(qctx, id)
 	}()
 }
 
-// keepLease renews the lease and stops the question here when the lease is
-// lost (a partition let another process take it) or the question was
-// cancelled through another process.
-func (s *Server) keepLease(ctx context.Context, stop context.CancelFunc, id string) {
-	t := time.NewTicker(leaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if ok, err := s.store.renew(ctx, id, s.owner, leaseTTL); err == nil && !ok {
-			s.cfg.Log.Warn("lost the lease of a question; another process drives it", zap.String("question", id))
+// keeper renews the question's lease while this process drives it, and
+// stops the question here (stop) when the lease is lost (a partition let
+// another process take it) or the question was cancelled through another
+// process.
+func (s *Server) keeper(lease *rdb.Lease, stop context.CancelFunc, id string) *rdb.Renewer {
+	r := lease.Renewer()
+	r.OnLost = func() {
+		s.cfg.Log.Warn("lost the lease of a question; another process drives it", zap.String("question", id))
+		stop()
+	}
+	r.AfterRenew = func(ctx context.Context) {
+		if q, err := s.store.get(ctx, id); err == nil && q.Status == Cancelled {
 			stop()
-			return
-		}
-		if r, err := s.store.get(ctx, id); err == nil && r.Status == Cancelled {
-			stop()
-			return
 		}
 	}
+	return r
 }
 
 // manifest is the question's one-example interactive run.

@@ -12,11 +12,13 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // idKeyName holds the secret question ids are signed with, shared by
 // every serve process of a Redis (any process answers for any question).
-const idKeyName = keyPrefix + "idkey"
+const idKeyName = rdb.IDKey
 
 // idNonce and idTag are the lengths, in bytes, of an id's random part and
 // of its tag: "q" + 20 + 16 hex digits.

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
@@ -190,12 +191,9 @@ type store struct {
 	ttl time.Duration
 }
 
-const (
-	keyPrefix  = "quorum:serve:"
-	pendingKey = keyPrefix + "pending"
-)
+const pendingKey = rdb.PendingKey
 
-func questionKey(id string) string { return keyPrefix + "q:" + id }
+var questionKey = rdb.QuestionKey
 
 var errNoQuestion = errors.New("no such question")
 
@@ -285,7 +283,7 @@ func (s *store) pending(ctx context.Context) ([]string, error) {
 // claimIdempotent maps a tenant's Idempotency-Key to id, or returns the
 // id it already maps to.
 func (s *store) claimIdempotent(ctx context.Context, tenant, key, id string) (string, bool, error) {
-	k := keyPrefix + "idem:" + hashKey(tenant, key)
+	k := rdb.IdempotencyKey(hashKey(tenant, key))
 	ok, err := s.rdb.SetNX(ctx, k, id, s.ttl).Result()
 	if err != nil {
 		return "", false, fmt.Errorf("idempotency key: %w", err)
@@ -300,7 +298,7 @@ func (s *store) claimIdempotent(ctx context.Context, tenant, key, id string) (st
 // releaseIdempotent frees a tenant's Idempotency-Key that still maps to
 // id, when the question could not be stored: a retry then starts afresh.
 func (s *store) releaseIdempotent(ctx context.Context, tenant, key, id string) {
-	_ = releaseScript.Run(ctx, s.rdb, []string{keyPrefix + "idem:" + hashKey(tenant, key)}, id).Err()
+	_, _ = rdb.DeleteIfEquals(ctx, s.rdb, rdb.IdempotencyKey(hashKey(tenant, key)), id)
 }
 
 func hashKey(parts ...string) string {
@@ -308,25 +306,9 @@ func hashKey(parts ...string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// lease makes one serve process at a time drive a question; a process
-// that dies loses it within ttl, and another (or its restart) takes over.
-func (s *store) lease(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
-	return s.rdb.SetNX(ctx, keyPrefix+"lease:"+id, owner, ttl).Result()
-}
-
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0`)
-
-func (s *store) renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
-	n, err := renewScript.Run(ctx, s.rdb, []string{keyPrefix + "lease:" + id}, owner, ttl.Milliseconds()).Int()
-	return n == 1, err
-}
-
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`)
-
-func (s *store) release(ctx context.Context, id, owner string) {
-	_ = releaseScript.Run(ctx, s.rdb, []string{keyPrefix + "lease:" + id}, owner).Err()
+// lease is the lease that makes one serve process at a time drive a
+// question; a process that dies loses it within ttl, and another (or its
+// restart) takes over.
+func (s *store) lease(id, owner string, ttl time.Duration) *rdb.Lease {
+	return rdb.NewLease(s.rdb, rdb.QuestionLeaseKey(id), owner, ttl)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // A cancelled question is charged what its finished tasks cost at the
@@ -15,27 +17,12 @@ import (
 // cancelled at once costs its tenant what the LLM served, not nothing.
 // The questions still to settle are in Redis, so any serve process
 // settles them, and a process that dies leaves them to the next.
-const settleKey = keyPrefix + "settle"
+const settleKey = rdb.SettleKey
 
-func chargedKey(id string) string { return keyPrefix + "charged:" + id }
-
-// chargeScript raises what a question has been charged to ARGV[1] tokens,
-// adding the difference to the tenant's day (KEYS[2]): run twice, or by two
-// processes at once, it charges once.
-var chargeScript = redis.NewScript(`
-local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
-local now = tonumber(ARGV[1])
-if now > prev then
-  redis.call('SET', KEYS[1], now, 'EX', ARGV[2])
-  redis.call('INCRBY', KEYS[2], now - prev)
-  redis.call('EXPIRE', KEYS[2], 172800)
-end
-return now - prev`)
-
-// charge brings the tokens charged for question id up to tokens.
+// charge brings the tokens charged for question id up to tokens: run
+// twice, or by two processes at once, it charges once (rdb.Charge).
 func (s *Server) charge(ctx context.Context, tenant, id string, tokens int) error {
-	ttl := int64((48 * time.Hour).Seconds())
-	if err := chargeScript.Run(ctx, s.cfg.Redis, []string{chargedKey(id), tokensKey(tenant, time.Now())}, tokens, ttl).Err(); err != nil {
+	if _, err := rdb.Charge(ctx, s.cfg.Redis, tenant, id, tokens); err != nil {
 		return fmt.Errorf("charging question %s: %w", id, err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 )
@@ -107,9 +108,7 @@ type quota struct {
 	lim *ratelimit.Limiter
 }
 
-func tokensKey(tenant string, day time.Time) string {
-	return keyPrefix + "tokens:" + tenant + ":" + day.UTC().Format("20060102")
-}
+var tokensKey = rdb.TokensKey
 
 // admit takes one request from the tenant's per-minute quota and checks
 // its tokens for the day; when refused it says how long to wait.
@@ -127,8 +126,8 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Durati
 	}
 	if l.RequestsPerMinute > 0 && q.lim != nil {
 		burst := max(1, l.RequestsPerMinute/6) // ten seconds' worth
-		wait, ok, err := q.lim.Try(priority.Interactive(ctx), "serve:"+tenant,
-			ratelimit.Claim{Key: "serve:" + tenant + ":req", Rate: ratelimit.PerMinute(l.RequestsPerMinute, burst), Units: 1})
+		wait, ok, err := q.lim.Try(priority.Interactive(ctx), rdb.TenantGroup(tenant),
+			ratelimit.Claim{Key: rdb.TenantRequestsName(tenant), Rate: ratelimit.PerMinute(l.RequestsPerMinute, burst), Units: 1})
 		if err != nil || ok {
 			return 0, err
 		}
@@ -145,6 +144,6 @@ func (q *quota) spend(ctx context.Context, tenant string, tokens int) {
 	k := tokensKey(tenant, time.Now())
 	pipe := q.rdb.TxPipeline()
 	pipe.IncrBy(ctx, k, int64(tokens))
-	pipe.Expire(ctx, k, 48*time.Hour)
+	pipe.Expire(ctx, k, rdb.TokensTTL)
 	_, _ = pipe.Exec(ctx)
 }

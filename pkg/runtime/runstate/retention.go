@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/rdb"
 )
 
 // Retention is how long a finished run's keys stay in Redis. Nothing
@@ -44,68 +47,97 @@ func (r Retention) WithDefaults() Retention {
 	return r
 }
 
-// scanBatch is how many keys one SCAN step and one pipeline handle: a
-// large batch is few round trips, a small one never blocks Redis long.
-const scanBatch = 1000
+// batch is how many keys one SSCAN step and one pipeline handle: a large
+// batch is few round trips, a small one never blocks Redis long.
+const batch = 1000
 
-// keysOf lists every key of run.
-func (s *Store) keysOf(ctx context.Context, run string) ([]string, error) {
-	var keys []string
-	it := s.rdb.Scan(ctx, 0, runPattern(run), scanBatch).Iterator()
+// eachKey calls fn with run's keys, a batch at a time, as its index
+// (rdb.RunIndexKey) lists them: every key the run's writes created, some
+// perhaps expired since. It costs what the run holds, whatever else the
+// keyspace does.
+func (s *Store) eachKey(ctx context.Context, run string, fn func(keys []string) error) error {
+	it := s.rdb.SScan(ctx, rdb.RunIndexKey(run), 0, "", batch).Iterator()
+	keys := make([]string, 0, batch)
 	for it.Next(ctx) {
-		keys = append(keys, it.Val())
+		if keys = append(keys, it.Val()); len(keys) == batch {
+			if err := fn(keys); err != nil {
+				return err
+			}
+			keys = keys[:0]
+		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("keys of run %s: %w", run, err)
+		return fmt.Errorf("keys of run %s: %w", run, err)
 	}
-	return keys, nil
+	if len(keys) > 0 {
+		return fn(keys)
+	}
+	return nil
+}
+
+// keysOf lists run's keys (its index; some may have expired).
+func (s *Store) keysOf(ctx context.Context, run string) ([]string, error) {
+	var out []string
+	err := s.eachKey(ctx, run, func(keys []string) error { out = append(out, keys...); return nil })
+	return out, err
 }
 
 // Retire gives every key of a finished run its expiry (the manifest and
 // final answers r.Answers, the rest r.State) and drops its round deadlines;
-// it returns how many keys it found. A key already expiring sooner (a
-// lock's lease, the cancel mark) keeps its shorter expiry. Calling it again
-// is harmless.
+// it returns how many keys its index lists. The run is marked retired
+// first (rdb.RetireRun): a key written later, by a task still running at a
+// cancel, say, gets the same expiry from the script writing it. A key
+// already expiring sooner (the cancel mark) keeps its shorter expiry.
+// Calling it again is harmless. It reads the run's index, never the
+// keyspace: its cost is the run's size.
 func (s *Store) Retire(ctx context.Context, run string, r Retention) (int, error) {
 	r = r.WithDefaults()
-	keys, err := s.keysOf(ctx, run)
+	stateAt, answersAt, err := rdb.RetireRun(ctx, s.rdb, run, r.State, r.Answers)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("retire run %s: %w", run, err)
 	}
 	answers := answerKeys(run)
-	for chunk := range slices.Chunk(keys, scanBatch) {
-		pipe := s.rdb.Pipeline()
-		for _, k := range chunk {
-			ttl := r.State
+	n := 0
+	err = s.eachKey(ctx, run, func(keys []string) error {
+		at := make([]time.Time, len(keys))
+		for i, k := range keys {
+			at[i] = stateAt
 			if slices.Contains(answers, k) {
-				ttl = r.Answers
+				at[i] = answersAt
 			}
-			pipe.ExpireLT(ctx, k, ttl)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("retire run %s: %w", run, err)
+		n += len(keys)
+		if err := rdb.ExpireAt(ctx, s.rdb, keys, at); err != nil {
+			return fmt.Errorf("retire run %s: %w", run, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := s.closeRounds(ctx, run); err != nil {
 		return 0, err
 	}
-	return len(keys), nil
+	return n, nil
 }
 
-// Delete removes every key of run and its round deadlines; it returns how
-// many keys it removed.
+// Delete removes every key of run, its index and its round deadlines; it
+// returns how many keys it removed.
 func (s *Store) Delete(ctx context.Context, run string) (int, error) {
-	keys, err := s.keysOf(ctx, run)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for chunk := range slices.Chunk(keys, scanBatch) {
-		d, err := s.rdb.Unlink(ctx, chunk...).Result()
+	err := s.eachKey(ctx, run, func(keys []string) error {
+		d, err := s.rdb.Unlink(ctx, keys...).Result()
 		if err != nil {
-			return n, fmt.Errorf("delete run %s: %w", run, err)
+			return fmt.Errorf("delete run %s: %w", run, err)
 		}
 		n += int(d)
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	if err := rdb.ForgetRun(ctx, s.rdb, run); err != nil {
+		return n, fmt.Errorf("delete run %s: %w", run, err)
 	}
 	return n, s.closeRounds(ctx, run)
 }
@@ -162,25 +194,31 @@ type RunInfo struct {
 }
 
 // Runs describes every run with keys in Redis, oldest first (orphans
-// last), in one scan of the run keys.
+// last). The runs are the registry's (rdb.RunsKey), each run's keys its
+// index's: no command scans the keyspace (the deployed ACL refuses SCAN).
+// Runs retired and expired leave the registry here.
 func (s *Store) Runs(ctx context.Context) ([]RunInfo, error) {
-	byRun := map[string][]string{}
-	it := s.rdb.Scan(ctx, 0, runPrefix+"*", scanBatch).Iterator()
-	for it.Next(ctx) {
-		if run := runOf(it.Val()); run != "" {
-			byRun[run] = append(byRun[run], it.Val())
-		}
-	}
-	if err := it.Err(); err != nil {
+	expired := "(" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+	if err := s.rdb.ZRemRangeByScore(ctx, rdb.RunsKey, "-inf", expired).Err(); err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	out := make([]RunInfo, 0, len(byRun))
-	for run, keys := range byRun {
+	runs, err := s.rdb.ZRange(ctx, rdb.RunsKey, 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	out := make([]RunInfo, 0, len(runs))
+	for _, run := range runs {
+		keys, err := s.keysOf(ctx, run)
+		if err != nil {
+			return nil, err
+		}
 		info, err := s.describe(ctx, run, keys)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, *info)
+		if info.Keys > 0 {
+			out = append(out, *info)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -201,32 +239,41 @@ func (s *Store) Describe(ctx context.Context, run string) (*RunInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) == 0 {
+	info, err := s.describe(ctx, run, keys)
+	if err != nil {
+		return nil, err
+	}
+	if info.Keys == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNoRun, run)
 	}
-	return s.describe(ctx, run, keys)
+	return info, nil
 }
 
 func (s *Store) describe(ctx context.Context, run string, keys []string) (*RunInfo, error) {
-	info := &RunInfo{Run: run, Keys: len(keys)}
-	for chunk := range slices.Chunk(keys, scanBatch) {
+	info := &RunInfo{Run: run}
+	for chunk := range slices.Chunk(keys, batch) {
 		pipe := s.rdb.Pipeline()
 		ttls := make([]*redis.DurationCmd, len(chunk))
 		mem := make([]*redis.IntCmd, len(chunk))
 		for i, k := range chunk {
 			ttls[i], mem[i] = pipe.PTTL(ctx, k), pipe.MemoryUsage(ctx, k)
 		}
-		// Each command's own error is read: a key that expired since the
-		// scan answers nil (it counts for nothing), and a server refusing
-		// MEMORY USAGE leaves the bytes unknown, not the list.
+		// Each command's own error is read: a key of the index that
+		// expired answers nil (it counts for nothing), and a server
+		// refusing MEMORY USAGE leaves the bytes unknown, not the list.
 		_, _ = pipe.Exec(ctx)
 		for i := range chunk {
 			if err := ttls[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
 				return nil, fmt.Errorf("describe run %s: %w", run, err)
 			}
+			ttl := ttls[i].Val()
+			if ttl == -2 { // go-redis reports PTTL's -2 (no key) as -2ns
+				continue
+			}
+			info.Keys++
 			info.Bytes += mem[i].Val()
-			switch ttl := ttls[i].Val(); {
-			case ttl == -1: // go-redis reports PTTL's -1 (no expiry) as -1ns
+			switch {
+			case ttl == -1: // and -1 (no expiry) as -1ns
 				info.Persistent++
 			case ttl > 0:
 				if info.MinTTL == 0 || ttl < info.MinTTL {
@@ -245,7 +292,7 @@ func (s *Store) describe(ctx context.Context, run string, keys []string) (*RunIn
 		return nil, err
 	}
 	info.Agent, info.Interactive, info.Examples, info.Created = m.Agent, m.Interactive, len(m.Examples), m.Created
-	final, err := s.rdb.HLen(ctx, runKey(run, "final")).Result()
+	final, err := s.rdb.HLen(ctx, rdb.FinalKey(run)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("final answers of run %s: %w", run, err)
 	}

@@ -8,8 +8,6 @@ package runstate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 )
@@ -61,9 +60,11 @@ type ExampleMeta struct {
 	Published time.Time `json:"published"`
 }
 
-// Store is the run state in Redis. Values of a run are overwritten with
-// KEEPTTL: a late write to a finished run (a redelivered task's) must not
-// make a key retention gave an expiry permanent again.
+// Store is the run state in Redis. Every write goes through a script of
+// internal/rdb that records the key in the run's index and, once the run
+// is retired, gives it the run's expiry: a late write to a finished run (a
+// redelivered task's, or one still running at a cancel) never leaves a key
+// that lives forever, whether it creates the key or overwrites it.
 type Store struct {
 	rdb redis.UniversalClient
 }
@@ -71,34 +72,9 @@ type Store struct {
 // New returns a store.
 func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
-// runPrefix starts every key of every run; a run's keys are
-// runPrefix<run>:… (run ids hold no ':' and no glob character, see
-// queue.CheckToken), which is what retention and deletion scan for.
-const runPrefix = "quorum:run:"
-
-func runKey(run string, parts ...string) string {
-	return runPrefix + run + ":" + strings.Join(parts, ":")
-}
-
-// runPattern matches every key of run (SCAN MATCH).
-func runPattern(run string) string { return runKey(run) + "*" }
-
 // answerKeys are the keys retention keeps for Retention.Answers: what
 // describes the run and what it answered.
-func answerKeys(run string) []string { return []string{runKey(run, "manifest"), runKey(run, "final")} }
-
-// runOf is the run a key belongs to ("" for a key of no run).
-func runOf(key string) string {
-	rest, ok := strings.CutPrefix(key, runPrefix)
-	if !ok {
-		return ""
-	}
-	run, _, ok := strings.Cut(rest, ":")
-	if !ok {
-		return ""
-	}
-	return run
-}
+func answerKeys(run string) []string { return []string{rdb.ManifestKey(run), rdb.FinalKey(run)} }
 
 // ErrNoRun is returned for a run id without a manifest.
 var ErrNoRun = errors.New("no such run")
@@ -107,7 +83,7 @@ var ErrNoRun = errors.New("no such run")
 // manifest and whether it was created now.
 func (s *Store) CreateManifest(ctx context.Context, m *Manifest) (*Manifest, bool, error) {
 	b, _ := json.Marshal(m)
-	ok, err := s.rdb.SetNX(ctx, runKey(m.Run, "manifest"), b, 0).Result()
+	ok, err := rdb.CreateRunKey(ctx, s.rdb, m.Run, rdb.ManifestKey(m.Run), rdb.AnswerKey, b)
 	if err != nil {
 		return nil, false, fmt.Errorf("store manifest of run %s: %w", m.Run, err)
 	}
@@ -120,7 +96,7 @@ func (s *Store) CreateManifest(ctx context.Context, m *Manifest) (*Manifest, boo
 
 // Manifest loads a run's manifest.
 func (s *Store) Manifest(ctx context.Context, run string) (*Manifest, error) {
-	b, err := s.rdb.Get(ctx, runKey(run, "manifest")).Bytes()
+	b, err := s.rdb.Get(ctx, rdb.ManifestKey(run)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: %s", ErrNoRun, run)
 	}
@@ -137,24 +113,24 @@ func (s *Store) Manifest(ctx context.Context, run string) (*Manifest, error) {
 // Cancel marks a run cancelled: workers drop its queued tasks and stop
 // its running ones.
 func (s *Store) Cancel(ctx context.Context, run, reason string) error {
-	return s.rdb.Set(ctx, runKey(run, "cancelled"), reason, 14*24*time.Hour).Err()
+	return rdb.SetRunKey(ctx, s.rdb, run, rdb.CancelledKey(run), rdb.StateKey, reason, rdb.CancelTTL)
 }
 
 // Cancelled reports whether a run was cancelled.
 func (s *Store) Cancelled(ctx context.Context, run string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, runKey(run, "cancelled")).Result()
+	n, err := s.rdb.Exists(ctx, rdb.CancelledKey(run)).Result()
 	return n > 0, err
 }
 
 // SetMeta records an example's meta.
 func (s *Store) SetMeta(ctx context.Context, run, ex string, m ExampleMeta) error {
 	b, _ := json.Marshal(m)
-	return s.rdb.HSet(ctx, runKey(run, "meta"), ex, b).Err()
+	return rdb.HSetRunKey(ctx, s.rdb, run, rdb.MetaKey(run), rdb.StateKey, ex, b)
 }
 
 // Meta returns an example's meta.
 func (s *Store) Meta(ctx context.Context, run, ex string) (*ExampleMeta, error) {
-	b, err := s.rdb.HGet(ctx, runKey(run, "meta"), ex).Bytes()
+	b, err := s.rdb.HGet(ctx, rdb.MetaKey(run), ex).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("example %s of run %s was never published", ex, run)
 	}
@@ -165,36 +141,24 @@ func (s *Store) Meta(ctx context.Context, run, ex string) (*ExampleMeta, error) 
 	return &m, json.Unmarshal(b, &m)
 }
 
-func exKey(run, ex, agentName string, parts ...string) string {
-	return runKey(run, append([]string{"ex", ex, agentName}, parts...)...)
-}
-
-var addResult = redis.NewScript(`
-local added = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-return {added, redis.call('HLEN', KEYS[1])}
-`)
+var exKey = rdb.ExampleKey
 
 // AddResult records a candidate result once: a redelivered or duplicated
 // result does not count twice. It returns whether it was new and how many
 // results the round has.
 func (s *Store) AddResult(ctx context.Context, r *message.CandidateResult) (bool, int, error) {
 	b, _ := json.Marshal(r)
-	res, err := addResult.Run(ctx, s.rdb, []string{exKey(r.Run, r.Example, r.Agent, "round", strconv.Itoa(r.Round))}, r.Index, b).Slice()
+	added, n, err := rdb.HSetOnceRunKey(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "round", strconv.Itoa(r.Round)), r.Index, b)
 	if err != nil {
 		return false, 0, fmt.Errorf("record candidate %d of %s: %w", r.Index, r.Example, err)
 	}
-	return res[0].(int64) == 1, int(res[1].(int64)), nil
+	return added, n, nil
 }
-
-var addPart = redis.NewScript(`
-redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-return redis.call('HLEN', KEYS[1])
-`)
 
 // AddPart records one part of a join once and returns how many parts the
 // join has.
 func (s *Store) AddPart(ctx context.Context, run, ex, agentName, group string, part int, value []byte) (int, error) {
-	n, err := addPart.Run(ctx, s.rdb, []string{exKey(run, ex, agentName, "join", group)}, part, value).Int()
+	_, n, err := rdb.HSetOnceRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "join", group), part, value)
 	if err != nil {
 		return 0, fmt.Errorf("record part %d of join %s of %s: %w", part, group, ex, err)
 	}
@@ -241,13 +205,12 @@ func (s *Store) Results(ctx context.Context, run, ex, agentName string, round in
 // it awaits, every task (so a resume can publish what is unfinished), and
 // that it is now the example's current round.
 func (s *Store) Open(ctx context.Context, run, ex, agentName string, round, expect int, tasks []*message.Task) error {
-	pipe := s.rdb.TxPipeline()
-	pipe.SetArgs(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), expect, redis.SetArgs{KeepTTL: true})
-	if err := s.logTasks(ctx, pipe, run, ex, agentName, tasks); err != nil {
+	vals, err := taskFields(tasks)
+	if err != nil {
 		return err
 	}
-	pipe.SetArgs(ctx, exKey(run, ex, agentName, "current"), round, redis.SetArgs{KeepTTL: true})
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := rdb.OpenRound(ctx, s.rdb, run, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), exKey(run, ex, agentName, "tasks"),
+		exKey(run, ex, agentName, "current"), expect, round, vals...); err != nil {
 		return fmt.Errorf("open round %d of %s: %w", round, ex, err)
 	}
 	return nil
@@ -255,28 +218,24 @@ func (s *Store) Open(ctx context.Context, run, ex, agentName string, round, expe
 
 // LogTasks records tasks a task continues into, before they are published.
 func (s *Store) LogTasks(ctx context.Context, run, ex, agentName string, tasks []*message.Task) error {
-	pipe := s.rdb.TxPipeline()
-	if err := s.logTasks(ctx, pipe, run, ex, agentName, tasks); err != nil {
+	vals, err := taskFields(tasks)
+	if err != nil || len(vals) == 0 {
 		return err
 	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return rdb.HSetRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "tasks"), rdb.StateKey, vals...)
 }
 
-func (s *Store) logTasks(ctx context.Context, pipe redis.Pipeliner, run, ex, agentName string, tasks []*message.Task) error {
-	if len(tasks) == 0 {
-		return nil
-	}
+// taskFields is the tasks' hash fields: id, envelope, id, envelope….
+func taskFields(tasks []*message.Task) ([]any, error) {
 	vals := make([]any, 0, 2*len(tasks))
 	for _, t := range tasks {
 		b, err := json.Marshal(t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		vals = append(vals, t.Task.ID, b)
 	}
-	pipe.HSet(ctx, exKey(run, ex, agentName, "tasks"), vals...)
-	return nil
+	return vals, nil
 }
 
 // Expected returns how many results a round awaits (0 when it was never
@@ -319,7 +278,7 @@ func (s *Store) Tasks(ctx context.Context, run, ex, agentName string) ([]*messag
 // MarkDone records that a task finished: what it produced is published.
 // A redelivery of it is then acknowledged without running it again.
 func (s *Store) MarkDone(ctx context.Context, run, ex, agentName, taskID string) error {
-	return s.rdb.SAdd(ctx, exKey(run, ex, agentName, "done"), taskID).Err()
+	return rdb.SAddRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "done"), taskID)
 }
 
 // Done reports whether a task finished.
@@ -336,7 +295,7 @@ const (
 // MarkDecided records how a round was decided, after the messages it
 // implies were published.
 func (s *Store) MarkDecided(ctx context.Context, r Round, outcome string) error {
-	return s.rdb.SetArgs(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), outcome, redis.SetArgs{KeepTTL: true}).Err()
+	return rdb.SetRunKey(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), rdb.StateKey, outcome, 0)
 }
 
 // Decided returns a round's outcome, "" while it is undecided.
@@ -348,7 +307,7 @@ func (s *Store) Decided(ctx context.Context, r Round) (string, error) {
 	return v, err
 }
 
-const roundsKey = "quorum:rounds"
+const roundsKey = rdb.RoundsKey
 
 // Round names a round of an example's agent.
 type Round struct {
@@ -364,12 +323,7 @@ func (r Round) member() string {
 // finished: the task is marked taken and the round's deadline moves to
 // deadline. A round already decided (its deadline removed) stays closed.
 func (s *Store) Progress(ctx context.Context, r Round, taskID string, deadline time.Time) error {
-	pipe := s.rdb.Pipeline()
-	if taskID != "" {
-		pipe.SAdd(ctx, exKey(r.Run, r.Example, r.Agent, "taken"), taskID)
-	}
-	pipe.ZAddXX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()})
-	_, err := pipe.Exec(ctx)
+	_, err := rdb.Progress(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "done"), exKey(r.Run, r.Example, r.Agent, "taken"), taskID, r.member(), deadline)
 	return err
 }
 
@@ -377,14 +331,11 @@ func (s *Store) Progress(ctx context.Context, r Round, taskID string, deadline t
 // moves to deadline) and reports whether the task is already done, in one
 // round trip.
 func (s *Store) Take(ctx context.Context, r Round, taskID string, deadline time.Time) (done bool, err error) {
-	pipe := s.rdb.Pipeline()
-	isDone := pipe.SIsMember(ctx, exKey(r.Run, r.Example, r.Agent, "done"), taskID)
-	pipe.SAdd(ctx, exKey(r.Run, r.Example, r.Agent, "taken"), taskID)
-	pipe.ZAddXX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()})
-	if _, err := pipe.Exec(ctx); err != nil {
+	done, err = rdb.Progress(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "done"), exKey(r.Run, r.Example, r.Agent, "taken"), taskID, r.member(), deadline)
+	if err != nil {
 		return false, fmt.Errorf("take task %s of %s: %w", taskID, r.Example, err)
 	}
-	return isDone.Val(), nil
+	return done, nil
 }
 
 // Waiting lists a round's logged tasks that no worker has taken yet and
@@ -473,18 +424,18 @@ func (s *Store) Get(ctx context.Context, run, ex, agentName, name string) (strin
 
 // Set stores an agent's value for an example.
 func (s *Store) Set(ctx context.Context, run, ex, agentName, name, value string) error {
-	return s.rdb.SetArgs(ctx, exKey(run, ex, agentName, "state", name), value, redis.SetArgs{KeepTTL: true}).Err()
+	return rdb.SetRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "state", name), rdb.StateKey, value, 0)
 }
 
 // SetFinal records an example's final answer.
 func (s *Store) SetFinal(ctx context.Context, f *message.FinalAnswer) error {
 	b, _ := json.Marshal(f)
-	return s.rdb.HSet(ctx, runKey(f.Run, "final"), f.Example, b).Err()
+	return rdb.HSetRunKey(ctx, s.rdb, f.Run, rdb.FinalKey(f.Run), rdb.AnswerKey, f.Example, b)
 }
 
 // Finals returns every final answer of a run.
 func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.FinalAnswer, error) {
-	m, err := s.rdb.HGetAll(ctx, runKey(run, "final")).Result()
+	m, err := s.rdb.HGetAll(ctx, rdb.FinalKey(run)).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -500,14 +451,11 @@ func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.Fin
 }
 
 // Once returns the value stored under name for the example, computing it
-// with fn at most once across the cluster: the first caller takes a lock
+// with fn at most once across the cluster: the first caller takes a lease
 // and computes; the others wait for its value.
 func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn func(ctx context.Context) (string, error)) (string, error) {
 	key := exKey(run, ex, agentName, "once", name)
-	lock := key + ":lock"
-	var tok [8]byte
-	_, _ = rand.Read(tok[:])
-	token := hex.EncodeToString(tok[:])
+	lease := rdb.NewLease(s.rdb, rdb.LockKey(key), "", onceLease)
 	for {
 		v, err := s.rdb.Get(ctx, key).Result()
 		if err == nil {
@@ -516,18 +464,18 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 		if !errors.Is(err, redis.Nil) {
 			return "", err
 		}
-		got, err := s.rdb.SetNX(ctx, lock, token, onceLease).Result()
+		got, err := lease.Acquire(ctx)
 		if err != nil {
 			return "", err
 		}
 		if got {
 			// The holder before us may have stored the value and let go
-			// between our read and our lock.
+			// between our read and our lease.
 			if v, err := s.rdb.Get(ctx, key).Result(); err == nil {
-				_ = releaseLease.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token).Err()
+				_ = lease.Release(context.WithoutCancel(ctx))
 				return v, nil
 			}
-			return s.computeOnce(ctx, key, lock, token, fn)
+			return s.computeOnce(ctx, run, key, lease, fn)
 		}
 		select {
 		case <-ctx.Done():
@@ -537,40 +485,23 @@ func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn fu
 	}
 }
 
-// onceLease is how long a Once computation holds its lock without
+// onceLease is how long a Once computation holds its lease without
 // renewing it: the holder renews it while it works (a planner turn or a
 // proposer loop can run for many minutes), so only a holder that died
 // lets another process take over, within this time.
 const onceLease = 15 * time.Second
 
-var (
-	renewLease   = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
-	releaseLease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-)
-
-func (s *Store) computeOnce(ctx context.Context, key, lock, token string, fn func(ctx context.Context) (string, error)) (string, error) {
-	rctx, stop := context.WithCancel(ctx)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		t := time.NewTicker(onceLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-				_ = renewLease.Run(rctx, s.rdb, []string{lock}, token, onceLease.Milliseconds()).Err()
-			}
-		}
-	}()
-	v, err := fn(ctx)
-	stop()
-	<-renewed
-	if err == nil {
-		err = s.rdb.SetArgs(ctx, key, v, redis.SetArgs{KeepTTL: true}).Err()
+func (s *Store) computeOnce(ctx context.Context, run, key string, lease *rdb.Lease, fn func(ctx context.Context) (string, error)) (string, error) {
+	renewer := lease.Renewer()
+	if err := renewer.Start(ctx); err != nil {
+		return "", err
 	}
-	_ = releaseLease.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token).Err()
+	v, err := fn(ctx)
+	renewer.Stop()
+	if err == nil {
+		err = rdb.SetRunKey(ctx, s.rdb, run, key, rdb.StateKey, v, 0)
+	}
+	_ = lease.Release(context.WithoutCancel(ctx))
 	if err != nil {
 		return "", err
 	}
@@ -580,8 +511,8 @@ func (s *Store) computeOnce(ctx context.Context, key, lock, token string, fn fun
 // Ping checks that Redis answers.
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
-// Cache is a cluster-wide key-value cache under quorum:cache:, shared by
-// every run (agent.Cache).
+// Cache is a cluster-wide key-value cache (rdb.CacheKey), shared by every
+// run (agent.Cache). A value lives rdb.CacheTTL after its last write.
 type Cache struct {
 	rdb redis.UniversalClient
 }
@@ -591,14 +522,14 @@ func NewCache(rdb redis.UniversalClient) *Cache { return &Cache{rdb: rdb} }
 
 // Get returns a cached value.
 func (c *Cache) Get(ctx context.Context, key string) (string, bool, error) {
-	v, err := c.rdb.Get(ctx, "quorum:cache:"+key).Result()
+	v, err := c.rdb.Get(ctx, rdb.CacheKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
 	return v, err == nil, err
 }
 
-// Set stores a value with no expiry.
+// Set stores a value for rdb.CacheTTL.
 func (c *Cache) Set(ctx context.Context, key, value string) error {
-	return c.rdb.Set(ctx, "quorum:cache:"+key, value, 0).Err()
+	return c.rdb.Set(ctx, rdb.CacheKey(key), value, rdb.CacheTTL).Err()
 }

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,19 +12,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // KeyPrefix starts every key the cache writes.
-const KeyPrefix = "quorum:schema:"
+const KeyPrefix = rdb.SchemaPrefix
 
 // Cache keeps schemas in Redis, shared by every process of a cluster, and
 // re-reads a schema only when its fingerprint has moved. Every Get runs
 // the warehouse's Fingerprint query (one row); a full Read happens on a
 // miss or a change. Concurrent Gets of one key read once: in a process
-// they share one call, across processes a short Redis lock (SET NX with
-// an expiry) lets one read while the others wait for its entry.
+// they share one call, across processes a short lease (rdb.Lease) lets one
+// read while the others wait for its entry.
 //
 // Schemas returned are shared between callers: treat them as read-only.
 type Cache struct {
@@ -79,7 +79,7 @@ func Key(key string, d warehouse.Dialect, db string, opt Options) string {
 		Opt Options           `json:"opt"`
 	}{d, db, opt})
 	sum := sha256.Sum256(b)
-	return KeyPrefix + key + ":" + hex.EncodeToString(sum[:8])
+	return rdb.SchemaKey(key, hex.EncodeToString(sum[:8]))
 }
 
 // Get returns db's schema: the stored one when its fingerprint equals the
@@ -120,16 +120,15 @@ func (c *Cache) get(ctx context.Context, rk string, wh warehouse.Warehouse, db s
 	if s, err := c.load(ctx, rk, fp); s != nil || err != nil {
 		return s, err
 	}
-	lock := rk + ":lock"
-	token := newToken()
+	lock := rdb.NewLease(c.Client, rdb.LockKey(rk), "", c.lockTTL())
 	deadline := time.Now().Add(c.lockTTL())
 	for {
-		ok, err := c.Client.SetNX(ctx, lock, token, c.lockTTL()).Result()
+		ok, err := lock.Acquire(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("schema cache lock %s: %w", lock, err)
+			return nil, fmt.Errorf("schema cache lock %s: %w", lock.Key(), err)
 		}
 		if ok {
-			defer c.unlock(lock, token)
+			defer unlock(lock)
 			// Another process may have stored it between our look and
 			// the lock.
 			if s, err := c.load(ctx, rk, fp); s != nil || err != nil {
@@ -187,19 +186,11 @@ func (c *Cache) load(ctx context.Context, rk, fp string) (*dataset.Schema, error
 	return e.Schema, nil
 }
 
-// unlockScript deletes the lock only if it is still ours: after LockTTL
-// it may belong to another process.
-var unlockScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
-func (c *Cache) unlock(lock, token string) {
+// unlock releases the lock if it is still ours (after LockTTL it may be
+// another process's).
+func unlock(lock *rdb.Lease) {
 	// The caller's context may be done; the lock must go anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = unlockScript.Run(ctx, c.Client, []string{lock}, token).Err() // it expires by itself otherwise
-}
-
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b[:])
+	_ = lock.Release(ctx) // it expires by itself otherwise
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -41,14 +42,15 @@ func (c *MemoryLinkCache) Put(_ context.Context, key string, a LinkAnswer) error
 // RedisLinkCache shares linking answers across the cluster.
 type RedisLinkCache struct {
 	Client redis.UniversalClient
-	// Prefix defaults to "quorum:link:"; TTL 0 keeps answers forever.
+	// Prefix defaults to rdb.LinkPrefix; TTL 0 keeps answers
+	// rdb.CacheTTL.
 	Prefix string
 	TTL    time.Duration
 }
 
 func (c *RedisLinkCache) key(k string) string {
 	if c.Prefix == "" {
-		return "quorum:link:" + k
+		return rdb.LinkPrefix + k
 	}
 	return c.Prefix + k
 }
@@ -75,7 +77,11 @@ func (c *RedisLinkCache) Put(ctx context.Context, key string, a LinkAnswer) erro
 	if err != nil {
 		return err
 	}
-	return c.Client.Set(ctx, c.key(key), b, c.TTL).Err()
+	ttl := c.TTL
+	if ttl <= 0 {
+		ttl = rdb.CacheTTL
+	}
+	return c.Client.Set(ctx, c.key(key), b, ttl).Err()
 }
 
 // InfoCache keeps each database's compressed information once per process

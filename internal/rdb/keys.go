@@ -1,0 +1,225 @@
+// Package rdb owns quorum's Redis: every key name (keys.go), every Lua
+// script with the Go function that runs it (scripts.go), and the one lease
+// (lease.go). Other packages keep their logic (what a value means, how it
+// is encoded, when to write it) and ask rdb for the key and the atomic
+// operation; none spells a "quorum:…" key or calls redis.NewScript (a test
+// of this package checks it).
+//
+// Every key starts with Prefix ("quorum:"), which is also what the deployed
+// ACL grants (~quorum:*). <run> is a run id, <ex> an example id, <agent> an
+// agent's name (none holds ':', see queue.CheckToken). The lifetimes
+// ("retired") are those of [RetireRun]: a run's keys live until the run is
+// finished, then the state ones --retain (runstate.DefaultState, 7 days)
+// and the answer ones --retain-answers (runstate.DefaultAnswers, 14 days).
+//
+//	key (after quorum:)               owner (writer)             holds                                     TTL / retention
+//	run:<run>:manifest                pkg/runtime/runstate       the run's manifest (JSON)                 none; retired: answers
+//	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
+//	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
+//	run:<run>:cancelled               runstate (serve's cancel)  the reason                                CancelTTL (14 days); retired: ≤ state
+//	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, current,        none; retired: state
+//	                                                             expect:<n>, round:<n>, decided:<n>,
+//	                                                             state:<name>, once:<name>, join:<group>
+//	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed
+//	runkeys:<run>                     runstate (the write        set of the run's keys, which retirement,  none; retired: answers
+//	                                  scripts of scripts.go)     deletion and listing read (never SCAN)
+//	retired:<run>                     runstate (RetireRun)       hash state, answers → their expiry (ms)   answers retention
+//	runs                              runstate (write scripts)   sorted set run → when its last key        none; members leave when
+//	                                                             expires (+inf until retired)              deleted or expired
+//	rounds                            runstate                   sorted set run|ex|agent|round → deadline  none; members leave when
+//	                                                                                                       decided or retired
+//	cache:<key>                       runstate.Cache             the agents' shared cache (agent.Cache)    CacheTTL (7 days) from a write
+//	link:<key>                        reforce/dbinfo             schema-linking answers (RedisLinkCache)   its TTL, default CacheTTL
+//	schema:<key>:<digest>             pkg/warehouse/schema       a live schema and its fingerprint         schema.Cache.TTL (24 h)
+//	schema:<key>:<digest>:lock        warehouse/schema           a Lease while one process reads it        schema.Cache.LockTTL (2 min)
+//	blob:sha256:<hex>                 pkg/blob                   content-addressed payloads                blob.New's ttl, BlobTTL (14 days)
+//	rl:<claim>                        pkg/ratelimit              a claim's GCRA schedule (µs); claims:     until idle again, + 1 s
+//	                                                             llm:<group>:rpm|tpm, wh:<name>:qps,
+//	                                                             serve:<tenant>:req
+//	rl:cooldown:<group>               ratelimit                  a pause after a provider's 429            the pause
+//	rl:sem:<name>                     ratelimit                  sorted set of slot leases token → expiry  twice the lease, renewed
+//	rl:bytes:<run>                    ratelimit                  bytes a run scanned (ByteBudget)          BytesTTL (14 days)
+//	serve:q:<id>                      pkg/serve                  a question and its answer (JSON)          serve's --retain, every write
+//	serve:pending                     serve                      sorted set of unfinished questions        none; members leave at the end
+//	serve:lease:<id>                  serve                      a Lease: the process driving it           10 s, renewed
+//	serve:idem:<hash>                 serve                      Idempotency-Key → question id             serve's --retain
+//	serve:cache:<hash>                serve                      the answer of equal questions             serve's --cache-ttl (1 h)
+//	serve:tokens:<tenant>:<yyyymmdd>  serve                      a tenant's tokens of the day              TokensTTL (48 h)
+//	serve:charged:<id>                serve                      what a cancelled question was charged     TokensTTL (48 h)
+//	serve:settle                      serve                      sorted set of cancelled questions         none; members leave when
+//	                                                             whose late costs are still to charge      settled
+//	serve:idkey                       serve                      the secret question ids are signed with   none (shared by every process)
+//
+// The rate limiter's prefix is configurable (ratelimit.Config.Prefix, tests
+// use their own); RateLimitPrefix is the default. dbinfo.RedisLinkCache's
+// prefix is too (LinkPrefix).
+package rdb
+
+import (
+	"strings"
+	"time"
+)
+
+// Prefix starts every key quorum writes.
+const Prefix = "quorum:"
+
+// Runs: pkg/runtime/runstate.
+
+// runPrefix starts every key of every run.
+const runPrefix = Prefix + "run:"
+
+// RunKey is run's key named by parts: quorum:run:<run>:<parts…>.
+func RunKey(run string, parts ...string) string {
+	return runPrefix + run + ":" + strings.Join(parts, ":")
+}
+
+// ManifestKey holds run's manifest.
+func ManifestKey(run string) string { return RunKey(run, "manifest") }
+
+// FinalKey holds run's final answers by example.
+func FinalKey(run string) string { return RunKey(run, "final") }
+
+// MetaKey holds run's examples' meta.
+func MetaKey(run string) string { return RunKey(run, "meta") }
+
+// CancelledKey marks run cancelled; its value is the reason.
+func CancelledKey(run string) string { return RunKey(run, "cancelled") }
+
+// CancelTTL is how long a cancel mark lasts (a retired run's at most its
+// state retention).
+const CancelTTL = 14 * 24 * time.Hour
+
+// ExampleKey is a key of one example's agent in run:
+// quorum:run:<run>:ex:<ex>:<agent>:<parts…>.
+func ExampleKey(run, ex, agent string, parts ...string) string {
+	return RunKey(run, append([]string{"ex", ex, agent}, parts...)...)
+}
+
+// LockKey is the lease guarding the computation of key's value (Store.Once,
+// the schema cache).
+func LockKey(key string) string { return key + ":lock" }
+
+// RunIndexKey is the set of run's keys, kept by every script that writes
+// one: retirement, deletion and description read it instead of scanning
+// the keyspace.
+func RunIndexKey(run string) string { return Prefix + "runkeys:" + run }
+
+// RetiredKey marks a retired run: when its state and its answer keys expire
+// (Unix ms). A key first written after the retirement gets that expiry from
+// the script that writes it.
+func RetiredKey(run string) string { return Prefix + "retired:" + run }
+
+// RunsKey is the sorted set of runs with keys, scored by when the run's
+// last key expires (+inf until it is retired).
+const RunsKey = Prefix + "runs"
+
+// RoundsKey is the sorted set of open rounds' deadlines.
+const RoundsKey = Prefix + "rounds"
+
+// CacheKey is key of the agents' cluster-wide cache (runstate.Cache).
+func CacheKey(key string) string { return Prefix + "cache:" + key }
+
+// CacheTTL is how long a cached value (runstate.Cache, and
+// dbinfo.RedisLinkCache by default) lives after its last write: what is
+// cached (schema-linking answers) is cheap to recompute, and a key per
+// (database, table, question) must not pile up forever.
+const CacheTTL = 7 * 24 * time.Hour
+
+// LinkPrefix is dbinfo.RedisLinkCache's default prefix.
+const LinkPrefix = Prefix + "link:"
+
+// Schemas: pkg/warehouse/schema.
+
+// SchemaPrefix starts every key of the schema cache.
+const SchemaPrefix = Prefix + "schema:"
+
+// SchemaKey is the cached schema read for the caller's key (a warehouse
+// name) with digest (of the dialect, database and options).
+func SchemaKey(key, digest string) string { return SchemaPrefix + key + ":" + digest }
+
+// Blobs: pkg/blob.
+
+// BlobPrefix starts every blob's key.
+const BlobPrefix = Prefix + "blob:"
+
+// BlobKey is the key of the blob with reference ref ("sha256:<hex>").
+func BlobKey(ref string) string { return BlobPrefix + ref }
+
+// BlobTTL is a blob's default lifetime; answers' result tables are blobs,
+// so runstate.DefaultAnswers does not exceed it.
+const BlobTTL = 14 * 24 * time.Hour
+
+// Rate limits: pkg/ratelimit. The names below are relative to the
+// limiter's prefix (RateLimitPrefix by default).
+
+// RateLimitPrefix is the limiter's default prefix.
+const RateLimitPrefix = Prefix + "rl:"
+
+// CooldownName pauses group's reservations.
+func CooldownName(group string) string { return "cooldown:" + group }
+
+// SemaphoreName is the sorted set of the semaphore's slot leases.
+func SemaphoreName(name string) string { return "sem:" + name }
+
+// BytesName counts the bytes run scanned.
+func BytesName(run string) string { return "bytes:" + run }
+
+// BytesTTL is how long a run's scanned bytes are counted.
+const BytesTTL = 14 * 24 * time.Hour
+
+// LLMRequestsName and LLMTokensName are an LLM endpoint and model's
+// requests and tokens per minute (group names both).
+func LLMRequestsName(group string) string { return "llm:" + group + ":rpm" }
+
+// LLMTokensName: see LLMRequestsName.
+func LLMTokensName(group string) string { return "llm:" + group + ":tpm" }
+
+// WarehouseGroup names a warehouse's cooldown group and semaphore.
+func WarehouseGroup(name string) string { return "wh:" + name }
+
+// WarehouseQPSName is a warehouse's queries per second.
+func WarehouseQPSName(name string) string { return WarehouseGroup(name) + ":qps" }
+
+// TenantGroup names a serve tenant's cooldown group.
+func TenantGroup(tenant string) string { return "serve:" + tenant }
+
+// TenantRequestsName is a serve tenant's requests per minute.
+func TenantRequestsName(tenant string) string { return TenantGroup(tenant) + ":req" }
+
+// Questions: pkg/serve.
+
+const servePrefix = Prefix + "serve:"
+
+// QuestionKey holds question id.
+func QuestionKey(id string) string { return servePrefix + "q:" + id }
+
+// PendingKey is the sorted set of unfinished questions by creation.
+const PendingKey = servePrefix + "pending"
+
+// QuestionLeaseKey is the lease of the process driving question id.
+func QuestionLeaseKey(id string) string { return servePrefix + "lease:" + id }
+
+// IdempotencyKey maps a tenant's Idempotency-Key (hashed) to a question.
+func IdempotencyKey(hash string) string { return servePrefix + "idem:" + hash }
+
+// AnswerCacheKey holds the answer of equal questions (hashed).
+func AnswerCacheKey(hash string) string { return servePrefix + "cache:" + hash }
+
+// TokensKey counts tenant's tokens on day (UTC).
+func TokensKey(tenant string, day time.Time) string {
+	return servePrefix + "tokens:" + tenant + ":" + day.UTC().Format("20060102")
+}
+
+// ChargedKey holds what cancelled question id has been charged.
+func ChargedKey(id string) string { return servePrefix + "charged:" + id }
+
+// TokensTTL keeps a day's token count (and a question's charge) past the
+// day's end.
+const TokensTTL = 48 * time.Hour
+
+// SettleKey is the sorted set of cancelled questions whose late costs are
+// still to charge, by the end of their window.
+const SettleKey = servePrefix + "settle"
+
+// IDKey holds the secret question ids are signed with.
+const IDKey = servePrefix + "idkey"

@@ -1,0 +1,162 @@
+package rdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lease is a key held by one owner at a time: acquired with SET NX PX and
+// a random token, renewed and released only by the holder of that token
+// (compare-and-expire, compare-and-delete), so a holder that lost it (it
+// stalled past its TTL and another took it) can neither extend nor free
+// the new holder's. A holder that dies stops renewing, and the key is free
+// again within its TTL.
+//
+// Leases: the process driving a question (serve), the process computing a
+// Store.Once value (runstate), the process reading a schema (schema.Cache).
+type Lease struct {
+	c     redis.Cmdable
+	key   string
+	token string
+	ttl   time.Duration
+}
+
+// NewLease returns a lease on key held for ttl at a time, not yet
+// acquired. owner, if not "", starts its token, so that whoever reads the
+// key sees who holds it.
+func NewLease(c redis.Cmdable, key, owner string, ttl time.Duration) *Lease {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	token := hex.EncodeToString(b[:])
+	if owner != "" {
+		token = owner + "/" + token
+	}
+	return &Lease{c: c, key: key, token: token, ttl: ttl}
+}
+
+// Key is the lease's key.
+func (l *Lease) Key() string { return l.key }
+
+// Token is what the key holds while this lease has it.
+func (l *Lease) Token() string { return l.token }
+
+// TTL is how long the lease lasts without a renewal.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Acquire takes the lease if no one holds it, and says whether it did.
+// Taking a lease one already holds fails (call Renew).
+func (l *Lease) Acquire(ctx context.Context) (bool, error) {
+	return l.c.SetNX(ctx, l.key, l.token, l.ttl).Result()
+}
+
+// Renew extends the lease by its TTL if it is still ours; false when it
+// is not (it expired, and maybe another took it).
+func (l *Lease) Renew(ctx context.Context) (bool, error) {
+	return ExpireIfEquals(ctx, l.c, l.key, l.token, l.ttl)
+}
+
+// Release frees the lease if it is still ours.
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := DeleteIfEquals(ctx, l.c, l.key, l.token)
+	return err
+}
+
+// Renewer renews the lease every third of its TTL; set its hooks before
+// Start.
+func (l *Lease) Renewer() *Renewer {
+	return &Renewer{Renew: l.Renew, Every: l.ttl / 3, Timeout: l.ttl / 3}
+}
+
+// Renewer keeps a hold (a Lease, a semaphore's slot) alive in the
+// background from Start until Stop, renewing it every Every. It is a
+// component with one goroutine: Stop returns once that goroutine has
+// ended, so nothing renews a hold its owner has released.
+type Renewer struct {
+	// Renew extends the hold; false: it was lost.
+	Renew func(ctx context.Context) (bool, error)
+	// Every is how often Renew is called.
+	Every time.Duration
+	// Timeout, when positive, bounds each Renew call.
+	Timeout time.Duration
+	// OnLost, when set, is called from the renewer's goroutine when Renew
+	// finds the hold lost; the renewer then ends. It must not call Stop.
+	OnLost func()
+	// AfterRenew, when set, is called from the renewer's goroutine after
+	// each renewal that did not find the hold lost (one that failed on a
+	// Redis error included: it is tried again at the next tick). It must
+	// not call Stop.
+	AfterRenew func(ctx context.Context)
+
+	mu   sync.Mutex
+	stop chan struct{}
+	done chan struct{}
+}
+
+// ErrStarted is returned by Start on a renewer already started.
+var ErrStarted = errors.New("rdb: renewer already started")
+
+// Start starts renewing until Stop is called or ctx ends.
+func (r *Renewer) Start(ctx context.Context) error {
+	if r.Renew == nil || r.Every <= 0 {
+		return errors.New("rdb: a renewer needs Renew and a positive Every")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return ErrStarted
+	}
+	r.stop, r.done = make(chan struct{}), make(chan struct{})
+	go r.run(ctx, r.stop, r.done)
+	return nil
+}
+
+// Stop stops renewing and waits until the renewer's goroutine has ended.
+// Stopping a renewer not started (or already stopped) does nothing; a
+// stopped renewer may be started again.
+func (r *Renewer) Stop() {
+	r.mu.Lock()
+	stop, done := r.stop, r.done
+	r.stop, r.done = nil, nil
+	r.mu.Unlock()
+	if done == nil {
+		return
+	}
+	close(stop)
+	<-done
+}
+
+func (r *Renewer) run(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if r.Timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		}
+		ok, err := r.Renew(cctx)
+		cancel()
+		if err == nil && !ok {
+			if r.OnLost != nil {
+				r.OnLost()
+			}
+			return
+		}
+		if r.AfterRenew != nil {
+			r.AfterRenew(ctx)
+		}
+	}
+}

@@ -1,0 +1,447 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every Lua script of quorum is here, next to the function that runs it.
+// Scripts name every key they touch in KEYS (the ACL checks them) and read
+// the clock with TIME, so that processes agree whatever their clocks.
+
+// ---- Compare-and-set: leases (lease.go) and owned keys ----
+
+// deleteIfEqualsScript deletes KEYS[1] if it holds ARGV[1].
+var deleteIfEqualsScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// DeleteIfEquals deletes key if it holds value, and says whether it did:
+// the release of a lease, or of any key a process set and may since have
+// lost to another.
+func DeleteIfEquals(ctx context.Context, c redis.Cmdable, key, value string) (bool, error) {
+	n, err := deleteIfEqualsScript.Run(ctx, c, []string{key}, value).Int()
+	return n == 1, err
+}
+
+// expireIfEqualsScript sets KEYS[1]'s expiry to ARGV[2] ms if it holds
+// ARGV[1].
+var expireIfEqualsScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`)
+
+// ExpireIfEquals makes key expire in ttl if it holds value, and says
+// whether it did: the renewal of a lease.
+func ExpireIfEquals(ctx context.Context, c redis.Cmdable, key, value string, ttl time.Duration) (bool, error) {
+	n, err := expireIfEqualsScript.Run(ctx, c, []string{key}, value, ttl.Milliseconds()).Int()
+	return n == 1, err
+}
+
+// ---- Runs: pkg/runtime/runstate ----
+//
+// Every write to a run's key goes through a script starting with
+// trackLua: the key joins the run's index (RunIndexKey), a run's first key
+// registers it in RunsKey, and a key written to a retired run (RetiredKey
+// exists) gets the retirement's expiry at once, or keeps a sooner one. So
+// a late write (a task that was still running at a cancel, a redelivered
+// result) never leaves a key without an expiry, and retirement and
+// deletion address the run's keys without scanning the keyspace.
+//
+// The run scripts' KEYS start with the index, the mark and the registry,
+// and their ARGV with the run id; the operation's own keys and arguments
+// follow (KEYS[4], ARGV[2] on).
+
+const trackLua = `
+local function track(key, answer)
+  local at = redis.call('HGET', KEYS[2], answer and 'answers' or 'state')
+  if redis.call('SADD', KEYS[1], key) == 1 and not at then
+    redis.call('ZADD', KEYS[3], 'inf', ARGV[1])
+  end
+  if at then redis.call('PEXPIREAT', key, at, 'LT') end
+end
+`
+
+// KeyKind is how long a run's key is kept once the run is retired.
+type KeyKind bool
+
+const (
+	// StateKey is per-task state, kept for the state retention.
+	StateKey KeyKind = false
+	// AnswerKey (the manifest, the final answers) is kept for the
+	// answers retention.
+	AnswerKey KeyKind = true
+)
+
+func (k KeyKind) arg() string {
+	if k == AnswerKey {
+		return "1"
+	}
+	return "0"
+}
+
+func runScript(ctx context.Context, c redis.Cmdable, s *redis.Script, run string, keys []string, args ...any) *redis.Cmd {
+	return s.Run(ctx, c, append([]string{RunIndexKey(run), RetiredKey(run), RunsKey}, keys...), append([]any{run}, args...)...)
+}
+
+var runCreateScript = redis.NewScript(trackLua + `
+if redis.call('SET', KEYS[4], ARGV[3], 'NX') then
+  track(KEYS[4], ARGV[2] == '1')
+  return 1
+end
+return 0`)
+
+// CreateRunKey sets run's key to value unless it exists (SET NX) and says
+// whether it did.
+func CreateRunKey(ctx context.Context, c redis.Cmdable, run, key string, kind KeyKind, value any) (bool, error) {
+	n, err := runScript(ctx, c, runCreateScript, run, []string{key}, kind.arg(), value).Int()
+	return n == 1, err
+}
+
+var runSetScript = redis.NewScript(trackLua + `
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+else
+  redis.call('SET', KEYS[4], ARGV[3], 'KEEPTTL')
+end
+track(KEYS[4], ARGV[2] == '1')
+return 1`)
+
+// SetRunKey sets run's key to value. With ttl 0 the key keeps its expiry
+// (KEEPTTL: an overwrite never makes a retired key permanent again);
+// otherwise it expires in ttl, or sooner if the run is retired.
+func SetRunKey(ctx context.Context, c redis.Cmdable, run, key string, kind KeyKind, value any, ttl time.Duration) error {
+	return runScript(ctx, c, runSetScript, run, []string{key}, kind.arg(), value, ttl.Milliseconds()).Err()
+}
+
+var runHSetScript = redis.NewScript(trackLua + `
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+track(KEYS[4], ARGV[2] == '1')
+return 1`)
+
+// HSetRunKey sets fields of run's hash key (field, value, field, value…).
+func HSetRunKey(ctx context.Context, c redis.Cmdable, run, key string, kind KeyKind, fieldValues ...any) error {
+	if len(fieldValues) == 0 || len(fieldValues)%2 != 0 {
+		return fmt.Errorf("hset %s: want field, value pairs, got %d values", key, len(fieldValues))
+	}
+	return runScript(ctx, c, runHSetScript, run, []string{key}, append([]any{kind.arg()}, fieldValues...)...).Err()
+}
+
+var runSAddScript = redis.NewScript(trackLua + `
+for i = 2, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
+track(KEYS[4], false)
+return 1`)
+
+// SAddRunKey adds members to run's set key (per-task state).
+func SAddRunKey(ctx context.Context, c redis.Cmdable, run, key string, members ...any) error {
+	if len(members) == 0 {
+		return nil
+	}
+	return runScript(ctx, c, runSAddScript, run, []string{key}, members...).Err()
+}
+
+var runHSetOnceScript = redis.NewScript(trackLua + `
+local added = redis.call('HSETNX', KEYS[4], ARGV[2], ARGV[3])
+local n = redis.call('HLEN', KEYS[4])
+track(KEYS[4], false)
+return {added, n}`)
+
+// HSetOnceRunKey sets field of run's hash key unless it is set (HSETNX),
+// and returns whether it did and how many fields the hash has: a result
+// or a join's part recorded once, however often it is delivered.
+func HSetOnceRunKey(ctx context.Context, c redis.Cmdable, run, key string, field, value any) (added bool, n int, err error) {
+	res, err := runScript(ctx, c, runHSetOnceScript, run, []string{key}, field, value).Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	return res[0].(int64) == 1, int(res[1].(int64)), nil
+}
+
+var runOpenRoundScript = redis.NewScript(trackLua + `
+redis.call('SET', KEYS[4], ARGV[2], 'KEEPTTL')
+track(KEYS[4], false)
+if #ARGV > 3 then
+  for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1]) end
+  track(KEYS[5], false)
+end
+redis.call('SET', KEYS[6], ARGV[3], 'KEEPTTL')
+track(KEYS[6], false)
+return 1`)
+
+// OpenRound records, at once, that a round awaits expect results
+// (expectKey), its tasks (tasksKey: task id, envelope…) and that it is the
+// example's current round (currentKey holds round).
+func OpenRound(ctx context.Context, c redis.Cmdable, run, expectKey, tasksKey, currentKey string, expect, round int, tasks ...any) error {
+	if len(tasks)%2 != 0 {
+		return fmt.Errorf("open round %d: want task id, task pairs, got %d values", round, len(tasks))
+	}
+	args := append([]any{expect, round}, tasks...)
+	return runScript(ctx, c, runOpenRoundScript, run, []string{expectKey, tasksKey, currentKey}, args...).Err()
+}
+
+var runProgressScript = redis.NewScript(trackLua + `
+local done = 0
+if ARGV[2] ~= '' then
+  done = redis.call('SISMEMBER', KEYS[4], ARGV[2])
+  redis.call('SADD', KEYS[5], ARGV[2])
+  track(KEYS[5], false)
+end
+redis.call('ZADD', KEYS[6], 'XX', ARGV[3], ARGV[4])
+return done`)
+
+// Progress records, in one call, that a task (taskID, unless "") was taken
+// (takenKey) and moves the round's deadline in RoundsKey (member) to
+// deadline if the round is open; it reports whether the task is in doneKey.
+func Progress(ctx context.Context, c redis.Cmdable, run, doneKey, takenKey, taskID, member string, deadline time.Time) (done bool, err error) {
+	n, err := runScript(ctx, c, runProgressScript, run, []string{doneKey, takenKey, RoundsKey}, taskID, deadline.UnixMilli(), member).Int()
+	return n == 1, err
+}
+
+var retireRunScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local state, answers = now + tonumber(ARGV[2]), now + tonumber(ARGV[3])
+local prev = redis.call('HMGET', KEYS[2], 'state', 'answers')
+if prev[1] and tonumber(prev[1]) < state then state = tonumber(prev[1]) end
+if prev[2] and tonumber(prev[2]) < answers then answers = tonumber(prev[2]) end
+redis.call('HSET', KEYS[2], 'state', string.format('%.0f', state), 'answers', string.format('%.0f', answers))
+redis.call('PEXPIREAT', KEYS[2], string.format('%.0f', answers))
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', answers), 'LT')
+redis.call('ZADD', KEYS[3], string.format('%.0f', answers), ARGV[1])
+return {string.format('%.0f', state), string.format('%.0f', answers)}`)
+
+// RetireRun marks run retired: its state keys are to expire in state and
+// its answer keys in answers (an earlier retirement's sooner times stay).
+// From now on every write to the run gives its key that expiry; the keys
+// written before are the index's (RunIndexKey), which the caller expires
+// with ExpireAt. It returns the two times, in Redis's clock.
+func RetireRun(ctx context.Context, c redis.Cmdable, run string, state, answers time.Duration) (stateAt, answersAt time.Time, err error) {
+	res, err := retireRunScript.Run(ctx, c, []string{RunIndexKey(run), RetiredKey(run), RunsKey}, run, state.Milliseconds(), answers.Milliseconds()).StringSlice()
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	ms := func(s string) time.Time { v, _ := strconv.ParseInt(s, 10, 64); return time.UnixMilli(v) }
+	return ms(res[0]), ms(res[1]), nil
+}
+
+// ExpireAt makes each key expire at its time, unless it expires sooner
+// (PEXPIREAT … LT), in one round trip; keys and at are parallel.
+func ExpireAt(ctx context.Context, c redis.Cmdable, keys []string, at []time.Time) error {
+	if len(keys) != len(at) {
+		return fmt.Errorf("expire: %d keys, %d times", len(keys), len(at))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	pipe := c.Pipeline()
+	for i, k := range keys {
+		pipe.Do(ctx, "pexpireat", k, at[i].UnixMilli(), "lt")
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// ForgetRun removes run's index, its retirement mark and its registration,
+// once its keys are deleted.
+func ForgetRun(ctx context.Context, c redis.Cmdable, run string) error {
+	pipe := c.TxPipeline()
+	pipe.Unlink(ctx, RunIndexKey(run), RetiredKey(run))
+	pipe.ZRem(ctx, RunsKey, run)
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// ---- Questions: pkg/serve ----
+
+// chargeScript raises what a question has been charged (KEYS[1]) to
+// ARGV[1] tokens, adding the difference to the tenant's day (KEYS[2]): run
+// twice, or by two processes at once, it charges once.
+var chargeScript = redis.NewScript(`
+local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+local now = tonumber(ARGV[1])
+if now > prev then
+  redis.call('SET', KEYS[1], now, 'PX', ARGV[2])
+  redis.call('INCRBY', KEYS[2], now - prev)
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return now - prev`)
+
+// Charge brings what question id has been charged (ChargedKey) up to
+// tokens, adding the difference to tenant's tokens of the day; both keys
+// keep TokensTTL. It returns the tokens added.
+func Charge(ctx context.Context, c redis.Cmdable, tenant, id string, tokens int) (int64, error) {
+	return chargeScript.Run(ctx, c, []string{ChargedKey(id), TokensKey(tenant, time.Now())}, tokens, TokensTTL.Milliseconds()).Int64()
+}
+
+// ---- Rate limits: pkg/ratelimit ----
+
+// reserveScript admits every claim together now, or none of them and says
+// how long until they would all fit: nothing is booked for later, so a
+// refund (a token estimate reconciled after a call) helps whoever asks
+// next instead of being lost to callers already scheduled. A claim larger
+// than its burst fits when its key is idle. A cooldown key (the last key,
+// set after a provider 429) defers everything. Returns {admitted, wait_us}.
+var reserveScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cd = redis.call('PTTL', KEYS[#KEYS])
+if cd > 0 then return {0, cd * 1000} end
+local n = #KEYS - 1
+local wait = 0
+local tats = {}
+for i = 1, n do
+  local em = tonumber(ARGV[(i-1)*3 + 1])
+  local tol = tonumber(ARGV[(i-1)*3 + 2])
+  local units = tonumber(ARGV[(i-1)*3 + 3])
+  if em * units > tol then tol = em * units end
+  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
+  if tat < now then tat = now end
+  tats[i] = tat
+  local w = tat + em * units - tol - now
+  if w > wait then wait = w end
+end
+if wait > 0 then return {0, string.format('%.0f', wait)} end
+for i = 1, n do
+  local em = tonumber(ARGV[(i-1)*3 + 1])
+  local units = tonumber(ARGV[(i-1)*3 + 3])
+  local newtat = tats[i] + em * units
+  local ttl = math.ceil((newtat - now) / 1000) + 1000
+  redis.call('SET', KEYS[i], string.format('%.0f', newtat), 'PX', ttl)
+end
+return {1, '0'}
+`)
+
+// GCRAClaim is one claim of Reserve: units on Key, each occupying
+// EmissionMicros of its schedule, ToleranceMicros of which may be taken
+// at once.
+type GCRAClaim struct {
+	Key                             string
+	EmissionMicros, ToleranceMicros float64
+	Units                           float64
+}
+
+// Reserve admits the claims together now, or none and returns how long
+// until they would all fit (the cooldown's remainder while cooldownKey is
+// set).
+func Reserve(ctx context.Context, c redis.Cmdable, cooldownKey string, claims []GCRAClaim) (admitted bool, wait time.Duration, err error) {
+	keys := make([]string, 0, len(claims)+1)
+	args := make([]any, 0, 3*len(claims))
+	for _, cl := range claims {
+		keys = append(keys, cl.Key)
+		args = append(args, cl.EmissionMicros, cl.ToleranceMicros, cl.Units)
+	}
+	keys = append(keys, cooldownKey)
+	res, err := reserveScript.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	ok, _ := res[0].(int64)
+	var micros float64
+	switch v := res[1].(type) {
+	case int64:
+		micros = float64(v)
+	case string:
+		micros, _ = strconv.ParseFloat(v, 64)
+	}
+	return ok == 1, time.Duration(micros) * time.Microsecond, nil
+}
+
+// adjustScript moves a key's schedule by units (negative refunds), never
+// before now.
+var adjustScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+tat = tat + tonumber(ARGV[1]) * tonumber(ARGV[2])
+if tat <= now then redis.call('DEL', KEYS[1]) return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+return 1
+`)
+
+// Adjust moves key's GCRA schedule by units of emissionMicros each
+// (negative: a refund), never before now.
+func Adjust(ctx context.Context, c redis.Cmdable, key string, emissionMicros, units float64) error {
+	return adjustScript.Run(ctx, c, []string{key}, emissionMicros, units).Err()
+}
+
+// cooldownScript extends (never shortens) a pause.
+var cooldownScript = redis.NewScript(`
+local cur = redis.call('PTTL', KEYS[1])
+if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
+return 1
+`)
+
+// Cooldown makes key last at least d (a longer pause in place is kept).
+func Cooldown(ctx context.Context, c redis.Cmdable, key string, d time.Duration) error {
+	return cooldownScript.Run(ctx, c, []string{key}, d.Milliseconds()).Err()
+}
+
+var acquireSlotScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 2)
+  return {1, 0}
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, tonumber(first[2]) - now}
+`)
+
+// AcquireSlot takes a slot of the semaphore key (a sorted set of leases
+// scored by expiry) for token, for lease, if fewer than capacity are held;
+// otherwise it returns how long until the first lease expires.
+func AcquireSlot(ctx context.Context, c redis.Cmdable, key string, capacity int, lease time.Duration, token string) (ok bool, untilExpiry time.Duration, err error) {
+	res, err := acquireSlotScript.Run(ctx, c, []string{key}, capacity, lease.Milliseconds(), token).Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	got, _ := res[0].(int64)
+	ms, _ := res[1].(int64)
+	return got == 1, time.Duration(ms) * time.Millisecond, nil
+}
+
+var renewSlotScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if not s or tonumber(s) < now then redis.call('ZREM', KEYS[1], ARGV[2]) return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
+return 1
+`)
+
+// RenewSlot extends token's slot of the semaphore key by lease; false when
+// the slot had expired (it is dropped).
+func RenewSlot(ctx context.Context, c redis.Cmdable, key string, lease time.Duration, token string) (bool, error) {
+	n, err := renewSlotScript.Run(ctx, c, []string{key}, lease.Milliseconds(), token).Int()
+	return n == 1, err
+}
+
+var spendScript = redis.NewScript(`
+local cur = redis.call('INCRBY', KEYS[1], ARGV[1])
+if tonumber(ARGV[2]) > 0 and cur > tonumber(ARGV[2]) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return {0, cur - tonumber(ARGV[1])}
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, cur}
+`)
+
+// Spend adds n to the counter key unless that would exceed limit (0: no
+// limit); it returns whether it did and the count (before a refusal,
+// after an addition). The counter keeps BytesTTL.
+func Spend(ctx context.Context, c redis.Cmdable, key string, n, limit int64) (ok bool, count int64, err error) {
+	res, err := spendScript.Run(ctx, c, []string{key}, n, limit, BytesTTL.Milliseconds()).Slice()
+	if err != nil {
+		return false, 0, err
+	}
+	got, _ := res[0].(int64)
+	count, _ = res[1].(int64)
+	return got == 1, count, nil
+}
