@@ -5,10 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/service"
 )
 
 // Lease is a key held by one owner at a time: acquired with SET NX PX and
@@ -75,8 +76,8 @@ func (l *Lease) Renewer() *Renewer {
 
 // Renewer keeps a hold (a Lease, a semaphore's slot) alive in the
 // background from Start until Stop, renewing it every Every. It is a
-// component with one goroutine: Stop returns once that goroutine has
-// ended, so nothing renews a hold its owner has released.
+// component with one goroutine (a service.Loop): Stop returns once that
+// goroutine has ended, so nothing renews a hold its owner has released.
 type Renewer struct {
 	// Renew extends the hold; false: it was lost.
 	Renew func(ctx context.Context) (bool, error)
@@ -93,54 +94,29 @@ type Renewer struct {
 	// not call Stop.
 	AfterRenew func(ctx context.Context)
 
-	mu   sync.Mutex
-	stop chan struct{}
-	done chan struct{}
+	service.Loop
 }
 
 // ErrStarted is returned by Start on a renewer already started.
-var ErrStarted = errors.New("rdb: renewer already started")
+var ErrStarted = service.ErrStarted
 
-// Start starts renewing until Stop is called or ctx ends.
+// Start starts renewing until Stop is called or ctx ends. Stopping a
+// renewer not started (or already stopped) does nothing; a stopped
+// renewer may be started again.
 func (r *Renewer) Start(ctx context.Context) error {
 	if r.Renew == nil || r.Every <= 0 {
 		return errors.New("rdb: a renewer needs Renew and a positive Every")
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return ErrStarted
-	}
-	r.stop, r.done = make(chan struct{}), make(chan struct{})
-	go r.run(ctx, r.stop, r.done)
-	return nil
+	return r.Go(ctx, r.run)
 }
 
-// Stop stops renewing and waits until the renewer's goroutine has ended.
-// Stopping a renewer not started (or already stopped) does nothing; a
-// stopped renewer may be started again.
-func (r *Renewer) Stop() {
-	r.mu.Lock()
-	stop, done := r.stop, r.done
-	r.stop, r.done = nil, nil
-	r.mu.Unlock()
-	if done == nil {
-		return
-	}
-	close(stop)
-	<-done
-}
-
-func (r *Renewer) run(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
+func (r *Renewer) run(ctx context.Context) error {
 	t := time.NewTicker(r.Every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-stop:
-			return
+			return nil
 		case <-t.C:
 		}
 		cctx, cancel := ctx, context.CancelFunc(func() {})
@@ -149,11 +125,14 @@ func (r *Renewer) run(ctx context.Context, stop <-chan struct{}, done chan<- str
 		}
 		ok, err := r.Renew(cctx)
 		cancel()
+		if ctx.Err() != nil {
+			return nil // stopped meanwhile: the hold is being let go
+		}
 		if err == nil && !ok {
 			if r.OnLost != nil {
 				r.OnLost()
 			}
-			return
+			return nil
 		}
 		if r.AfterRenew != nil {
 			r.AfterRenew(ctx)

@@ -93,13 +93,17 @@ type Queue struct {
 	js         jetstream.JetStream
 	stream     jetstream.Stream
 	advisories jetstream.Stream
+	// closed is closed once the connection is.
+	closed chan struct{}
 }
 
 // Connect dials NATS (url may carry credentials; TLS with tls://) and makes
 // sure the stream exists.
 func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (*Queue, error) {
 	cfg.defaults()
+	closed := make(chan struct{})
 	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.Name("quorum")}, opts...)
+	opts = append(opts, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", redact.URL(url), err)
@@ -129,7 +133,7 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, fmt.Errorf("create stream %s: %w", AdvisoryStream, err)
 	}
-	return &Queue{cfg: cfg, nc: nc, js: js, stream: st, advisories: adv}, nil
+	return &Queue{cfg: cfg, nc: nc, js: js, stream: st, advisories: adv, closed: closed}, nil
 }
 
 // AdvisoryStream keeps JetStream's max-deliveries advisories for QUORUM.
@@ -138,8 +142,23 @@ const AdvisoryStream = "QUORUM_ADVISORIES"
 // Connected reports whether the NATS connection is up.
 func (q *Queue) Connected() bool { return q.nc.IsConnected() }
 
-// Close drains the connection.
-func (q *Queue) Close() { _ = q.nc.Drain() }
+// closeWait bounds how long Close waits for the drain.
+const closeWait = 10 * time.Second
+
+// Close drains the connection (what it publishes is flushed, what its
+// subscriptions hold is handled) and returns once it is closed.
+func (q *Queue) Close() {
+	if err := q.nc.Drain(); err != nil {
+		q.nc.Close() // closed already, or draining failed: close at once
+	}
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-q.closed:
+	case <-t.C:
+		q.nc.Close()
+	}
+}
 
 // Config returns the effective configuration.
 func (q *Queue) Config() Config { return q.cfg }

@@ -81,6 +81,12 @@ type Lane struct {
 	Filters  []string
 }
 
+// fetchWait is how long a fetch waits on the server for messages. A
+// stopping loop waits for its last fetch to end (handing back what it
+// still brings), so it bounds how long stopping takes; an idle consumer
+// asks again this often.
+const fetchWait = 250 * time.Millisecond
+
 // Work fetches and handles messages until ctx ends, then stops fetching,
 // lets in-flight work finish (or hands it back after DrainTimeout), and
 // returns.
@@ -111,8 +117,12 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 	if err != nil {
 		return err
 	}
+	// A fetch cut short by ctx hands back what it still brings in a
+	// goroutine of its own, waited for with the others.
+	var pending sync.WaitGroup
+	defer pending.Wait()
 	fetch := func(n int, each func(jetstream.Msg)) (int, error) {
-		return stream(cons.Fetch(n, jetstream.FetchMaxWait(time.Second)))(ctx, each)
+		return stream(cons.Fetch(n, jetstream.FetchMaxWait(fetchWait)))(ctx, &pending, each)
 	}
 	if wc.Urgent != nil {
 		urgent, err := q.consumer(ctx, st, wc.Urgent.Consumer, wc.MaxDeliver, wc.Urgent.Filters...)
@@ -120,21 +130,31 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 			return err
 		}
 		fetch = func(n int, each func(jetstream.Msg)) (int, error) {
-			got, err := stream(urgent.FetchNoWait(n))(ctx, each)
+			got, err := stream(urgent.FetchNoWait(n))(ctx, &pending, each)
 			if err != nil || got == n {
 				return got, err
 			}
 			// A short wait on the batch lane: an urgent message arriving
 			// meanwhile waits at most this long for a free slot.
-			more, err := stream(cons.Fetch(n-got, jetstream.FetchMaxWait(200*time.Millisecond)))(ctx, each)
+			more, err := stream(cons.Fetch(n-got, jetstream.FetchMaxWait(200*time.Millisecond)))(ctx, &pending, each)
 			return got + more, err
 		}
 	}
-	// Handlers outlive ctx by up to DrainTimeout.
+	// Handlers outlive ctx by up to DrainTimeout. Every goroutine started
+	// here (handlers, the drain timer, fetches being handed back) has
+	// ended when Work returns.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
+	wg.Add(1)
 	go func() {
-		<-ctx.Done()
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+		case <-hctx.Done():
+			return
+		}
 		t := time.NewTimer(wc.DrainTimeout)
 		defer t.Stop()
 		select {
@@ -145,7 +165,7 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 	}()
 
 	slots := make(chan struct{}, wc.Concurrency)
-	var wg sync.WaitGroup
+	var handlers sync.WaitGroup
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -165,9 +185,9 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 		// Fetch only as many as there are free slots: a buffered message's
 		// AckWait would run while it waits.
 		got, err := fetch(n, func(msg jetstream.Msg) {
-			wg.Add(1)
+			handlers.Add(1)
 			go func() {
-				defer wg.Done()
+				defer handlers.Done()
 				defer func() { <-slots }()
 				q.handle(ctx, hctx, msg, wc)
 			}()
@@ -180,7 +200,7 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 			sleepCtx(ctx, 500*time.Millisecond)
 		}
 	}
-	wg.Wait()
+	handlers.Wait()
 	return nil
 }
 
@@ -199,8 +219,9 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 		}
 	}
 	// Heartbeats keep a long LLM call from being redelivered elsewhere.
-	stop := make(chan struct{})
+	stop, beating := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(beating)
 		t := time.NewTicker(q.cfg.AckWait / 3)
 		defer t.Stop()
 		for {
@@ -223,6 +244,7 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 		err = wc.Handler(hctx, d)
 	}
 	close(stop)
+	<-beating
 	var p permanent
 	switch {
 	case err == nil:
@@ -252,8 +274,8 @@ func (q *Queue) handle(ctx, hctx context.Context, msg jetstream.Msg, wc WorkConf
 
 // stream hands each message of a fetch to each as it arrives, instead of
 // after the whole batch (or its wait) is over.
-func stream(batch jetstream.MessageBatch, err error) func(ctx context.Context, each func(jetstream.Msg)) (int, error) {
-	return func(ctx context.Context, each func(jetstream.Msg)) (int, error) {
+func stream(batch jetstream.MessageBatch, err error) func(ctx context.Context, pending *sync.WaitGroup, each func(jetstream.Msg)) (int, error) {
+	return func(ctx context.Context, pending *sync.WaitGroup, each func(jetstream.Msg)) (int, error) {
 		if err != nil {
 			return 0, err
 		}
@@ -270,7 +292,9 @@ func stream(batch jetstream.MessageBatch, err error) func(ctx context.Context, e
 				each(msg)
 			case <-ctx.Done():
 				// Stopping: hand back whatever the fetch still brings.
+				pending.Add(1)
 				go func() {
+					defer pending.Done()
 					for msg := range msgs {
 						_ = msg.Nak()
 					}
