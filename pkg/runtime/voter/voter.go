@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -34,28 +35,80 @@ type Config struct {
 	queue.WorkConfig
 }
 
-// Run consumes results until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
-	v := &Voter{env: cfg.Env}
+// Voter decides rounds. It is a component of three loops, each in its
+// own file: the results consumer (here), the sweep of rounds past their
+// deadline (sweep.go) and the reader of exhausted tasks' advisories
+// (advisory.go). Start starts them; Stop stops the consumer first (its
+// in-flight results are recorded within the drain time), then the other
+// two, and returns once every one has ended.
+type Voter struct {
+	env     *runenv.Env
+	cfg     Config
+	results service.Loop
+	loops   service.Group
+}
+
+// New returns a voter, not started.
+func New(cfg Config) *Voter {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = time.Second
 	}
-	go v.sweep(ctx, cfg.SweepEvery)
-	go v.exhausted(ctx, cfg.WorkConfig)
-	wc := cfg.Env.Resilient(cfg.WorkConfig)
+	v := &Voter{env: cfg.Env, cfg: cfg}
+	v.loops = service.Group{&sweeper{v: v, every: cfg.SweepEvery}, &advisories{v: v, base: cfg.WorkConfig}}
+	return v
+}
+
+// Start starts the voter's loops.
+func (v *Voter) Start(ctx context.Context) error {
+	if err := v.loops.Start(ctx); err != nil {
+		return err
+	}
+	if err := v.results.Go(ctx, v.consume); err != nil {
+		v.loops.Stop()
+		return err
+	}
+	return nil
+}
+
+// Stop stops the voter's loops and waits for them.
+func (v *Voter) Stop() {
+	v.results.Stop()
+	v.loops.Stop()
+}
+
+// Done is closed when the results consumer ended (stopped, or failed:
+// Err says why).
+func (v *Voter) Done() <-chan struct{} { return v.results.Done() }
+
+// Err is why the results consumer ended.
+func (v *Voter) Err() error { return v.results.Err() }
+
+// Run consumes results until ctx ends (or the consumer fails), then stops
+// every loop of the voter.
+func Run(ctx context.Context, cfg Config) error {
+	v := New(cfg)
+	if err := v.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-v.Done():
+	}
+	v.Stop()
+	return v.Err()
+}
+
+// consume records results until ctx ends.
+func (v *Voter) consume(ctx context.Context) error {
+	wc := v.env.Resilient(v.cfg.WorkConfig)
 	// A result is never dropped: recording is retried until Redis answers.
 	wc.MaxDeliver = -1
 	wc.Consumer = "voter"
 	wc.Filters = []string{queue.Subject("*", queue.StageResult, "")}
-	wc.Concurrency = max(1, cfg.Concurrency)
+	wc.Concurrency = max(1, v.cfg.Concurrency)
 	wc.Handler = v.handle
-	wc.Logger = cfg.Env.Log
-	return cfg.Env.Queue.Work(ctx, wc)
-}
-
-// Voter decides rounds.
-type Voter struct {
-	env *runenv.Env
+	wc.Logger = v.env.Log
+	return v.env.Queue.Work(ctx, wc)
 }
 
 func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
@@ -87,92 +140,6 @@ func (v *Voter) handle(ctx context.Context, d queue.Delivery) error {
 		return v.env.State.Progress(ctx, round, "", v.env.Deadline(run.Manifest))
 	}
 	return v.Decide(ctx, round)
-}
-
-// Republishes is how many times a task whose last delivery died with its
-// worker is published again before it is recorded failed: a killed worker
-// is not the task's fault, but a task that kills every worker that takes
-// it must end.
-const Republishes = 2
-
-// exhausted accounts for the tasks whose deliveries ran out while their
-// last holder died (no worker was left to give them up): published again
-// as a new generation, up to Republishes times, then recorded failed in
-// each slot, so their rounds complete.
-func (v *Voter) exhausted(ctx context.Context, base queue.WorkConfig) {
-	wc := v.env.Resilient(base)
-	wc.Concurrency, wc.Logger = 1, v.env.Log
-	err := v.env.Queue.WorkExhausted(ctx, wc, func(ctx context.Context, m queue.Exhausted) error {
-		var t message.Task
-		if err := queue.Decode(m.Data, &t); err != nil {
-			return nil // not a task: nothing to account for
-		}
-		done, err := v.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
-		if err != nil || done {
-			return err
-		}
-		log := v.env.Log.With(zap.String("run", t.Run), zap.String("example", t.Example), zap.String("task", t.Task.ID),
-			zap.String("consumer", m.Consumer), zap.Int("generation", t.Generation))
-		if t.Generation < Republishes {
-			run, err := v.env.Run(ctx, t.Run)
-			if err != nil {
-				return err
-			}
-			t.Generation++
-			log.Warn("a task's last delivery died with its worker: publishing it again")
-			if v.env.Metrics != nil {
-				v.env.Metrics.Tasks.WithLabelValues("voter", t.Warehouse, "republished").Inc()
-			}
-			return v.env.PublishTasks(ctx, run, []*message.Task{&t})
-		}
-		log.Warn("a task's last delivery died with its worker again: recording it failed")
-		return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out %d times with its worker dying", t.Task.Kind, t.Generation+1))
-	})
-	if err != nil && ctx.Err() == nil {
-		v.env.Log.Error("watching for exhausted tasks stopped", zap.Error(err))
-	}
-}
-
-// sweep decides rounds that made no progress for the run's RoundTimeout
-// with results still missing (a task lost beyond its deliveries, a worker
-// that never came back), unless some of their tasks are still queued.
-func (v *Voter) sweep(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		due, err := v.env.State.DueRounds(ctx, time.Now())
-		if err != nil {
-			continue
-		}
-		for _, r := range due {
-			if v.holdOff(ctx, r) {
-				continue
-			}
-			if err := v.Decide(ctx, r); err != nil {
-				v.env.Log.Warn("deciding a round past its deadline failed", zap.String("run", r.Run), zap.String("example", r.Example), zap.Error(err))
-			}
-		}
-	}
-}
-
-// holdOff re-arms the deadline of a round that still has tasks no worker
-// has taken: they wait in the queue (behind the quota or other examples),
-// which is not a stall. It reports whether it did.
-func (v *Voter) holdOff(ctx context.Context, r runstate.Round) bool {
-	waiting, err := v.env.State.Waiting(ctx, r)
-	if err != nil || len(waiting) == 0 {
-		return false
-	}
-	run, err := v.env.Run(ctx, r.Run)
-	if err != nil {
-		return false
-	}
-	return v.env.State.Progress(ctx, r, "", v.env.Deadline(run.Manifest)) == nil
 }
 
 // Decide decides a round once; deciding again (a restarted voter, two

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/queue"
@@ -33,15 +34,41 @@ type Config struct {
 	queue.WorkConfig
 }
 
-// Run works until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+// Worker is a pool's worker as a component: from Start until Stop it
+// takes tasks, one consumer per warehouse it serves; Stop stops taking
+// tasks, lets those in flight finish within the drain time (handing the
+// rest back) and returns once every goroutine has ended.
+type Worker struct {
+	cfg Config
+	service.Loop
+}
+
+// New returns a worker, not started.
+func New(cfg Config) (*Worker, error) {
 	if cfg.Pool != agent.Generator && cfg.Pool != agent.Explorer {
-		return fmt.Errorf("worker pool %q: want %s or %s", cfg.Pool, agent.Generator, agent.Explorer)
+		return nil, fmt.Errorf("worker pool %q: want %s or %s", cfg.Pool, agent.Generator, agent.Explorer)
 	}
+	return &Worker{cfg: cfg}, nil
+}
+
+// Start starts taking tasks.
+func (wk *Worker) Start(ctx context.Context) error { return wk.Go(ctx, wk.run) }
+
+func (wk *Worker) run(ctx context.Context) error {
+	cfg := wk.cfg
 	w := &worker{env: cfg.Env, pool: cfg.Pool}
 	wc := cfg.WorkConfig
 	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
 	return cfg.Env.Serve(ctx, string(cfg.Pool), cfg.Warehouses, wc)
+}
+
+// Run works until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	wk, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return wk.run(ctx)
 }
 
 type worker struct {
@@ -135,56 +162,6 @@ func (w *worker) dropCancelled(ctx context.Context, t *message.Task, own cost.Le
 	ledger.Merge(own)
 	t.Upstream = ledger
 	return w.env.GiveUp(ctx, t, "cancelled by the client")
-}
-
-// beat moves the round's deadline while a task runs (a task waiting for
-// the LLM quota is alive, not stalled), until the returned stop is called.
-func (w *worker) beat(ctx context.Context, r runstate.Round, m *runstate.Manifest) func() {
-	every := max(time.Second, m.RoundTimeout/4)
-	bctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-bctx.Done():
-				return
-			case <-t.C:
-				_ = w.env.State.Progress(bctx, r, "", w.env.Deadline(m))
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-// watchCancel returns a context that ends when an interactive run is
-// cancelled (checked every second), so a cancelled question stops its
-// running tasks; the redelivery then finds the run cancelled and drops it.
-func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Context, func()) {
-	if !run.Manifest.Interactive {
-		return ctx, func() {}
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-				if c, _ := w.env.State.Cancelled(wctx, run.Manifest.Run); c {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	return wctx, func() { cancel(); <-done }
 }
 
 // publish stores and sends a task's results, then logs and sends the tasks
