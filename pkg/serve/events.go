@@ -69,6 +69,7 @@ func (s *Server) questionEvents(w http.ResponseWriter, r *http.Request) {
 	f := s.feeds.join(s, q)
 	defer s.feeds.leave(f)
 	ctx := r.Context()
+	closing := closingStreams(ctx)
 	idle := time.NewTimer(keepAlive)
 	defer idle.Stop()
 	for next := 0; ; {
@@ -90,6 +91,8 @@ func (s *Server) questionEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-closing:
+			return // the listener is shutting down
 		case <-changed:
 		case <-idle.C:
 			// A comment line: proxies with idle timeouts keep the stream.
@@ -140,7 +143,11 @@ func (fs *feeds) join(s *Server, q *Question) *feed {
 		fs.byID = map[string]*feed{}
 	}
 	fs.byID[q.ID] = f
-	go f.poll(ctx, s, q.ID)
+	s.pollers.Add(1)
+	go func() {
+		defer s.pollers.Done()
+		f.poll(ctx, s, q.ID)
+	}()
 	return f
 }
 

@@ -55,15 +55,6 @@ func (l *HTTPLimits) defaults() {
 	}
 }
 
-// HTTPServer is an http.Server for Handler with the limits' timeouts.
-// ReadTimeout stays unset: it would also end event streams (net/http
-// cancels a request whose connection read deadline passes), so bodies
-// get their own deadline per request instead.
-func (s *Server) HTTPServer() *http.Server {
-	l := s.cfg.HTTP
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: l.ReadHeaderTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout}
-}
-
 // boundBody reads a request's body within BodyTimeout (and MaxBodyBytes)
 // before the handler runs, then lifts the read deadline: a long handler,
 // or a stream, is not cut by it.

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
@@ -102,13 +103,12 @@ type Server struct {
 	onSettle func(id string)
 	// ctx is Run's: questions driven here stop with it.
 	ctx context.Context
-	// drivers are the questions driven here, for Wait.
-	drivers sync.WaitGroup
+	// drivers are the questions driven here, pollers the event feeds'
+	// pollers, for Wait.
+	drivers, pollers sync.WaitGroup
+	// loop runs Run between Start and Stop (drivers.go).
+	loop service.Loop
 }
-
-// Wait returns once every question this process drives has stopped (after
-// Run's context ended): their last records and log lines are written.
-func (s *Server) Wait() { s.drivers.Wait() }
 
 func (s *Server) baseCtx() context.Context {
 	s.mu.Lock()
@@ -228,38 +228,4 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.page)
 	metrics.HandleHealth(mux, s.cfg.Ready)
 	return s.boundBody(mux)
-}
-
-// Run drives questions until ctx ends: the ones this process accepts, and
-// any accepted question whose driver died (its lease lapsed), this
-// process's own previous life included.
-func (s *Server) Run(ctx context.Context) error {
-	s.mu.Lock()
-	s.ctx = ctx
-	s.mu.Unlock()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		s.adopt(ctx)
-		s.settle(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// adopt starts every pending question no live process drives.
-func (s *Server) adopt(ctx context.Context) {
-	ids, err := s.store.pending(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Log.Warn("listing pending questions", zap.Error(err))
-		}
-		return
-	}
-	for _, id := range ids {
-		s.start(ctx, id)
-	}
 }
