@@ -20,14 +20,10 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/blob"
-	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/redact"
-	"github.com/quorumsql/quorum/pkg/runtime/runenv"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
@@ -212,98 +208,79 @@ func newLogger(level string) (*zap.Logger, error) {
 	return cfg.Build()
 }
 
-// env connects to NATS and Redis and builds the process environment. client
-// may be nil for roles that make no LLM calls.
-func (f *clusterFlags) env(ctx context.Context, role string, client llm.Client) (*runenv.Env, func(), error) {
-	if f.natsURL == "" || f.redisURL == "" {
-		return nil, nil, errors.New("--nats-url and --redis-url are required (or QUORUM_NATS_URL / QUORUM_REDIS_URL); `quorum run` starts both for you on one machine")
-	}
+// process is the configuration of a role process (pkg/runtime/cluster)
+// on the servers the flags name, or on servers it starts when they name
+// none; the caller adds the LLM and the roles' sizes. role names the
+// process's metrics and, with --name, the process in results and logs.
+func (f *clusterFlags) process(role string) (cluster.Config, error) {
 	log, err := newLogger(f.logLevel)
 	if err != nil {
-		return nil, nil, err
+		return cluster.Config{}, err
 	}
-	name := f.name
-	if name == "" {
-		host, _ := os.Hostname()
-		name = fmt.Sprintf("%s-%s-%d", role, host, os.Getpid())
-	}
-	log = log.With(zap.String("role", role), zap.String("process", name))
-	opts, err := f.natsOptions()
+	natsOpts, err := f.natsOptions()
 	if err != nil {
-		return nil, nil, err
+		return cluster.Config{}, err
 	}
-	// Checked before connecting anywhere: a wrong flag is reported at once.
-	ropt, err := f.redisOptions()
+	redisTLS, err := f.redisTLS()
 	if err != nil {
-		return nil, nil, err
+		return cluster.Config{}, err
 	}
-	q, err := queue.Connect(ctx, f.natsURL, queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, opts...)
+	file, err := f.warehousesFile()
 	if err != nil {
-		return nil, nil, err
-	}
-	ropt.PoolSize = max(ropt.PoolSize, 4*f.concurrency+16)
-	rdb := redis.NewClient(ropt)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		q.Close()
-		rdb.Close()
-		return nil, nil, fmt.Errorf("connect to Redis at %s: %w", ropt.Addr, err)
-	}
-	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: log,
-		Metrics: metrics.New(role), Name: name, Agents: agents.Builtin(), Cache: runstate.NewCache(rdb)}
-	reg, err := f.registry(rdb)
-	if err != nil {
-		q.Close()
-		rdb.Close()
-		return nil, nil, err
-	}
-	env.Warehouses = reg
-	if len(f.warehouses) == 0 {
-		for _, s := range reg.File.Warehouses {
-			f.warehouses = append(f.warehouses, s.Name)
-		}
+		return cluster.Config{}, err
 	}
 	for _, w := range f.warehouses {
-		if _, ok := reg.File.Spec(w); !ok {
-			q.Close()
-			rdb.Close()
-			return nil, nil, fmt.Errorf("--warehouses: %q is not a configured warehouse (configured: %s)", w, names(reg.File))
+		if _, ok := file.Spec(w); !ok {
+			return cluster.Config{}, fmt.Errorf("--warehouses: %q is not a configured warehouse (configured: %s)", w, names(file))
 		}
 	}
-	if f.httpAddr != "" {
-		if _, err := metrics.Serve(ctx, f.httpAddr, env.Metrics, func() error {
-			if err := rdb.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("redis: %w", err)
-			}
-			return nil
-		}); err != nil {
-			return nil, nil, fmt.Errorf("--http-addr %s: %w", f.httpAddr, err)
-		}
-	}
-	cleanup := func() {
-		env.Close()
-		q.Close()
-		rdb.Close()
-		_ = log.Sync()
-	}
-	return env, cleanup, nil
+	return cluster.Config{Role: role, Name: f.name, NATSURL: f.natsURL, RedisURL: f.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
+		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM},
+		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log}, nil
 }
 
-// limiter wraps an LLM client config with the shared quota, if any.
-func (f *clusterFlags) limiter(ctx context.Context) (llm.Limiter, error) {
-	// Always a limiter: endpoints of --llm-config carry their own quotas,
-	// and with no quota anywhere Acquire returns without touching Redis.
-	if f.redisURL == "" {
-		return nil, nil // env() says what is missing
+// role is the configuration of a role binary's process: it joins the
+// servers the flags name (both are required) and is named role-host-pid
+// unless --name says otherwise.
+func (f *clusterFlags) role(role string) (cluster.Config, error) {
+	if f.natsURL == "" || f.redisURL == "" {
+		return cluster.Config{}, errors.New("--nats-url and --redis-url are required (or QUORUM_NATS_URL / QUORUM_REDIS_URL); `quorum run` starts both for you on one machine")
 	}
-	ropt, err := f.redisOptions()
+	cfg, err := f.process(role)
 	if err != nil {
-		return nil, err
+		return cfg, err
 	}
-	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(ropt)})
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s-%s-%d", role, host, os.Getpid())
+	}
+	cfg.Log = cfg.Log.With(zap.String("role", role), zap.String("process", cfg.Name))
+	return cfg, nil
+}
+
+// startProcess starts a role process; a listener it cannot open is
+// --http-addr's usage error.
+func startProcess(ctx context.Context, cfg cluster.Config) (*cluster.Cluster, error) {
+	cl, err := cluster.Start(ctx, cfg)
+	var le *cluster.ListenError
+	if errors.As(err, &le) {
+		return nil, usage(fmt.Errorf("--http-addr %s: %w", le.Addr, le.Err))
+	}
+	return cl, err
+}
+
+// serveRole runs a role binary's process until ctx ends (or a role of it
+// fails), then stops it.
+func serveRole(ctx context.Context, cfg cluster.Config) error {
+	cl, err := startProcess(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}, nil
+	defer func() {
+		cl.Close()
+		_ = cfg.Log.Sync()
+	}()
+	return cl.Wait(ctx)
 }
 
 // warehousesFile loads the warehouses configuration, or the default (one
@@ -317,20 +294,6 @@ func (f *clusterFlags) warehousesFile() (*registry.File, error) {
 		file.Warehouses[i].Quota = registry.Quota{QueriesPerSecond: f.whQPS, MaxConcurrent: f.whConcurrent}
 	}
 	return file, nil
-}
-
-// registry loads the warehouses configuration, with the shared quotas in
-// Redis.
-func (f *clusterFlags) registry(rdb redis.UniversalClient) (*registry.Registry, error) {
-	file, err := f.warehousesFile()
-	if err != nil {
-		return nil, err
-	}
-	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
-	if err != nil {
-		return nil, err
-	}
-	return registry.WithLimiter(file, lim), nil
 }
 
 func names(f *registry.File) string {

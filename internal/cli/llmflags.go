@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
@@ -190,16 +191,13 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		if err != nil {
 			return cfg, "", nil, fmt.Errorf("start the simulated LLM: %w", err)
 		}
-		srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		h := &service.HTTP{Server: &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}, Listener: ln}
+		_ = h.Start(context.Background()) // a new component starts
+		stop = func() {
+			h.Stop()
+			if err := h.Err(); err != nil {
 				fmt.Fprintln(out, "llmsim:", err)
 			}
-		}()
-		stop = func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
 		}
 		cfg.BaseURL, cfg.APIKey = "http://"+ln.Addr().String()+"/v1", "llmsim"
 		label = fmt.Sprintf("SIMULATED LLM (quorum llmsim, seed %d, p-gold %.2f) — not a real model", f.simSeed, f.simGold)
@@ -526,6 +524,12 @@ func preflight(ctx context.Context, cfg llm.Config) (simulated bool, err error) 
 	eps := append([]llm.Endpoint{{Name: llm.DefaultEndpoint, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Headers: cfg.Headers,
 		AzureAPIVersion: cfg.AzureAPIVersion}}, cfg.Endpoints...)
 	client := &http.Client{Timeout: 10 * time.Second}
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		// Connections of its own, closed when it is done: nothing of the
+		// check stays behind in the process's shared pool.
+		client.Transport = t.Clone()
+		defer client.CloseIdleConnections()
+	}
 	for _, ep := range eps {
 		base := strings.TrimRight(firstSet(ep.BaseURL, "https://api.openai.com/v1"), "/")
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)

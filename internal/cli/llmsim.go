@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
@@ -79,17 +79,16 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 				b, _ := json.MarshalIndent(map[string]any{"noise": noise, "latency": lat, "limits": limits, "faults": faults, "personas": personas}, "", "  ")
 				fmt.Fprintln(out, string(b))
 			}
-			srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
+			h := &service.HTTP{Server: &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}, Listener: ln, ShutdownTimeout: 5 * time.Second}
+			_ = h.Start(cmd.Context()) // a new component starts
 			select {
-			case err := <-errc:
-				return err
+			case <-h.Done():
 			case <-cmd.Context().Done():
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
+			h.Stop()
+			if err := h.Err(); err != nil {
+				return err
+			}
 			st := sim.Stats()
 			b, _ := json.MarshalIndent(st, "", "  ")
 			fmt.Fprintf(out, "\nllmsim summary (simulated model):\n%s\n", b)

@@ -25,6 +25,8 @@ import (
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/localredis"
+	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
@@ -187,8 +189,8 @@ func roleFlags(t *testing.T, args ...string) *clusterFlags {
 // TestRedisTLSRoleConnects: a role given rediss:// with an ACL user, a CA
 // and a client certificate reaches a TLS-only redis-server that requires
 // client certificates, and runs there what roles run: PING, SET/GET, a Lua
-// script, the shared limiter's scripts (the limiter's own connection), and
-// the run state and blobs (the connection of the role's environment).
+// script, and over the role process's connection the shared limiter's
+// scripts, the run state and blobs.
 func TestRedisTLSRoleConnects(t *testing.T) {
 	p := newPKI(t)
 	_, port := startTLSRedis(t, p)
@@ -220,21 +222,24 @@ func TestRedisTLSRoleConnects(t *testing.T) {
 		}
 	}
 
-	lim, err := f.limiter(ctx)
+	// The role process's one connection: the limiter's scripts, the run
+	// state and the blobs.
+	cfg, err := f.role(cluster.RoleVoter)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cl, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	lim := &ratelimit.LLMBudget{Limiter: cl.Limiter, Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM}}
 	settle, err := lim.Acquire(ctx, llm.Bucket{Model: "m"}, 100)
 	if err != nil {
 		t.Fatalf("limiter over TLS: %v", err)
 	}
 	settle(ctx, 100)
-
-	env, cleanup, err := f.env(ctx, "voter", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
+	env := cl.Env
 	m := &runstate.Manifest{Run: "tls", Dataset: "d", Votes: 1, Examples: []string{"e"}, Created: time.Now()}
 	if _, created, err := env.State.CreateManifest(ctx, m); err != nil || !created {
 		t.Fatalf("CreateManifest: created %v, %v", created, err)

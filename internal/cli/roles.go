@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -19,11 +18,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
-	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
-	"github.com/quorumsql/quorum/pkg/runtime/voter"
-	"github.com/quorumsql/quorum/pkg/runtime/worker"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -306,11 +303,19 @@ finished examples are skipped and only missing tasks are published again.`,
 			if err := writable(rf.out); err != nil {
 				return usage(err)
 			}
-			env, cleanup, err := cf.env(cmd.Context(), "coordinator", nil)
+			cfg, err := cf.role(cluster.RoleCoordinator)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
+			cl, err := startProcess(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				cl.Close()
+				_ = cfg.Log.Sync()
+			}()
+			env := cl.Env
 			m, err := env.State.Manifest(cmd.Context(), rf.runID)
 			if errors.Is(err, runstate.ErrNoRun) {
 				m, _, err = rf.manifest(cmd, "configured on the workers")
@@ -340,24 +345,24 @@ finished examples are skipped and only missing tasks are published again.`,
 }
 
 func newGeneratorCmd() *cobra.Command {
-	return workerCmd("generator-worker", "generator",
+	return workerCmd("generator-worker", cluster.RoleGenerator,
 		"Take the agents' LLM-bound tasks (the generate pool) and publish what they produce",
-		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
-			return worker.Run(ctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+		func(cfg *cluster.Config, cf *clusterFlags) {
+			cfg.Generators, cfg.GeneratorConcurrency = 1, cf.concurrency
 		})
 }
 
 func newExplorerCmd() *cobra.Command {
-	return workerCmd("explorer-worker", "explorer",
+	return workerCmd("explorer-worker", cluster.RoleExplorer,
 		"Take the agents' warehouse-heavy tasks (the explore pool) and publish what they produce",
-		func(ctx context.Context, env *runenv.Env, cf *clusterFlags) error {
-			return worker.Run(ctx, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: cf.warehouses, Concurrency: cf.concurrency})
+		func(cfg *cluster.Config, cf *clusterFlags) {
+			cfg.Explorers, cfg.ExplorerConcurrency = 1, cf.concurrency
 		})
 }
 
 // workerCmd is a worker role: cluster and LLM flags, the shared quota,
 // then serve until the context ends.
-func workerCmd(use, role, short string, serve func(context.Context, *runenv.Env, *clusterFlags) error) *cobra.Command {
+func workerCmd(use, role, short string, size func(*cluster.Config, *clusterFlags)) *cobra.Command {
 	var cf clusterFlags
 	var lf llmFlags
 	cmd := &cobra.Command{
@@ -365,21 +370,18 @@ func workerCmd(use, role, short string, serve func(context.Context, *runenv.Env,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lim, err := cf.limiter(cmd.Context())
+			cfg, err := cf.role(role)
 			if err != nil {
 				return err
 			}
-			client, _, stop, err := lf.client(nil, cmd.OutOrStdout(), lim)
+			lcfg, _, stop, err := lf.config(nil, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
 			defer stop()
-			env, cleanup, err := cf.env(cmd.Context(), role, client)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			return serve(cmd.Context(), env, &cf)
+			cfg.LLM = lcfg
+			size(&cfg, &cf)
+			return serveRole(cmd.Context(), cfg)
 		},
 	}
 	cf.register(cmd, true)
@@ -394,12 +396,12 @@ func newVoterCmd() *cobra.Command {
 		Short: "Record candidate results in Redis, vote, and publish final answers or exploration tasks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, cleanup, err := cf.env(cmd.Context(), "voter", nil)
+			cfg, err := cf.role(cluster.RoleVoter)
 			if err != nil {
 				return err
 			}
-			defer cleanup()
-			return voter.Run(cmd.Context(), voter.Config{Env: env, Concurrency: cf.concurrency})
+			cfg.VoterConcurrency = cf.concurrency
+			return serveRole(cmd.Context(), cfg)
 		},
 	}
 	cf.register(cmd, false)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,10 +17,8 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/ensemble"
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
 )
@@ -149,24 +148,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				return usage(err)
 			}
 			label = simulatedLabel(label, simulated, lcfg.BaseURL)
-			file, err := cf.warehousesFile()
-			if err != nil {
-				return usage(err)
-			}
-			for _, wh := range cf.warehouses {
-				if _, ok := file.Spec(wh); !ok {
-					return usage(fmt.Errorf("--warehouses: %q is not a configured warehouse (configured: %s)", wh, names(file)))
-				}
-			}
-			log, err := newLogger(cf.logLevel)
-			if err != nil {
-				return err
-			}
-			natsOpts, err := cf.natsOptions()
-			if err != nil {
-				return usage(err)
-			}
-			redisTLS, err := cf.redisTLS()
+			cfg, err := cf.process(cluster.RoleAll)
 			if err != nil {
 				return usage(err)
 			}
@@ -176,20 +158,13 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 					return usage(fmt.Errorf("--state-dir: %w", err))
 				}
 			}
-			cl, err := cluster.Start(ctx, cluster.Config{StateDir: stateDir, NATSURL: cf.natsURL, RedisURL: cf.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
-				Queue: queue.Config{AckWait: cf.ackWait, MaxDeliver: cf.maxDeliver}, LLM: lcfg,
-				LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: cf.llmRPM, TokensPerMinute: cf.llmTPM},
-				WarehousesFile: file, Serve: cf.warehouses, Generators: 1, GeneratorConcurrency: cf.concurrency,
-				Explorers: 1, ExplorerConcurrency: explorers, Agents: agents.Builtin(), Log: log})
+			cfg.StateDir, cfg.LLM = stateDir, lcfg
+			cfg.Generators, cfg.GeneratorConcurrency, cfg.Explorers, cfg.ExplorerConcurrency = 1, cf.concurrency, 1, explorers
+			cl, err := startProcess(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			if cf.httpAddr != "" {
-				if _, err := metrics.Serve(ctx, cf.httpAddr, cl.Metrics, func() error { return cl.Env.State.Ping(ctx) }); err != nil {
-					return usage(fmt.Errorf("--http-addr %s: %w", cf.httpAddr, err))
-				}
-			}
 			if stored, err := cl.Env.State.Manifest(ctx, rf.runID); err == nil {
 				if err := rf.sameAgent(cmd, stored); err != nil {
 					return err
@@ -207,19 +182,18 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				m.Run, m.Agent, size, rf.out, m.Run, rf.out)
 			warnings := raiseWarnings(m.Agent, m.AgentOptions, lcfg)
 			warn(cmd.ErrOrStderr(), warnings)
-			finished := make(chan struct{})
-			go func() {
-				select {
-				case <-ctx.Done():
-					fmt.Fprintf(w, "\nInterrupted: stopping. In-flight tasks get up to %s to finish, the rest go back to the queue; resume with: quorum run --run-id %s --out %s --dataset %s\n",
-						cluster.DefaultGrace, m.Run, rf.out, rf.dataset)
-				case <-finished:
-				}
-			}()
+			printed := make(chan struct{})
+			notice := context.AfterFunc(ctx, func() {
+				defer close(printed)
+				fmt.Fprintf(w, "\nInterrupted: stopping. In-flight tasks get up to %s to finish, the rest go back to the queue; resume with: quorum run --run-id %s --out %s --dataset %s\n",
+					cluster.DefaultGrace, m.Run, rf.out, rf.dataset)
+			})
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
 				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
 				Retain: rf.retain.retention()})
-			close(finished)
+			if !notice() {
+				<-printed // said before the command's last words
+			}
 			var aborted *coordinator.Aborted
 			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llmsim"
@@ -72,7 +73,8 @@ func TestSecretsNeverWritten(t *testing.T) {
 }
 
 // TestRunServesHTTPAddr: quorum run honours --http-addr like every role:
-// /healthz, /readyz and /metrics with the run's counters.
+// /healthz, /readyz and /metrics with the run's counters while it runs,
+// and the listener stops with it.
 func TestRunServesHTTPAddr(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -81,20 +83,43 @@ func TestRunServesHTTPAddr(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	log, err := run(t, "run", "--dataset", demo, "--limit", "1", "--votes", "2", "--http-addr", addr,
-		"--out", filepath.Join(t.TempDir(), "out"), "--run-id", "httpaddr", "--log-level", "error")
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, log)
+	type result struct {
+		log string
+		err error
 	}
-	for _, path := range []string{"/healthz", "/metrics"} {
-		resp, err := http.Get("http://" + addr + path)
+	done := make(chan result, 1)
+	go func() {
+		log, err := run(t, "run", "--dataset", demo, "--limit", "1", "--votes", "2", "--http-addr", addr,
+			"--out", filepath.Join(t.TempDir(), "out"), "--run-id", "httpaddr", "--log-level", "error")
+		done <- result{log, err}
+	}()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) (int, string, error) {
+		resp, err := client.Get("http://" + addr + path)
 		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
+			return 0, "", err
 		}
+		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || (path == "/metrics" && !strings.Contains(string(b), "quorum_")) {
-			t.Errorf("GET %s: %d\n%.300s", path, resp.StatusCode, b)
+		return resp.StatusCode, string(b), nil
+	}
+	for {
+		if code, _, err := get("/healthz"); err == nil && code == 200 {
+			break
 		}
+		select {
+		case r := <-done:
+			t.Fatalf("the run ended before its listener answered: %v\n%s", r.err, r.log)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if code, body, err := get("/metrics"); err != nil || code != 200 || !strings.Contains(body, "quorum_") {
+		t.Errorf("GET /metrics: %d %v\n%.300s", code, err, body)
+	}
+	if r := <-done; r.err != nil {
+		t.Fatalf("run: %v\n%s", r.err, r.log)
+	}
+	if _, _, err := get("/healthz"); err == nil {
+		t.Error("the listener still answers after the run ended")
 	}
 }

@@ -17,14 +17,9 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/serve"
-	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/schema"
 )
 
 // serveFlags configure quorum serve (and quorum ask in process).
@@ -166,17 +161,22 @@ type serving struct {
 	cl    *cluster.Cluster
 	url   string
 	label string
-	stops []func()
+	// stopLLM stops the simulated LLM, once the runtime is closed.
+	stopLLM func()
 }
 
 func (s *serving) close() {
-	for i := len(s.stops) - 1; i >= 0; i-- {
-		s.stops[i]()
+	if s.cl != nil {
+		s.cl.Close()
+	}
+	if s.stopLLM != nil {
+		s.stopLLM()
 	}
 }
 
 // start brings up the runtime (embedded, or joined with --nats-url and
-// --redis-url), the question server and its HTTP listener.
+// --redis-url) with the question API in it (pkg/serve.Start): the flags
+// checked, the databases read, the LLM resolved, the rest is theirs.
 func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tenants) (*serving, error) {
 	if f.votes < 1 || f.votes > serve.MaxVotes {
 		return nil, usage(fmt.Errorf("--votes %d: use 1 to %d", f.votes, serve.MaxVotes))
@@ -192,22 +192,18 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	if err := outputs.PrivateDir(f.stateDir); err != nil {
 		return nil, usage(fmt.Errorf("--state-dir: %w", err))
 	}
-	file, err := f.cf.warehousesFile()
+	cfg, err := f.cf.process(cluster.RoleAll)
 	if err != nil {
 		return nil, usage(err)
 	}
-	var live []liveDB
-	var fps map[string]string
+	p := serve.Process{Refresh: f.refresh}
 	if f.dataset == "" {
 		// Databases read from their warehouses, written as a dataset.
-		if live, err = liveDatabases(f.df.sqliteDir, file); err != nil {
+		if p.Live, err = serve.LiveDatabases(f.df.sqliteDir, cfg.WarehousesFile); err != nil {
 			return nil, usage(err)
 		}
 		f.dataset = filepath.Join(f.stateDir, "live")
-		fps, err = materialise(ctx, f.dataset, live, func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error) {
-			return schema.Read(ctx, wh, db.name, schema.Options{})
-		})
-		if err != nil {
+		if p.Fingerprints, err = serve.Materialise(ctx, f.dataset, p.Live); err != nil {
 			return nil, err
 		}
 	}
@@ -226,104 +222,43 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	if err != nil {
 		return nil, usage(err)
 	}
-	s.stops = append(s.stops, stop)
+	s.stopLLM = stop
 	simulated, err := preflight(ctx, lcfg)
 	if err != nil {
 		return nil, usage(err)
 	}
 	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
-	log, err := newLogger(f.cf.logLevel)
-	if err != nil {
-		return nil, usage(err)
+	listen := f.listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
 	}
-	natsOpts, err := f.cf.natsOptions()
-	if err != nil {
-		return nil, usage(err)
+	if p.Listener, err = net.Listen("tcp", listen); err != nil {
+		return nil, usage(fmt.Errorf("--listen %s: %w", listen, err))
 	}
-	redisTLS, err := f.cf.redisTLS()
-	if err != nil {
-		return nil, usage(err)
-	}
-	cl, err := cluster.Start(ctx, cluster.Config{StateDir: f.stateDir, NATSURL: f.cf.natsURL, RedisURL: f.cf.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
-		Queue: queue.Config{AckWait: f.cf.ackWait, MaxDeliver: f.cf.maxDeliver}, LLM: lcfg,
-		LLMQuota:       ratelimit.LLMQuota{RequestsPerMinute: f.cf.llmRPM, TokensPerMinute: f.cf.llmTPM},
-		WarehousesFile: file, Serve: f.cf.warehouses, Generators: 1, GeneratorConcurrency: f.cf.concurrency,
-		Explorers: 1, ExplorerConcurrency: f.explorers, Agents: agents.Builtin(), Log: log})
-	if err != nil {
-		return nil, err
-	}
-	s.cl = cl
-	s.stops = append(s.stops, cl.Close)
-	rdb := cl.Redis
-	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
-	if err != nil {
-		return nil, err
-	}
-	qlog := io.Writer(nil)
 	if f.listen != "" {
-		path := f.questionLog
-		if path == "" {
-			path = filepath.Join(f.stateDir, "questions.jsonl")
+		p.QuestionLog = f.questionLog
+		if p.QuestionLog == "" {
+			p.QuestionLog = filepath.Join(f.stateDir, "questions.jsonl")
 		}
-		lf, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			return nil, usage(fmt.Errorf("--question-log: %w", err))
-		}
-		s.stops = append(s.stops, func() { lf.Close() })
-		qlog = lf
+	}
+	cfg.StateDir, cfg.LLM = f.stateDir, lcfg
+	cfg.Generators, cfg.GeneratorConcurrency, cfg.Explorers, cfg.ExplorerConcurrency = 1, f.cf.concurrency, 1, f.explorers
+	if s.cl, err = startProcess(ctx, cfg); err != nil {
+		p.Listener.Close()
+		return nil, err
 	}
 	ttl := f.cacheTTL
 	if ttl == 0 {
 		ttl = -1
 	}
-	fp, closeFP := fingerprinter(ds, cl)
-	s.stops = append(s.stops, closeFP)
-	srv, err := serve.New(serve.Config{Env: cl.Env, Redis: rdb, Limiter: lim, Dataset: f.dataset, SQLiteDir: f.df.sqliteDir,
-		Tenants: tenants, DefaultAgent: f.agent, Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout,
-		CacheTTL: ttl, Fingerprint: fp, StateDir: f.stateDir, Retain: f.retain.retention(), LLM: s.label, QuestionLog: qlog, Metrics: cl.Metrics, HTTP: f.http,
-		Ready: func() error { return cl.Env.State.Ping(ctx) }, Log: log})
+	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
+		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log}, p)
 	if err != nil {
+		p.Listener.Close()
 		return nil, usage(err)
 	}
-	s.srv = srv
-	listen := f.listen
-	if listen == "" {
-		listen = "127.0.0.1:0"
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, usage(fmt.Errorf("--listen %s: %w", listen, err))
-	}
-	hs := srv.HTTPServer()
-	go func() { _ = hs.Serve(ln) }()
-	rctx, cancel := context.WithCancel(ctx)
-	go func() { _ = srv.Run(rctx) }()
-	if f.cf.httpAddr != "" {
-		// /metrics only here, as the other roles serve it: --listen is
-		// for API clients, and the metrics are the operators'.
-		if _, err := metrics.Serve(rctx, f.cf.httpAddr, cl.Metrics, func() error { return cl.Env.State.Ping(rctx) }); err != nil {
-			cancel()
-			return nil, usage(fmt.Errorf("--http-addr %s: %w", f.cf.httpAddr, err))
-		}
-	}
-	if live != nil {
-		go refreshLive(rctx, f.dataset, live, fps, &schema.Cache{Client: cl.Redis}, f.refresh, log)
-	}
-	s.stops = append(s.stops, func() {
-		cancel()
-		sctx, done := context.WithTimeout(context.Background(), 2*time.Second)
-		defer done()
-		_ = hs.Shutdown(sctx)
-		// The drivers record what they have before the log file and the
-		// runtime close.
-		waited := make(chan struct{})
-		go func() { srv.Wait(); close(waited) }()
-		select {
-		case <-waited:
-		case <-time.After(10 * time.Second):
-		}
-	})
-	s.url = "http://" + ln.Addr().String()
+	s.url = "http://" + p.Listener.Addr().String()
 	ok = true
 	return s, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -437,9 +438,11 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: r.sim, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	r.closers = append(r.closers, func() { srv.Close() })
+	sim := &service.HTTP{Server: &http.Server{Handler: r.sim, ReadHeaderTimeout: 10 * time.Second}, Listener: ln}
+	if err := sim.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, sim.Stop)
 	r.simURL = "http://" + ln.Addr().String() + "/v1"
 
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
 	"github.com/quorumsql/quorum/pkg/serve"
 )
@@ -220,24 +219,21 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 		return nil, err
 	}
 	defer r.close()
-	// The question API as `quorum serve` wires it, the answer cache off
-	// so that every question does its work.
-	lim, err := ratelimit.New(ratelimit.Config{Client: r.cl.Redis})
+	// The question API as `quorum serve` runs it, in the rig's process,
+	// the answer cache off so that every question does its work. It
+	// stops with the rig.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	stateDir := filepath.Join(dir, "serve")
-	srv, err := serve.New(serve.Config{Env: r.cl.Env, Redis: r.cl.Redis, Limiter: lim, Dataset: r.dsDir, Votes: ms.QuestionVotes,
-		Seed: ms.Seed, StateDir: stateDir, CacheTTL: -1, LLM: "SIMULATED LLM (llmsim) — not a real model"})
+	srv, err := serve.Start(r.cl, serve.Config{Dataset: r.dsDir, Votes: ms.QuestionVotes, Seed: ms.Seed, StateDir: stateDir, CacheTTL: -1,
+		LLM: "SIMULATED LLM (llmsim) — not a real model"}, serve.Process{Listener: ln})
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
-	sctx, stopServe := context.WithCancel(ctx)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Run(sctx) }()
-	defer func() { stopServe(); <-served }()
+	apiURL := "http://" + ln.Addr().String()
 
 	// The questions: spread over the dataset's first (the base's own)
 	// examples.
@@ -247,7 +243,7 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 		e := r.ds.Examples[(i*n/ms.Questions)%n]
 		qs = append(qs, question{db: e.DB, text: e.Question})
 	}
-	a := &asker{url: ts.URL, votes: ms.QuestionVotes, interval: time.Duration(ms.IntervalMS) * time.Millisecond,
+	a := &asker{url: apiURL, votes: ms.QuestionVotes, interval: time.Duration(ms.IntervalMS) * time.Millisecond,
 		srv: srv, client: &http.Client{Timeout: 30 * time.Second}}
 	before, err := redisSize(ctx, r.cl.Redis)
 	if err != nil {
@@ -358,9 +354,7 @@ wait:
 		rep.RatioP50 = rep.Mixed.P50 / rep.Idle.P50
 	}
 	// Serve stopped and its drivers done: every question's clean-up ran.
-	stopServe()
-	<-served
-	srv.Wait()
+	srv.Stop()
 	runs := []string{run}
 	for _, p := range []Phase{rep.Idle, rep.Mixed} {
 		for _, q := range p.Questions {

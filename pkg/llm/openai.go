@@ -209,6 +209,17 @@ type OpenAI struct {
 	endpoints   map[string]*endpoint
 	log         *zap.Logger
 	completions completionSizes
+	// transport is the client's own connection pool (nil when
+	// Config.HTTPClient brought one).
+	transport *http.Transport
+}
+
+// Close closes the client's idle connections (a Config.HTTPClient's stay
+// its owner's). A call after Close still works, on a new connection.
+func (c *OpenAI) Close() {
+	if c.transport != nil {
+		c.transport.CloseIdleConnections()
+	}
 }
 
 // completionSizes tracks the completion size of each endpoint and model
@@ -376,10 +387,15 @@ func New(cfg Config) (*OpenAI, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	base := http.DefaultTransport
+	var own *http.Transport
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		base = cfg.HTTPClient.Transport
+	} else if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		// A pool of its own, which Close empties.
+		own = t.Clone()
+		base = own
 	}
-	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger}
+	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own}
 	for i, e := range append([]Endpoint{cfg.defaultEndpoint()}, cfg.Endpoints...) {
 		if i > 0 {
 			if !endpointName.MatchString(e.Name) || e.Name == DefaultEndpoint {

@@ -3,8 +3,6 @@
 package metrics
 
 import (
-	"context"
-	"errors"
 	"net"
 	"net/http"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/cost"
 )
 
@@ -178,26 +177,15 @@ func HandleHealth(mux *http.ServeMux, ready func() error) {
 	})
 }
 
-// Serve runs the health and metrics endpoints on addr until ctx ends.
-// ready reports readiness (connected to NATS and Redis).
-func Serve(ctx context.Context, addr string, m *Metrics, ready func() error) (net.Addr, error) {
+// Listen listens on addr for the health and metrics endpoints and returns
+// the component serving them from Start until Stop. ready reports
+// readiness (connected to NATS and Redis).
+func Listen(addr string, m *Metrics, ready func() error) (*service.HTTP, error) {
 	mux := http.NewServeMux()
 	Handle(mux, m, ready)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
+	return &service.HTTP{Server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, Listener: ln}, nil
 }

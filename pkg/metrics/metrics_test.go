@@ -19,12 +19,15 @@ func TestServeHealthReadinessAndMetrics(t *testing.T) {
 	m.ObserveCost("generate", cost.Cost{LLMCalls: 3, LLM: llm.Usage{PromptTokens: 100, CompletionTokens: 20, RateLimited: 2, Latency: time.Second}, Queries: 2})
 	done := m.Begin("generate", "sqlite")
 	ready := errors.New("redis: connection refused")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr, err := Serve(ctx, "127.0.0.1:0", m, func() error { return ready })
+	l, err := Listen("127.0.0.1:0", m, func() error { return ready })
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop()
+	addr := l.Addr()
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr.String() + path)
 		if err != nil {

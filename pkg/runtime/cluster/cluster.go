@@ -1,7 +1,14 @@
-// Package cluster runs every quorum role in one process over real
-// connections: an embedded NATS server with JetStream (or a given one), a
-// spawned redis-server (or a given one), the voter, generator and explorer
-// workers as goroutines. `quorum run` and `quorum bench` use it.
+// Package cluster assembles a quorum role process: its servers (an
+// embedded NATS server with JetStream and a spawned redis-server, or given
+// ones), its connections, the shared limiter, the LLM client, the
+// warehouses, the process environment, and the roles it runs as
+// components — the voter, generator and explorer workers, the health and
+// metrics listener. It is the one place a role process is put together:
+// the role binaries (coordinator, generator-worker, explorer-worker,
+// voter) assemble theirs here, and so do `quorum run`, `quorum serve` and
+// `ask` (every role in one process) and `quorum bench`. It owns every
+// client and server it creates, and its Close (stop.go) is the one place
+// a process's shutdown order is declared.
 package cluster
 
 import (
@@ -11,8 +18,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,12 +29,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/metrics"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
+	"github.com/quorumsql/quorum/pkg/redact"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/runenv"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
@@ -34,12 +45,35 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
-// Config configures an in-process cluster.
+// The roles a process can be assembled for.
+const (
+	// RoleAll runs the voter, the generator and the explorer workers in
+	// process (quorum run, serve, ask, bench); its coordinators run in
+	// the foreground or as serve's question drivers.
+	RoleAll = "cluster"
+	// RoleCoordinator runs no background role: the process drives a run
+	// in the foreground. It makes no LLM calls.
+	RoleCoordinator = "coordinator"
+	// RoleVoter runs the voter. It makes no LLM calls.
+	RoleVoter = "voter"
+	// RoleGenerator and RoleExplorer run the generator and the explorer
+	// workers.
+	RoleGenerator = "generator"
+	RoleExplorer  = "explorer"
+)
+
+// Config configures a role process.
 type Config struct {
+	// Role is what the process runs (default RoleAll). It names the
+	// process's metrics.
+	Role string
+	// Name identifies the process in results and logs (default: Role).
+	Name string
 	// StateDir keeps the embedded NATS store and the local Redis AOF, so a
 	// run can resume after a restart.
 	StateDir string
-	// NATSURL and RedisURL join running servers instead.
+	// NATSURL and RedisURL join running servers; empty, the process starts
+	// its own.
 	NATSURL, RedisURL string
 	// NATSOptions authenticate to a given NATS server (creds, NKEY, TLS).
 	NATSOptions []nats.Option
@@ -47,12 +81,13 @@ type Config struct {
 	// server (its CA, a client certificate).
 	RedisTLS *tls.Config
 	Queue    queue.Config
-	// LLM configures the workers' client; LLMQuota, when set, makes every
-	// call wait on the shared Redis limiter.
+	// LLM configures the workers' client; its calls wait on the shared
+	// Redis limiter, within LLMQuota by default (zero: no limit but the
+	// endpoints' own quotas). Roles that make no LLM calls ignore it.
 	LLM      llm.Config
 	LLMQuota ratelimit.LLMQuota
-	// Warehouses names the warehouses and their quotas; nil serves SQLite
-	// files only.
+	// WarehousesFile names the warehouses and their quotas; nil serves
+	// SQLite files only.
 	WarehousesFile *registry.File
 	// Serve lists the warehouses the workers serve (default: every
 	// configured one, or sqlite).
@@ -61,7 +96,12 @@ type Config struct {
 	// tasks at once (like separate worker processes).
 	Generators, GeneratorConcurrency int
 	Explorers, ExplorerConcurrency   int
-	// Grace is how long in-flight tasks may finish once the cluster is
+	// VoterConcurrency is how many results the voter records at once
+	// (default 8).
+	VoterConcurrency int
+	// HTTPAddr, when set, serves /healthz, /readyz and /metrics there.
+	HTTPAddr string
+	// Grace is how long in-flight tasks may finish once the process is
 	// closing before they are handed back to the queue (default
 	// DefaultGrace).
 	Grace time.Duration
@@ -83,33 +123,102 @@ func secret() string {
 // DefaultGrace is how long in-flight tasks may finish on shutdown.
 const DefaultGrace = 30 * time.Second
 
-// Cluster is a running in-process cluster.
+// Cluster is a running role process.
 type Cluster struct {
 	Env     *runenv.Env
 	Metrics *metrics.Metrics
-	// NATSURL and RedisURL reach the cluster's servers; when it started
+	// NATSURL and RedisURL reach the process's servers; when it started
 	// them they carry the credentials, so they are never printed.
 	NATSURL, RedisURL string
-	// Redis is the cluster's Redis client, for the process's own use.
+	// Redis is the process's Redis client, for its own use; Limiter is
+	// the shared limiter on it.
 	Redis   *redis.Client
-	cancel  context.CancelFunc
-	grace   time.Duration
-	wg      sync.WaitGroup
-	closers []func()
+	Limiter *ratelimit.Limiter
+	// HTTPAddr is where the health and metrics listener listens (nil
+	// without Config.HTTPAddr).
+	HTTPAddr net.Addr
+
+	log   *zap.Logger
+	grace time.Duration
+	// ctx is the components' context: they outlive Start's, and Close
+	// stops them.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	closed     bool
+	components [stages][]service.Service
+	deferred   []func()
+	roles      []role
+	watch      *watcher
+
+	llm         *llm.OpenAI
+	queue       *queue.Queue
+	natsServer  *queue.Embedded
+	redisServer *localredis.Server
 }
 
-// Start brings the servers and the roles up.
-func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{}
-	fail := func(err error) (*Cluster, error) {
-		c.Close()
-		return nil, err
+// ListenError is Start's error when the health and metrics listener
+// cannot listen on Config.HTTPAddr.
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string { return fmt.Sprintf("listen on %s: %v", e.Addr, e.Err) }
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// role is a role component the process watches: one that ends by itself
+// (its consumer failed) ends the process.
+type role struct {
+	name string
+	c    interface {
+		service.Service
+		Done() <-chan struct{}
+		Err() error
 	}
+}
+
+// Start brings the servers, the connections and the roles up. On error,
+// whatever it started is stopped.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	if cfg.Role == "" {
+		cfg.Role = RoleAll
+	}
+	if cfg.Name == "" {
+		cfg.Name = cfg.Role
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.VoterConcurrency <= 0 {
+		cfg.VoterConcurrency = 8
+	}
+	gens, exps, voting, calls := 0, 0, false, false
+	switch cfg.Role {
+	case RoleAll:
+		gens, exps, voting, calls = max(1, cfg.Generators), max(1, cfg.Explorers), true, true
+	case RoleCoordinator:
+	case RoleVoter:
+		voting = true
+	case RoleGenerator:
+		gens, calls = max(1, cfg.Generators), true
+	case RoleExplorer:
+		exps, calls = max(1, cfg.Explorers), true
+	default:
+		return nil, fmt.Errorf("cluster: unknown role %q", cfg.Role)
+	}
 	if cfg.Agents == nil {
-		return fail(errors.New("cluster: no agents registered"))
+		return nil, errors.New("cluster: no agents registered")
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Cluster{log: cfg.Log, grace: cfg.Grace, ctx: wctx, cancel: cancel}
+	fail := func(err error) (*Cluster, error) {
+		c.Close()
+		return nil, err
 	}
 	if cfg.NATSURL == "" {
 		dir := filepath.Join(cfg.StateDir, "nats")
@@ -120,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err != nil {
 			return fail(err)
 		}
-		c.closers = append(c.closers, srv.Shutdown)
+		c.natsServer = srv
 		cfg.NATSURL = srv.URL()
 	}
 	if cfg.RedisURL == "" {
@@ -132,50 +241,57 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err != nil {
 			return fail(err)
 		}
-		c.closers = append(c.closers, srv.Stop)
+		c.redisServer = srv
 		cfg.RedisURL = srv.URL()
 	}
 	c.NATSURL, c.RedisURL = cfg.NATSURL, cfg.RedisURL
-	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue, cfg.NATSOptions...)
-	if err != nil {
-		return fail(err)
-	}
-	c.closers = append(c.closers, q.Close)
+	// Checked before connecting anywhere: a wrong URL is reported at once.
 	ropt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return fail(fmt.Errorf("redis url: %w", err))
+		return fail(fmt.Errorf("redis url %s: %w", redact.URL(cfg.RedisURL), err))
 	}
 	ropt.ContextTimeoutEnabled = true
 	if cfg.RedisTLS != nil {
 		ropt.TLSConfig = cfg.RedisTLS
 	}
-	ropt.PoolSize = 64 + 4*(cfg.Generators*cfg.GeneratorConcurrency+cfg.Explorers*cfg.ExplorerConcurrency)
+	slots := gens*max(1, cfg.GeneratorConcurrency) + exps*max(1, cfg.ExplorerConcurrency)
+	if cfg.Role == RoleAll {
+		ropt.PoolSize = max(ropt.PoolSize, 64+4*slots)
+	} else {
+		if voting {
+			slots += cfg.VoterConcurrency
+		}
+		ropt.PoolSize = max(ropt.PoolSize, 16+4*slots)
+	}
+	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue, cfg.NATSOptions...)
+	if err != nil {
+		return fail(err)
+	}
+	c.queue = q
 	rdb := redis.NewClient(ropt)
 	c.Redis = rdb
-	c.closers = append(c.closers, func() { rdb.Close() })
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fail(fmt.Errorf("redis at %s: %w", ropt.Addr, err))
+		return fail(fmt.Errorf("connect to Redis at %s: %w", ropt.Addr, err))
 	}
-	lim, err := ratelimit.New(ratelimit.Config{Client: rdb})
-	if err != nil {
+	if c.Limiter, err = ratelimit.New(ratelimit.Config{Client: rdb}); err != nil {
 		return fail(err)
 	}
-	if cfg.LLMQuota.RequestsPerMinute > 0 || cfg.LLMQuota.TokensPerMinute > 0 || cfg.LLM.HasQuota() {
-		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: lim, Scope: "llm", Default: cfg.LLMQuota}
-	}
-	client, err := llm.New(cfg.LLM)
-	if err != nil {
-		return fail(err)
+	var client llm.Client
+	if calls {
+		// Always the limiter: endpoints carry their own quotas, a 429's
+		// cooldown is shared, and with no quota anywhere a call does not
+		// touch Redis.
+		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota}
+		oc, err := llm.New(cfg.LLM)
+		if err != nil {
+			return fail(err)
+		}
+		client, c.llm = oc, oc
 	}
 	var reg *registry.Registry
 	if cfg.WarehousesFile != nil {
-		reg = registry.WithLimiter(cfg.WarehousesFile, lim)
+		reg = registry.WithLimiter(cfg.WarehousesFile, c.Limiter)
 	}
-	c.Metrics = metrics.New("cluster")
-	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: "cluster", Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb)}
-	c.Env = env
-	c.closers = append(c.closers, env.Close)
 	whs := cfg.Serve
 	if len(whs) == 0 && reg != nil {
 		for _, s := range reg.File.Warehouses {
@@ -185,55 +301,75 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if len(whs) == 0 {
 		whs = []string{"sqlite"}
 	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
-	c.grace = cfg.Grace
-	wc := queue.WorkConfig{DrainTimeout: cfg.Grace}
-	// The roles outlive ctx: Close stops them, before the servers.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
-	start := func(name string, f func(context.Context) error) {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			if err := f(wctx); err != nil && !errors.Is(err, context.Canceled) {
-				cfg.Log.Error("role stopped", zap.String("role", name), zap.Error(err))
+	if reg != nil {
+		for _, w := range whs {
+			if _, ok := reg.File.Spec(w); !ok {
+				return fail(fmt.Errorf("warehouse %q is not configured (configured: %s)", w, configured(reg.File)))
 			}
-		}()
+		}
 	}
-	start("voter", func(c context.Context) error {
-		return voter.Run(c, voter.Config{Env: env, Concurrency: 8, WorkConfig: wc})
-	})
-	for i := 0; i < max(1, cfg.Generators); i++ {
-		start("generator", func(c context.Context) error {
-			return worker.Run(c, worker.Config{Env: env, Pool: agent.Generator, Warehouses: whs, Concurrency: max(1, cfg.GeneratorConcurrency), WorkConfig: wc})
-		})
+	c.Metrics = metrics.New(cfg.Role)
+	c.Env = &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: cfg.Log,
+		Metrics: c.Metrics, Name: cfg.Name, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb)}
+	if cfg.HTTPAddr != "" {
+		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
+		if err != nil {
+			return fail(&ListenError{Addr: cfg.HTTPAddr, Err: err})
+		}
+		if err := c.Add(Intake, l); err != nil {
+			return fail(err)
+		}
+		c.HTTPAddr = l.Addr()
 	}
-	for i := 0; i < max(1, cfg.Explorers); i++ {
-		start("explorer", func(c context.Context) error {
-			return worker.Run(c, worker.Config{Env: env, Pool: agent.Explorer, Warehouses: whs, Concurrency: max(1, cfg.ExplorerConcurrency), WorkConfig: wc})
-		})
+	wc := queue.WorkConfig{DrainTimeout: cfg.Grace}
+	if voting {
+		if err := c.addRole(Deciders, "voter", voter.New(voter.Config{Env: c.Env, Concurrency: cfg.VoterConcurrency, WorkConfig: wc})); err != nil {
+			return fail(err)
+		}
+	}
+	for _, w := range []struct {
+		pool        agent.Pool
+		n, parallel int
+	}{{agent.Generator, gens, cfg.GeneratorConcurrency}, {agent.Explorer, exps, cfg.ExplorerConcurrency}} {
+		for range w.n {
+			wk, err := worker.New(worker.Config{Env: c.Env, Pool: w.pool, Warehouses: whs, Concurrency: max(1, w.parallel), WorkConfig: wc})
+			if err != nil {
+				return fail(err)
+			}
+			if err := c.addRole(Workers, string(w.pool), wk); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	c.watch = &watcher{c: c}
+	if err := c.watch.Start(wctx); err != nil {
+		return fail(err)
 	}
 	return c, nil
 }
 
-// Close stops in order: the roles stop taking work and let in-flight tasks
-// finish within the grace period (the rest are handed back to the queue),
-// then the connections close, then the servers it started (Redis flushing
-// its append-only file).
-func (c *Cluster) Close() {
-	if c.cancel != nil {
-		c.cancel()
-		done := make(chan struct{})
-		go func() { c.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(c.grace + 10*time.Second):
-		}
+// Ready reports whether the process's Redis answers (its readiness).
+func (c *Cluster) Ready() error { return c.Env.State.Ping(c.ctx) }
+
+// addRole starts a role component in its stage and watches it.
+func (c *Cluster) addRole(st Stage, name string, r interface {
+	service.Service
+	Done() <-chan struct{}
+	Err() error
+}) error {
+	if err := c.Add(st, r); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	for i := len(c.closers) - 1; i >= 0; i-- {
-		c.closers[i]()
+	c.mu.Lock()
+	c.roles = append(c.roles, role{name: name, c: r})
+	c.mu.Unlock()
+	return nil
+}
+
+func configured(f *registry.File) string {
+	var out []string
+	for _, s := range f.Warehouses {
+		out = append(out, s.Name)
 	}
-	c.closers = nil
+	return strings.Join(out, ", ")
 }

@@ -1,4 +1,4 @@
-package cli
+package serve
 
 import (
 	"context"
@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -20,18 +17,18 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
-// liveDB is one database read from its warehouse.
-type liveDB struct {
+// LiveDB is one database read from its warehouse.
+type LiveDB struct {
 	dialect warehouse.Dialect
 	name    string
 	open    func(ctx context.Context) (warehouse.Warehouse, func(), error)
 }
 
-// liveDatabases lists the databases serve reads live: every <db>.sqlite of
-// --sqlite-dir, and the databases each Snowflake or BigQuery warehouse of
-// --warehouses-config names.
-func liveDatabases(sqliteDir string, file *registry.File) ([]liveDB, error) {
-	var dbs []liveDB
+// LiveDatabases lists the databases serve reads live: every <db>.sqlite of
+// sqliteDir (--sqlite-dir), and the databases each Snowflake or BigQuery
+// warehouse of file (--warehouses-config) names.
+func LiveDatabases(sqliteDir string, file *registry.File) ([]LiveDB, error) {
+	var dbs []LiveDB
 	if sqliteDir != "" {
 		entries, err := os.ReadDir(sqliteDir)
 		if err != nil {
@@ -46,7 +43,7 @@ func liveDatabases(sqliteDir string, file *registry.File) ([]liveDB, error) {
 				return nil, fmt.Errorf("--sqlite-dir: %s: %w", en.Name(), err)
 			}
 			path := filepath.Join(sqliteDir, en.Name())
-			dbs = append(dbs, liveDB{dialect: warehouse.SQLite, name: name, open: func(context.Context) (warehouse.Warehouse, func(), error) {
+			dbs = append(dbs, LiveDB{dialect: warehouse.SQLite, name: name, open: func(context.Context) (warehouse.Warehouse, func(), error) {
 				db, err := sqlite.Open(sqlite.Config{Path: path, MaxOpenConns: 2})
 				if err != nil {
 					return nil, nil, err
@@ -66,7 +63,7 @@ func liveDatabases(sqliteDir string, file *registry.File) ([]liveDB, error) {
 					return nil, fmt.Errorf("--warehouses-config: warehouse %s: database %q: %w", spec.Name, name, err)
 				}
 				e := &dataset.Example{ID: "live", DB: name, Dialect: spec.Kind}
-				dbs = append(dbs, liveDB{dialect: spec.Kind, name: name, open: func(ctx context.Context) (warehouse.Warehouse, func(), error) {
+				dbs = append(dbs, LiveDB{dialect: spec.Kind, name: name, open: func(ctx context.Context) (warehouse.Warehouse, func(), error) {
 					wh, err := reg.Open(ctx, e, nil)
 					return wh, func() {}, err
 				}})
@@ -80,10 +77,14 @@ func liveDatabases(sqliteDir string, file *registry.File) ([]liveDB, error) {
 	return dbs, nil
 }
 
-// materialise reads each database's schema from its warehouse and writes it
+// Materialise reads each database's schema from its warehouse and writes it
 // as a Spider 2.0 dataset under dir, which every agent and worker reads
-// like any other dataset. It returns the fingerprints it wrote.
-func materialise(ctx context.Context, dir string, dbs []liveDB, read func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error)) (map[string]string, error) {
+// like any other dataset. It returns the fingerprints it wrote, by
+// dialect/name.
+func Materialise(ctx context.Context, dir string, dbs []LiveDB) (map[string]string, error) {
+	read := func(ctx context.Context, wh warehouse.Warehouse, db LiveDB) (*dataset.Schema, error) {
+		return schema.Read(ctx, wh, db.name, schema.Options{})
+	}
 	if err := os.MkdirAll(dir, outputs.DirMode); err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func materialise(ctx context.Context, dir string, dbs []liveDB, read func(ctx co
 	return fps, nil
 }
 
-func writeLive(ctx context.Context, dir string, db liveDB, read func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error)) (string, error) {
+func writeLive(ctx context.Context, dir string, db LiveDB, read func(ctx context.Context, wh warehouse.Warehouse, db LiveDB) (*dataset.Schema, error)) (string, error) {
 	wh, closeWH, err := db.open(ctx)
 	if err != nil {
 		return "", fmt.Errorf("database %s: %w", db.name, err)
@@ -120,40 +121,4 @@ func writeLive(ctx context.Context, dir string, db liveDB, read func(ctx context
 		return "", fmt.Errorf("database %s: %w", db.name, err)
 	}
 	return fp, nil
-}
-
-// refreshLive re-reads a database whose schema fingerprint changed, every
-// period, through the Redis schema cache shared by serve processes.
-func refreshLive(ctx context.Context, dir string, dbs []liveDB, fps map[string]string, cache *schema.Cache, period time.Duration, log *zap.Logger) {
-	read := func(ctx context.Context, wh warehouse.Warehouse, db liveDB) (*dataset.Schema, error) {
-		return cache.Get(ctx, "serve", wh, db.name, schema.Options{})
-	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for _, db := range dbs {
-			key := string(db.dialect) + "/" + db.name
-			wh, closeWH, err := db.open(ctx)
-			if err != nil {
-				log.Warn("schema refresh: open", zap.String("db", db.name), zap.Error(err))
-				continue
-			}
-			fp, err := schema.Fingerprint(ctx, wh, db.name)
-			closeWH()
-			if err != nil || fp == fps[key] {
-				continue
-			}
-			if fp, err = writeLive(ctx, dir, db, read); err != nil {
-				log.Warn("schema refresh", zap.String("db", db.name), zap.Error(err))
-				continue
-			}
-			fps[key] = fp
-			log.Info("schema changed: re-read", zap.String("db", db.name), zap.String("fingerprint", fp))
-		}
-	}
 }
