@@ -83,9 +83,12 @@ test: deps lint
 deploy-check:
 	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-# race runs the race detector on the packages with concurrency.
+# race runs the race detector on the packages with concurrency, and the
+# test that starts and stops every role process 20 times and finds no
+# goroutine left.
 race:
-	$(GO) test -count=1 -race ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/agents/... ./pkg/queue/... ./pkg/runtime/... ./pkg/serve/...
+	$(GO) test -count=1 -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/agents/... ./pkg/queue/... ./pkg/runtime/... ./pkg/serve/...
+	$(GO) test -count=1 -race -run TestClusterRoleProcessesLeaveNoGoroutine ./internal/cli/
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8
 # candidates, against the simulated LLM allowing 3,000 requests a minute,
