@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
@@ -264,8 +265,6 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 	if err != nil {
 		return nil, err
 	}
-	bctx, stopBatch := context.WithCancel(ctx)
-	defer stopBatch()
 	type result struct {
 		out *outputs.Report
 		err error
@@ -273,10 +272,17 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 	batchDone := make(chan result, 1)
 	batchStart, atStart := time.Now(), r.sim.Stats()
 	fmt.Fprintf(progress, "mixed: phase 2, batch run %s: %d examples x %d candidates, %d req/min\n", run, ms.Examples, ms.Votes, ms.RPM)
-	go func() {
-		out, err := coordinator.Run(bctx, cfg)
+	// The batch's coordinator runs beside the questions; however Mixed
+	// returns, it has stopped before the rig closes.
+	batch := &service.Func{Run: func(ctx context.Context) error {
+		out, err := coordinator.Run(ctx, cfg)
 		batchDone <- result{out, err}
-	}()
+		return nil
+	}}
+	if err := batch.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer batch.Stop()
 	b := &rep.Batch
 	b.Run, b.Examples = run, ms.Examples
 	b.GeneratorSlots, b.ExplorerSlots = ms.Generators*ms.GeneratorConcurrency, ms.Explorers*ms.ExplorerConcurrency
