@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"

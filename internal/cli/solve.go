@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"

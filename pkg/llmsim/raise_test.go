@@ -18,10 +18,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/pexa"
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )

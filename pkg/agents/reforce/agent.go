@@ -16,7 +16,7 @@ import (
 	"hash/fnv"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"

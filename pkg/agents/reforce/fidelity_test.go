@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"

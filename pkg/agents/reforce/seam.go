@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
