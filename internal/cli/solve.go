@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,13 +13,11 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	agentpkg "github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 func newSolveCmd() *cobra.Command {
@@ -61,23 +57,19 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return usage(fmt.Errorf("--agent: %w", err))
 			}
-			var opts map[string]string
-			if agentName != "reforce" {
-				if opts, err = checkAgentOptions(def, map[string]string{}, agentOpts, cfg.Votes); err != nil {
-					return usage(err)
-				}
-			} else if len(agentOpts) > 0 {
-				return usage(fmt.Errorf("--agent-option: quorum solve sets reforce's options with its own flags (--no-exploration, --format-restriction, …)"))
-			}
 			if len(ablations.options(cmd)) > 0 && agentName != "reforce" {
 				return usage(fmt.Errorf("--explore-all, --no-vote, --no-random-selection, --no-compression, --gold-tables, --gold-schema and --compression are reforce options; agent %s does not take them", agentName))
 			}
 			if err := ablations.validate(); err != nil {
 				return usage(err)
 			}
-			ablations.apply(&cfg)
+			base := map[string]string{}
 			if agentName == "reforce" {
-				opts = reforceSolveOptions(cmd)
+				base = reforceSolveOptions(cmd)
+			}
+			opts, err := checkAgentOptions(def, base, agentOpts, cfg.Votes)
+			if err != nil {
+				return usage(err)
 			}
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
@@ -133,23 +125,11 @@ For a cluster over NATS and Redis, use quorum run.`,
 				return err
 			}
 			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now(), Warnings: warnings}
-			if agentName == "reforce" {
-				agent, err := reforce.New(cfg, client)
-				if err != nil {
-					return err
-				}
-				// One linker for the process: its cache is shared by every
-				// example, as the runtime's is by the cluster.
-				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
-				rep.Votes = agent.Config().Votes
-				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, opts, writer, seed, concurrency, queryTimeout, w)
-			} else {
-				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
-				if err != nil {
-					return err
-				}
-				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
+			ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
+			if err != nil {
+				return err
 			}
+			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if err := writer.Report(rep); err != nil {
@@ -210,39 +190,6 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64, queryTimeout ti
 	return nil
 }
 
-// solveAll runs the examples with bounded concurrency and writes each answer
-// as soon as it is decided. The agent sees each example as the runtime
-// shows it (agent.View): no gold unless opts turn on a gold ablation.
-func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker, opts map[string]string,
-	writer *outputs.Writer, seed uint64, concurrency int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
-	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
-	defer set.Close()
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
-	view := agentpkg.NewView(ds, whs, opts)
-	var mu sync.Mutex
-	infos := map[string]*dbinfo.Info{}
-	info := func(c *agentpkg.Context) (*dbinfo.Info, error) {
-		db, _ := c.Dataset.Database(c.Example)
-		mu.Lock()
-		defer mu.Unlock()
-		if i, ok := infos[db.Key()]; ok {
-			return i, nil
-		}
-		opt, err := agent.Config().DBInfoOptions()
-		if err != nil {
-			return nil, err
-		}
-		i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, opt)
-		if err == nil {
-			infos[db.Key()] = i
-		}
-		return i, err
-	}
-	return solveEach(examples, concurrency, w, func(e *dataset.Example) outputs.Example {
-		return solveOne(ctx, ds, e, view.Context(e), agent, linker, whs, info, writer, seed)
-	})
-}
-
 // solveEach solves examples atOnce at a time, printing a line as each
 // finishes and stamping when it did.
 func solveEach(examples []*dataset.Example, atOnce int, w io.Writer, solve func(*dataset.Example) outputs.Example) []outputs.Example {
@@ -268,88 +215,6 @@ func solveEach(examples []*dataset.Example, atOnce int, w io.Writer, solve func(
 	}
 	wg.Wait()
 	return results
-}
-
-// solveOne solves e, which the agent sees as ac shows it (no gold); ds and
-// e, with their gold, are for scoring.
-func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, ac *agentpkg.Context, agent *reforce.Agent, linker *dbinfo.Linker, whs *dataset.Warehouses,
-	info func(*agentpkg.Context) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
-	start := time.Now()
-	r := outputs.Example{InstanceID: e.ID, Agent: "reforce", Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
-	fail := func(err error) outputs.Example {
-		r.Error = err.Error()
-		r.LatencySeconds = time.Since(start).Seconds()
-		return r
-	}
-	if !ds.Runnable(e.ID) {
-		var msgs []string
-		for _, p := range ds.Problems {
-			if p.Instance == e.ID {
-				msgs = append(msgs, p.Message)
-			}
-		}
-		return fail(fmt.Errorf("not runnable: %s", strings.Join(msgs, "; ")))
-	}
-	wh, err := whs.For(e)
-	if err != nil {
-		return fail(err)
-	}
-	in, err := info(ac)
-	if err != nil {
-		return fail(err)
-	}
-	ae := ac.Example
-	// A gold ablation reads only the gold SQL's identifiers: joined, they
-	// read as the same identifiers.
-	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: ae.ID, Question: ae.Question, Dialect: ae.Dialect,
-		ExternalKnowledge: ae.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker, GoldSQL: strings.Join(ac.GoldIdentifiers, " ")})
-	if o != nil {
-		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
-		r.Candidates = len(o.Candidates)
-		r.Rounds = 1
-		if len(o.Explorations) > 0 {
-			r.Rounds = 2
-		}
-		for _, c := range o.Candidates {
-			if c != nil && c.Status == reforce.StatusOK {
-				r.ValidCandidates++
-			}
-		}
-	}
-	if err != nil {
-		return fail(err)
-	}
-	r.Confidence, r.Method = string(o.First.Confidence), string(o.Decision.Method)
-	r.LatencySeconds = time.Since(start).Seconds()
-	if o.Final == nil {
-		r.Status = "no_answer"
-	} else {
-		r.Status = "answered"
-		if err := writer.Answer(e.ID, o.Final.SQL, o.Final.CSV); err != nil {
-			return fail(err)
-		}
-	}
-	if len(e.Gold.Results) > 0 && ds.GoldDir != "" {
-		dir := filepath.Join(ds.GoldDir, "exec_result")
-		score := func(c *reforce.Candidate) bool {
-			if c == nil || c.Status != reforce.StatusOK {
-				return false
-			}
-			f, err := c.Frame()
-			if err != nil {
-				return false
-			}
-			ok, err := eval.ScoreAgainstGold(f, dir, e.ID, e.Gold.Spec)
-			return err == nil && ok
-		}
-		correct := score(o.Final)
-		atK := correct
-		for _, c := range o.Candidates {
-			atK = atK || score(c)
-		}
-		r.Correct, r.CorrectAtK = &correct, &atK
-	}
-	return r
 }
 
 func printSummary(w io.Writer, rep *outputs.Report, out string) {

@@ -274,32 +274,31 @@ func TestVoteTieRule(t *testing.T) {
 
 func TestFinalDecision(t *testing.T) {
 	t.Parallel()
-	a := newAgent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
 	A, B := "x\n1\n", "x\n2\n"
-	decide := func(seed int64, answers ...string) Decision {
+	final := func(seed int64, answers ...string) Decision {
 		var cs []*Candidate
 		for i, s := range answers {
 			cs = append(cs, cand(i, s))
 		}
-		return a.Decide(context.Background(), cs, CandidateInput{Example: ex}, seed, &cost.Cost{})
+		return Decide(cs, seed)
 	}
-	if d := decide(1, A); d.Method != MethodLone || d.Winner.Index != 0 {
+	if d := final(1, A); d.Method != MethodLone || d.Winner.Index != 0 {
 		t.Errorf("lone candidate: %+v", d)
 	}
-	if d := decide(1, A, A, B); d.Method != MethodMajorityExplore {
+	if d := final(1, A, A, B); d.Method != MethodMajorityExplore {
 		t.Errorf("majority: %+v", d)
 	}
-	if d := decide(1, "x\n0\n"); d.Method != MethodInvalidFallback || d.Winner == nil {
+	if d := final(1, "x\n0\n"); d.Method != MethodInvalidFallback || d.Winner == nil {
 		t.Errorf("invalid fallback: %+v", d)
 	}
-	if d := decide(1); d.Method != MethodNone || d.Winner != nil {
+	if d := final(1); d.Method != MethodNone || d.Winner != nil {
 		t.Errorf("nothing: %+v", d)
 	}
 	// A tie is broken by the seed: the same seed always picks the same
 	// cluster, and different seeds reach both.
 	picked := map[int]bool{}
 	for seed := int64(0); seed < 20; seed++ {
-		d1, d2 := decide(seed, A, B, A, B), decide(seed, A, B, A, B)
+		d1, d2 := final(seed, A, B, A, B), final(seed, A, B, A, B)
 		if d1.Method != MethodRandomTie || d1.Winner.Index != d2.Winner.Index {
 			t.Fatalf("seed %d: %+v vs %+v", seed, d1, d2)
 		}
@@ -311,7 +310,14 @@ func TestFinalDecision(t *testing.T) {
 	// With ModelVote the model breaks the tie.
 	mv := newAgent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
 	cs := []*Candidate{cand(0, A), cand(1, B), cand(2, A), cand(3, B)}
-	if d := mv.Decide(context.Background(), cs, CandidateInput{Example: ex}, 1, &cost.Cost{}); d.Method != MethodModelVote || d.Winner.Index != 1 {
+	tieBreak := func(tied []*Candidate) *Candidate {
+		w, err := mv.modelVote(context.Background(), tied, CandidateInput{Example: ex}, 1, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if d := decide(cs, 1, tieBreak, false); d.Method != MethodModelVote || d.Winner.Index != 1 {
 		t.Errorf("model vote: %+v", d)
 	}
 }

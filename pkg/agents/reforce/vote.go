@@ -176,39 +176,12 @@ func DecideFinal(all []*Candidate, p Pool, seed int64, tieBreak func([]*Candidat
 	return first
 }
 
-// Decide is the package-level Decide, with the model breaking ties when the
-// agent is configured for it (v1's model vote).
-func (a *Agent) Decide(ctx context.Context, cands []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
-	return decide(cands, seed, a.tieBreak(ctx, in, seed, c), a.cfg.NoRandomSelection)
-}
-
-// DecideFinal is DecideFinal over the agent's pool (its NoExploration and
-// PoolRounds), with the model breaking ties when configured.
-func (a *Agent) DecideFinal(ctx context.Context, all []*Candidate, in CandidateInput, seed int64, c *cost.Cost) Decision {
-	return DecideFinal(all, a.pool(), seed, a.tieBreak(ctx, in, seed, c))
-}
-
-func (a *Agent) pool() Pool { return a.cfg.pool() }
-
 // pool says which rounds the final vote is over: round 1 when examples
 // are explored (ExploreAll, or a low-confidence example without
 // NoExploration or NoVote).
 func (c Config) pool() Pool {
 	explored := c.ExploreAll || (!c.NoExploration && !c.NoVote)
 	return Pool{Explored: explored, Rounds: c.PoolRounds, NoRandom: c.NoRandomSelection}
-}
-
-func (a *Agent) tieBreak(ctx context.Context, in CandidateInput, seed int64, c *cost.Cost) func([]*Candidate) *Candidate {
-	if !a.cfg.ModelVote {
-		return nil
-	}
-	return func(tied []*Candidate) *Candidate {
-		w, err := a.modelVote(ctx, tied, in, seed, c)
-		if err != nil {
-			return nil
-		}
-		return w
-	}
 }
 
 func decide(cands []*Candidate, seed int64, tieBreak func([]*Candidate) *Candidate, noRandom bool) Decision {

@@ -5,37 +5,24 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/local"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
-// counting counts the queries that reach the warehouse, to check the
-// agent's own accounting.
-type counting struct {
-	warehouse.Warehouse
-	n atomic.Int64
-}
-
-func (c *counting) Query(ctx context.Context, sql string, lim warehouse.Limits) (*warehouse.Result, error) {
-	c.n.Add(1)
-	return c.Warehouse.Query(ctx, sql, lim)
-}
-
-func correct(t *testing.T, e *dataset.Example, goldDir string, c *Candidate) bool {
+func correct(t *testing.T, e *dataset.Example, goldDir string, c *agent.Candidate) bool {
 	t.Helper()
-	if c == nil || c.Status != StatusOK {
+	if c == nil || c.Status != agent.StatusOK {
 		return false
 	}
-	f, err := c.Frame()
+	f, err := eval.ReadCSV([]byte(c.CSV))
 	if err != nil {
 		return false
 	}
@@ -43,11 +30,11 @@ func correct(t *testing.T, e *dataset.Example, goldDir string, c *Candidate) boo
 	return err == nil && ok
 }
 
-// TestSolveDemoAgainstSimulator runs ReFoRCE with 8 candidates over the demo
-// against llmsim at its default noise: voting must beat a single candidate,
-// low-confidence examples must go through exploration, and every LLM call
-// and warehouse query must be accounted for.
-func TestSolveDemoAgainstSimulator(t *testing.T) {
+// TestDemoAgainstSimulator runs ReFoRCE with 8 candidates over the demo
+// through the runtime's seam (in process) against llmsim at its default
+// noise: voting must beat a single candidate, low-confidence examples must
+// go through exploration, and every LLM call must be accounted for.
+func TestDemoAgainstSimulator(t *testing.T) {
 	t.Parallel()
 	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
 	if err != nil {
@@ -74,20 +61,20 @@ func TestSolveDemoAgainstSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, Config{Votes: 8}, client)
-	db, _ := ds.Database(examples[0])
-	sq, err := sqlite.Open(sqlite.Config{Path: db.SQLitePath})
+	set := &sqlite.Set{}
+	defer set.Close()
+	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	def := Definition()
+	opts, err := def.CheckOptions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sq.Close()
-	wh := &counting{Warehouse: sq}
-	info, err := dbinfo.ForExample(context.Background(), ds, examples[0], nil, dbinfo.DefaultOptions())
+	ag, err := def.New(agent.Config{Options: opts, Votes: 8, LLM: client})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	outs := make([]*Outcome, len(examples))
+	outs := make([]*local.Outcome, len(examples))
 	errs := make([]error, len(examples))
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -97,50 +84,50 @@ func TestSolveDemoAgainstSimulator(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			outs[i], errs[i] = a.Solve(context.Background(), wh, SolveInput{
-				Example: Example{ID: e.ID, Question: e.Question, Dialect: e.Dialect, ExternalKnowledge: e.ExternalKnowledge},
-				Info:    info, RunSeed: 7})
+			outs[i], errs[i] = local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs,
+				Run: "t", Seed: 7, Votes: 8}, e)
 		}()
 	}
 	wg.Wait()
-	var total cost.Ledger = cost.Ledger{}
-	single, voted, low, explored := 0, 0, 0, 0
+	total := cost.Ledger{}
+	single, voted, low, cands := 0, 0, 0, 0
 	for i, o := range outs {
+		id := examples[i].ID
 		if errs[i] != nil {
-			t.Fatalf("%s: %v", examples[i].ID, errs[i])
+			t.Fatalf("%s: %v", id, errs[i])
 		}
 		total.Merge(o.Cost)
+		cands += len(o.Candidates)
 		if correct(t, examples[i], ds.GoldDir, o.Candidates[0]) {
 			single++
 		}
-		if correct(t, examples[i], ds.GoldDir, o.Final) {
+		if correct(t, examples[i], ds.GoldDir, o.Decision.Winner) {
 			voted++
 		}
-		if o.First.Confidence == Low {
-			t.Logf("  %s: low confidence, final %s", o.ExampleID, o.Decision.Method)
+		if o.Decision.Confidence == string(Low) {
+			t.Logf("  %s: low confidence, final %s", id, o.Decision.Method)
 			low++
-			if len(o.Explorations) != 8 || len(o.Candidates) != 16 {
-				t.Errorf("%s: low confidence but %d explorations, %d candidates", o.ExampleID, len(o.Explorations), len(o.Candidates))
+			if o.Rounds != 2 || len(o.Candidates) != 16 || calls(o.Cost, "explore") == 0 {
+				t.Errorf("%s: low confidence but %d rounds, %d candidates, costs %v", id, o.Rounds, len(o.Candidates), o.Cost)
 			}
-			explored++
-		} else if len(o.Explorations) != 0 {
-			t.Errorf("%s: high confidence yet explored", o.ExampleID)
+		} else if o.Rounds != 1 || calls(o.Cost, "explore") != 0 {
+			t.Errorf("%s: high confidence yet explored", id)
 		}
 	}
 	n := float64(len(examples))
 	tot := total.Total()
 	st := sim.Stats()
-	t.Logf("%d examples: EX %.3f with 1 candidate, %.3f with 8 and voting; %d low confidence (%.0f%%), explored %d",
-		len(examples), float64(single)/n, float64(voted)/n, low, 100*float64(low)/n, explored)
+	t.Logf("%d examples: EX %.3f with 1 candidate, %.3f with 8 and voting; %d low confidence (%.0f%%)",
+		len(examples), float64(single)/n, float64(voted)/n, low, 100*float64(low)/n)
 	t.Logf("per example: %.2f LLM calls, %.2f warehouse queries, %.0f tokens; per candidate: %.2f calls, %.2f queries",
 		float64(tot.LLMCalls)/n, float64(tot.Queries)/n, float64(tot.Tokens())/n,
-		float64(tot.LLMCalls)/float64(countCands(outs)), float64(tot.Queries)/float64(countCands(outs)))
+		float64(tot.LLMCalls)/float64(cands), float64(tot.Queries)/float64(cands))
 	for _, s := range total.Stages() {
 		c := total[s]
 		t.Logf("  stage %-10s %5d calls %5d queries %8d tokens", s, c.LLMCalls, c.Queries, c.Tokens())
 	}
-	if int64(tot.LLMCalls) != st.Requests || int64(tot.Queries) != wh.n.Load() {
-		t.Errorf("accounting: %d calls recorded vs %d served; %d queries recorded vs %d run", tot.LLMCalls, st.Requests, tot.Queries, wh.n.Load())
+	if int64(tot.LLMCalls) != st.Requests {
+		t.Errorf("accounting: %d calls recorded vs %d served", tot.LLMCalls, st.Requests)
 	}
 	if st.Unknown != 0 || st.UnknownExample != 0 {
 		t.Errorf("the simulator did not recognise %d requests (%d without an example): %v", st.Unknown, st.UnknownExample, st.ByKind)
@@ -151,12 +138,4 @@ func TestSolveDemoAgainstSimulator(t *testing.T) {
 	if low == 0 {
 		t.Error("no example was low confidence, so exploration was never exercised")
 	}
-}
-
-func countCands(outs []*Outcome) int {
-	n := 0
-	for _, o := range outs {
-		n += len(o.Candidates)
-	}
-	return n
 }
