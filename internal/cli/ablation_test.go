@@ -12,8 +12,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
-// TestSolveAblationFlags: solve takes the paper's ablations as flags,
-// runs them (one candidate with --no-vote) and records them in run.json.
+// TestSolveAblationFlags: solve takes the paper's ablations as their old
+// flags (aliases of --agent-option), runs them (one candidate with
+// --no-vote) and records them in run.json.
 func TestSolveAblationFlags(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
@@ -50,7 +51,9 @@ func TestAblationFlagErrors(t *testing.T) {
 	}{
 		{[]string{"solve", "--dataset", demo, "--compression", "zip"}, "compression mode"},
 		{[]string{"solve", "--dataset", demo, "--no-compression", "--compression", "structural"}, "contradict"},
-		{[]string{"solve", "--dataset", demo, "--agent", "pexa", "--explore-all"}, "reforce options"},
+		{[]string{"solve", "--dataset", demo, "--agent", "pexa", "--explore-all"}, `agent pexa has no option "explore-all"`},
+		{[]string{"solve", "--dataset", demo, "--agent-option", "compression=zip"}, "compression mode"},
+		{[]string{"bench", "--agents", "reforce,pexa", "--no-vote"}, "--agent-option sets the options of --agent"},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

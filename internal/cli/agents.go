@@ -51,7 +51,7 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 			for _, name := range reg.Names() {
 				d, _ := reg.Lookup(name)
 				def := ""
-				if name == agents.Default {
+				if name == reg.Default() {
 					def = " (default)"
 				}
 				fmt.Fprintf(w, "%s%s: %s\n", d.Name, def, d.Doc)

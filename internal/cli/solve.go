@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -36,49 +34,33 @@ func newSolveCmd() *cobra.Command {
 		agentName    string
 		agentOpts    []string
 		skipBad      bool
-		linkBudget   int
-		cfg          reforce.Config
-		ablations    ablationFlags
+		votes        int
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset in this process (no cluster)",
-		Long: `solve runs ReFoRCE in one process: compression and, for prompts over
---link-budget, table-level schema linking; candidates with self-refinement,
-the majority vote, column exploration for low-confidence examples and the
-final vote over the exploration round with its fallbacks. It writes <instance_id>.sql and .csv in
+		Long: `solve runs an agent (--agent, default ReFoRCE; quorum agents lists them and
+their options, set with --agent-option NAME=VALUE) in one process: its tasks
+run through the runtime's seam in memory, the same task code as on a
+cluster, with goroutines for workers. It writes <instance_id>.sql and .csv in
 Spider 2.0's submission layout plus run.json and report.html, and prints EX
-when the dataset has gold results. Other agents (--agent pexa) run their
-tasks through the runtime's seam in memory. With no LLM configured it uses the simulated LLM (llmsim).
-For a cluster over NATS and Redis, use quorum run.`,
+when the dataset has gold results. With no LLM configured it uses the
+simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			def, err := agents.Builtin().Lookup(agentName)
 			if err != nil {
 				return usage(fmt.Errorf("--agent: %w", err))
 			}
-			if len(ablations.options(cmd)) > 0 && agentName != "reforce" {
-				return usage(fmt.Errorf("--explore-all, --no-vote, --no-random-selection, --no-compression, --gold-tables, --gold-schema and --compression are reforce options; agent %s does not take them", agentName))
-			}
-			if err := ablations.validate(); err != nil {
-				return usage(err)
-			}
-			base := map[string]string{}
-			if agentName == "reforce" {
-				base = reforceSolveOptions(cmd)
-			}
-			opts, err := checkAgentOptions(def, base, agentOpts, cfg.Votes)
+			opts, err := checkAgentOptions(def, map[string]string{}, agentOpts, votes)
 			if err != nil {
 				return usage(err)
 			}
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
 			}
-			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
+			if err := checkSolveFlags(votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
 				return usage(err)
-			}
-			if linkBudget < 1 {
-				return usage(fmt.Errorf("--link-budget %d: use a positive size in bytes", linkBudget))
 			}
 			if err := writable(out); err != nil {
 				return usage(err)
@@ -124,12 +106,12 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now(), Warnings: warnings}
-			ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: votes, LLM: label, Started: time.Now(), Warnings: warnings}
+			ag, err := def.New(agentpkg.Config{Options: opts, Votes: votes, LLM: client})
 			if err != nil {
 				return err
 			}
-			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
+			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, votes, concurrency, queryTimeout, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if err := writer.Report(rep); err != nil {
@@ -155,21 +137,14 @@ For a cluster over NATS and Redis, use quorum run.`,
 	_ = f.MarkDeprecated("concurrency", "use --examples-at-once (--concurrency means tasks a worker handles at once elsewhere)")
 	f.Float64Var(&llmRPM, "llm-rpm", 0, "LLM requests/min for this process (0 = no limit)")
 	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
-	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them; agents other than reforce run through the runtime's seam in memory)")
-	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of an agent other than reforce, NAME=VALUE (repeatable; quorum agents lists them)")
+	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them)")
+	f.StringArrayVar(&agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
 	f.BoolVar(&skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed and left out)")
 	f.BoolVar(&skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
 	_ = f.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
-	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
+	f.IntVar(&votes, "votes", 8, "candidates per example")
 	f.DurationVar(&queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
-	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
-	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
-	f.BoolVar(&cfg.SelfConsistency, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
-	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
-	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties of the final vote (v1 option)")
-	f.BoolVar(&cfg.PoolRounds, "pool-rounds", false, "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)")
-	ablations.register(f, "")
-	f.IntVar(&linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts of at least this many bytes (UTF-8) get table-level schema linking, as the reference's 200,000-byte prompts.txt threshold")
+	optionAliases(f, solveOptionFlags...)
 	return cmd
 }
 
@@ -240,20 +215,4 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
 		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
-}
-
-// reforceSolveOptions records the reforce options given as solve's flags
-// (they have the options' names) in run.json, as quorum run records them
-// in its manifest.
-func reforceSolveOptions(cmd *cobra.Command) map[string]string {
-	var out map[string]string
-	for _, o := range reforce.Definition().Options {
-		if f := cmd.Flags().Lookup(o.Name); f != nil && f.Changed {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[o.Name] = f.Value.String()
-		}
-	}
-	return out
 }

@@ -7,8 +7,8 @@ import (
 
 func TestBuiltinRegistry(t *testing.T) {
 	r := Builtin()
-	if _, err := r.Lookup(Default); err != nil {
-		t.Fatal(err)
+	if _, err := r.Lookup(Default); err != nil || r.Default() != Default {
+		t.Fatalf("the registry's default is %q, want %s (%v)", r.Default(), Default, err)
 	}
 	_, err := r.Lookup("nosuch")
 	if err == nil || !strings.Contains(err.Error(), "reforce") {

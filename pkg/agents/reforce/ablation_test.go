@@ -171,16 +171,25 @@ func TestAblationGoldTablesAndSchema(t *testing.T) {
 func TestSeamReadsTheAblationOptions(t *testing.T) {
 	t.Parallel()
 	opts, err := Definition().CheckOptions(map[string]string{OptExploreAll: "true", OptNoVote: "true", OptNoRandomSelection: "true",
-		OptNoCompression: "true", OptGoldTables: "true", OptGoldSchema: "true", OptCompression: "structural"})
+		OptNoCompression: "true", OptGoldTables: "true", OptGoldSchema: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg, _, err := ConfigFromOptions(opts, 8)
-	if err != nil || !cfg.ExploreAll || !cfg.NoVote || !cfg.NoRandomSelection || !cfg.NoCompression || !cfg.GoldTables || !cfg.GoldSchema || cfg.Compression != "structural" {
+	if err != nil || !cfg.ExploreAll || !cfg.NoVote || !cfg.NoRandomSelection || !cfg.NoCompression || !cfg.GoldTables || !cfg.GoldSchema {
 		t.Errorf("cfg %+v, %v", cfg, err)
 	}
 	if o, _ := cfg.DBInfoOptions(); o.Group || o.Threshold != 0 {
 		t.Errorf("no-compression options %+v", o)
+	}
+	opts, _ = Definition().CheckOptions(map[string]string{OptCompression: "structural"})
+	if cfg, _, err := ConfigFromOptions(opts, 8); err != nil || cfg.Compression != "structural" {
+		t.Errorf("cfg %+v, %v", cfg, err)
+	}
+	for _, bad := range []map[string]string{{OptLinkBudget: "0"}, {OptNoCompression: "true", OptCompression: "structural"}} {
+		if _, _, err := ConfigFromOptions(bad, 8); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
 	}
 	bad, _ := Definition().CheckOptions(map[string]string{OptCompression: "zip"})
 	if _, _, err := ConfigFromOptions(bad, 8); err == nil {

@@ -102,10 +102,16 @@ func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
 	cfg.GoldTables = get(OptGoldTables)
 	cfg.GoldSchema = get(OptGoldSchema)
 	cfg.Compression = opts[OptCompression]
-	if _, e := cfg.DBInfoOptions(); e != nil {
+	if _, e := dbinfo.ModeOptions(cfg.Compression); e != nil {
 		err = errors.Join(err, fmt.Errorf("option %s: %w", OptCompression, e))
 	}
+	if cfg.NoCompression && cfg.Compression == dbinfo.CompressionStructural {
+		err = errors.Join(err, fmt.Errorf("options %s and %s=%s contradict each other", OptNoCompression, OptCompression, dbinfo.CompressionStructural))
+	}
 	budget, e := agent.OptionInt(opts, OptLinkBudget)
+	if _, set := opts[OptLinkBudget]; e == nil && set && budget < 1 {
+		e = fmt.Errorf("option %s=%d: use a positive size in bytes", OptLinkBudget, budget)
+	}
 	return cfg, budget, errors.Join(err, e)
 }
 

@@ -331,12 +331,17 @@ func (d *Definition) CheckOptions(opts map[string]string) (map[string]string, er
 // Registry holds the agents a process can run.
 type Registry struct {
 	defs map[string]*Definition
+	def  string
 }
 
-// NewRegistry registers defs; a duplicate name or a kind without a pool is
-// a programming error reported at once.
+// NewRegistry registers defs, the first of them the default agent (the one
+// a run or a question uses when it names none); a duplicate name or a kind
+// without a pool is a programming error reported at once.
 func NewRegistry(defs ...*Definition) (*Registry, error) {
 	r := &Registry{defs: map[string]*Definition{}}
+	if len(defs) > 0 {
+		r.def = defs[0].Name
+	}
 	for _, d := range defs {
 		if _, dup := r.defs[d.Name]; dup {
 			return nil, fmt.Errorf("agent %s registered twice", d.Name)
@@ -358,6 +363,14 @@ func (r *Registry) Lookup(name string) (*Definition, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("unknown agent %q: the agents are %s", name, strings.Join(r.Names(), ", "))
+}
+
+// Default is the name of the default agent: the first registered.
+func (r *Registry) Default() string {
+	if r == nil {
+		return ""
+	}
+	return r.def
 }
 
 // Names lists the registered agents in order.
