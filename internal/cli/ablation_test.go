@@ -113,3 +113,46 @@ func TestInspectPromptsModes(t *testing.T) {
 		t.Errorf("%v\n%s", err, out)
 	}
 }
+
+// TestVotesIsTheAgentsOption: --votes sets the votes option of an agent
+// that declares one, --agent-option votes= alone sets the run's count, and
+// the two may not disagree; an agent without the option keeps --votes as
+// the run's recorded count only.
+func TestVotesIsTheAgentsOption(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		votes int
+		opt   string
+		err   string
+	}{
+		{nil, 8, "8", ""},
+		{[]string{"--votes", "4"}, 4, "4", ""},
+		{[]string{"--agent-option", "votes=6"}, 6, "6", ""},
+		{[]string{"--votes", "6", "--agent-option", "votes=6"}, 6, "6", ""},
+		{[]string{"--votes", "4", "--agent-option", "votes=6"}, 0, "", "name two counts"},
+		{[]string{"--agent", "pexa", "--votes", "4"}, 4, "", ""},
+		{[]string{"--agent", "ensemble", "--votes", "4"}, 4, "", ""},
+	} {
+		var f runFlags
+		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+		f.register(cmd)
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		_, opts, err := f.agentOptions(cmd)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || f.votes != tc.votes || opts["votes"] != tc.opt {
+			t.Errorf("%v: votes %d, option %q (%v); want %d and %q", tc.args, f.votes, opts["votes"], err, tc.votes, tc.opt)
+		}
+		if len(tc.args) > 0 && tc.args[0] == "--agent" && tc.args[1] == "ensemble" && opts["reforce.votes"] != "4" {
+			t.Errorf("%v: the ensemble's reforce.votes is %q", tc.args, opts["reforce.votes"])
+		}
+	}
+}

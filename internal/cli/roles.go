@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,9 +142,10 @@ func (f *runFlags) window(slots int, m *runstate.Manifest, rpm, tpm float64) int
 	case slots <= 0:
 		return 64
 	}
-	load := agent.Load{Width: m.Votes, Calls: 2 * m.Votes}
+	load := agent.Load{Width: 1, Calls: 1}
 	if def, err := agents.Builtin().Lookup(m.Agent); err == nil {
-		load = def.LoadOf(m.AgentOptions, m.Votes)
+		opts, _ := def.RunOptions(m.AgentOptions, m.Votes)
+		load = def.LoadOf(opts)
 	}
 	return coordinator.Window(slots, load, rpm, tpm)
 }
@@ -158,19 +160,49 @@ func (f *runFlags) sameAgent(cmd *cobra.Command, m *runstate.Manifest) error {
 }
 
 // agentOptions resolves --agent and its options against the registry: an
-// unknown agent or option fails at once, naming what there is.
+// unknown agent or option fails at once, naming what there is. The run's
+// votes become the agent's votes option's value when it has one.
 func (f *runFlags) agentOptions(cmd *cobra.Command) (string, map[string]string, error) {
 	def, err := agents.Builtin().Lookup(f.agent)
 	if err != nil {
 		return "", nil, fmt.Errorf("--agent: %w", err)
 	}
-	opts, err := checkAgentOptions(def, map[string]string{}, f.agentOpts, f.votes)
-	return def.Name, opts, err
+	given := givenVotes(cmd, f.votes)
+	opts, err := checkAgentOptions(def, map[string]string{}, f.agentOpts, given)
+	if err != nil {
+		return "", nil, err
+	}
+	if cmd == nil || !cmd.Flags().Changed("votes") {
+		f.votes = runVotes(def, opts, f.votes)
+	}
+	return def.Name, opts, nil
+}
+
+// givenVotes is --votes when the command line gives a count, else 0.
+func givenVotes(cmd *cobra.Command, votes int) int {
+	if cmd == nil || !cmd.Flags().Changed("votes") {
+		return 0
+	}
+	return max(0, votes)
+}
+
+// runVotes is a run's candidate count as its manifest and report record
+// it: the agent's votes option when it declares one (agent.OptVotes),
+// else --votes.
+func runVotes(def *agent.Definition, opts map[string]string, votes int) int {
+	if def.TakesVotes() {
+		if v, err := strconv.Atoi(opts[agent.OptVotes]); err == nil {
+			return v
+		}
+	}
+	return votes
 }
 
 // checkAgentOptions adds the --agent-option NAME=VALUE pairs to opts and
 // checks them against the agent, building it once so that a bad value
-// fails now, not on a worker.
+// fails now, not on a worker. votes, when positive, is the --votes given:
+// it sets the agent's votes option (agent.OptVotes) unless the pairs do,
+// and then they must agree.
 func checkAgentOptions(def *agent.Definition, opts map[string]string, kvs []string, votes int) (map[string]string, error) {
 	if opts == nil {
 		opts = map[string]string{}
@@ -182,11 +214,14 @@ func checkAgentOptions(def *agent.Definition, opts map[string]string, kvs []stri
 		}
 		opts[k] = v
 	}
-	opts, err := def.CheckOptions(opts)
+	if v, set := opts[agent.OptVotes]; set && votes > 0 && def.TakesVotes() && v != strconv.Itoa(votes) {
+		return nil, fmt.Errorf("--votes %d and --agent-option %s=%s name two counts: give one", votes, agent.OptVotes, v)
+	}
+	opts, err := def.RunOptions(opts, votes)
 	if err != nil {
 		return nil, fmt.Errorf("--agent-option: %w", err)
 	}
-	if _, err := def.New(agent.Config{Options: opts, Votes: max(1, votes)}); err != nil {
+	if _, err := def.New(agent.Config{Options: opts}); err != nil {
 		return nil, fmt.Errorf("--agent %s: %w", def.Name, err)
 	}
 	return opts, nil

@@ -52,7 +52,7 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return usage(fmt.Errorf("--agent: %w", err))
 			}
-			opts, err := checkAgentOptions(def, map[string]string{}, agentOpts, votes)
+			opts, err := checkAgentOptions(def, map[string]string{}, agentOpts, givenVotes(cmd, votes))
 			if err != nil {
 				return usage(err)
 			}
@@ -106,12 +106,12 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: votes, LLM: label, Started: time.Now(), Warnings: warnings}
-			ag, err := def.New(agentpkg.Config{Options: opts, Votes: votes, LLM: client})
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings}
+			ag, err := def.New(agentpkg.Config{Options: opts, LLM: client})
 			if err != nil {
 				return err
 			}
-			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, votes, concurrency, queryTimeout, w)
+			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if err := writer.Report(rep); err != nil {

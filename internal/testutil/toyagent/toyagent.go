@@ -36,7 +36,18 @@ func Definition(cfg Config) *agent.Definition {
 	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
 		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator},
 			{Name: "probe", Pool: agent.Explorer}},
-		New: func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
+		Options: []agent.Option{{Name: agent.OptVotes, Default: "3", Usage: "answers per example"}},
+		New: func(c agent.Config) (agent.Agent, error) {
+			votes, err := agent.OptionInt(c.Options, agent.OptVotes)
+			if err != nil {
+				return nil, err
+			}
+			return &toy{cfg: cfg, votes: max(1, votes)}, nil
+		},
+		Load: func(opts map[string]string) agent.Load {
+			v, _ := agent.OptionInt(opts, agent.OptVotes)
+			return agent.Load{Width: max(1, v), Calls: 2 * max(1, v)}
+		}}
 }
 
 type toy struct {

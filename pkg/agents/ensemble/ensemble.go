@@ -69,7 +69,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 	}
 	d.New = func(c agent.Config) (agent.Agent, error) { return newEnsemble(c, members) }
 	// Every member runs on every example: their loads add up.
-	d.Load = func(opts map[string]string, votes int) agent.Load {
+	d.Load = func(opts map[string]string) agent.Load {
 		var total agent.Load
 		for _, name := range strings.Split(opts[OptMembers], ",") {
 			for _, m := range members {
@@ -82,7 +82,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 						mo[rest] = v
 					}
 				}
-				l := m.LoadOf(mo, votes)
+				l := m.LoadOf(mo)
 				total.Width += l.Width
 				total.Calls += l.Calls
 			}
@@ -137,7 +137,7 @@ func newEnsemble(c agent.Config, defs []*agent.Definition) (*ensemble, error) {
 				opts[rest] = v
 			}
 		}
-		ag, err := def.New(agent.Config{Options: opts, Votes: c.Votes, LLM: c.LLM, Cache: c.Cache, Log: c.Log})
+		ag, err := def.New(agent.Config{Options: opts, LLM: c.LLM, Cache: c.Cache, Log: c.Log})
 		if err != nil {
 			return nil, fmt.Errorf("ensemble member %s: %w", name, err)
 		}

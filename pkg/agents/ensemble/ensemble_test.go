@@ -109,11 +109,11 @@ func failed(member, from, n int, ans string) []*agent.Candidate {
 func build(t *testing.T, opts map[string]string, defs ...*agent.Definition) *ensemble {
 	t.Helper()
 	d := Definition(defs...)
-	o, err := d.CheckOptions(opts)
+	o, err := d.RunOptions(opts, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := d.New(agent.Config{Options: o, Votes: 8})
+	e, err := d.New(agent.Config{Options: o})
 	if err != nil {
 		t.Fatal(err)
 	}

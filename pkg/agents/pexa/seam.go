@@ -62,7 +62,7 @@ func Definition() *agent.Definition {
 		New: newAgent,
 		// A pass fans out to about four probes at once and makes about 15
 		// calls (Table 10: 16.74 per datapoint).
-		Load: func(opts map[string]string, _ int) agent.Load {
+		Load: func(opts map[string]string) agent.Load {
 			cfg, _, _ := ConfigFromOptions(opts)
 			if cfg.SequentialPlan {
 				return agent.Load{Width: cfg.Passes, Calls: 15 * cfg.Passes} // one probe at a time (D-P22)

@@ -62,7 +62,7 @@ func Definition() *agent.Definition {
 		New: newAgent,
 		// A round is one trajectory (about 8 commands, so 9 calls), then
 		// three finals at once and the column post-process.
-		Load: func(opts map[string]string, _ int) agent.Load {
+		Load: func(opts map[string]string) agent.Load {
 			cfg, _ := ConfigFromOptions(opts)
 			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds}
 		},

@@ -175,7 +175,7 @@ func TestSeamReadsTheAblationOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := ConfigFromOptions(opts, 8)
+	cfg, _, err := ConfigFromOptions(opts)
 	if err != nil || !cfg.ExploreAll || !cfg.NoVote || !cfg.NoRandomSelection || !cfg.NoCompression || !cfg.GoldTables || !cfg.GoldSchema {
 		t.Errorf("cfg %+v, %v", cfg, err)
 	}
@@ -183,16 +183,16 @@ func TestSeamReadsTheAblationOptions(t *testing.T) {
 		t.Errorf("no-compression options %+v", o)
 	}
 	opts, _ = Definition().CheckOptions(map[string]string{OptCompression: "structural"})
-	if cfg, _, err := ConfigFromOptions(opts, 8); err != nil || cfg.Compression != "structural" {
+	if cfg, _, err := ConfigFromOptions(opts); err != nil || cfg.Compression != "structural" {
 		t.Errorf("cfg %+v, %v", cfg, err)
 	}
 	for _, bad := range []map[string]string{{OptLinkBudget: "0"}, {OptNoCompression: "true", OptCompression: "structural"}} {
-		if _, _, err := ConfigFromOptions(bad, 8); err == nil {
+		if _, _, err := ConfigFromOptions(bad); err == nil {
 			t.Errorf("%v was accepted", bad)
 		}
 	}
 	bad, _ := Definition().CheckOptions(map[string]string{OptCompression: "zip"})
-	if _, _, err := ConfigFromOptions(bad, 8); err == nil {
+	if _, _, err := ConfigFromOptions(bad); err == nil {
 		t.Error("compression zip was accepted")
 	}
 }

@@ -84,12 +84,16 @@ type Config struct {
 	ResultLimits warehouse.Limits
 }
 
+// defaultVotes is the candidates per round when the options name none:
+// the paper's 8.
+const defaultVotes = 8
+
 func (c *Config) defaults() {
 	if c.NoVote {
 		c.Votes = 1
 	}
 	if c.Votes <= 0 {
-		c.Votes = 8
+		c.Votes = defaultVotes
 	}
 	if c.MaxIter <= 0 {
 		c.MaxIter = 5

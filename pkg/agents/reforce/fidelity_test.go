@@ -319,15 +319,15 @@ func runSeam(t *testing.T, client llm.Client, opts map[string]string, votes int,
 	set := &sqlite.Set{}
 	t.Cleanup(func() { set.Close() })
 	def := Definition()
-	if opts, err = def.CheckOptions(opts); err != nil {
+	if opts, err = def.RunOptions(opts, votes); err != nil {
 		t.Fatal(err)
 	}
-	ag, err := def.New(agent.Config{Options: opts, Votes: votes, LLM: client})
+	ag, err := def.New(agent.Config{Options: opts, LLM: client})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds,
-		Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 3, Votes: votes}, e)
+		Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 3}, e)
 	if err != nil {
 		t.Fatalf("%s: %v", id, err)
 	}
@@ -365,10 +365,10 @@ func runDemo(t *testing.T, opts map[string]string, votes int, ids []string) *dem
 	t.Cleanup(func() { set.Close() })
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
 	def := Definition()
-	if opts, err = def.CheckOptions(opts); err != nil {
+	if opts, err = def.RunOptions(opts, votes); err != nil {
 		t.Fatal(err)
 	}
-	ag, err := def.New(agent.Config{Options: opts, Votes: votes, LLM: r.log})
+	ag, err := def.New(agent.Config{Options: opts, LLM: r.log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func runDemo(t *testing.T, opts map[string]string, votes int, ids []string) *dem
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1, Votes: votes}, e)
+			lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1}, e)
 			if err != nil {
 				t.Errorf("%s: seam: %v", e.ID, err)
 				failed.Add(1)
@@ -507,17 +507,24 @@ func TestPoolRoundsOnTheRuntime(t *testing.T) {
 // TestSeamConfigFromOptions reads the options the manifest records.
 func TestSeamConfigFromOptions(t *testing.T) {
 	t.Parallel()
-	opts, err := Definition().CheckOptions(map[string]string{OptModelVote: "true", OptPoolRounds: "true", OptLinkBudget: "1234"})
+	opts, err := Definition().RunOptions(map[string]string{OptModelVote: "true", OptPoolRounds: "true", OptLinkBudget: "1234"}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, budget, err := ConfigFromOptions(opts, 8)
-	if err != nil || !cfg.ModelVote || !cfg.PoolRounds || budget != 1234 {
+	cfg, budget, err := ConfigFromOptions(opts)
+	if err != nil || !cfg.ModelVote || !cfg.PoolRounds || budget != 1234 || cfg.Votes != 4 {
 		t.Errorf("cfg %+v, budget %d, %v", cfg, budget, err)
 	}
 	opts, _ = Definition().CheckOptions(nil)
-	if cfg, _, _ := ConfigFromOptions(opts, 8); cfg.ModelVote || cfg.PoolRounds {
+	if cfg, _, _ := ConfigFromOptions(opts); cfg.ModelVote || cfg.PoolRounds || cfg.Votes != 8 {
 		t.Errorf("defaults %+v", cfg)
+	}
+	// The run's votes fill the option only when it is unset.
+	if opts, _ := Definition().RunOptions(map[string]string{OptVotes: "3"}, 4); opts[OptVotes] != "3" {
+		t.Errorf("votes %s, want the option's 3", opts[OptVotes])
+	}
+	if _, _, err := ConfigFromOptions(map[string]string{OptVotes: "0"}); err == nil {
+		t.Error("votes=0 was accepted")
 	}
 	if _, err := Definition().CheckOptions(map[string]string{"model_vote": "true"}); err == nil {
 		t.Error("an unknown option was accepted")

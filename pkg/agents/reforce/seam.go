@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,6 +27,8 @@ const (
 
 // Options of the agent, as recorded in a run's manifest.
 const (
+	// OptVotes is the candidates per round, the run's --votes.
+	OptVotes             = agent.OptVotes
 	OptNoExploration     = "no-exploration"
 	OptFormatRestriction = "format-restriction"
 	OptSelfConsistency   = "self-consistency"
@@ -61,6 +64,7 @@ func Definition() *agent.Definition {
 			{Name: KindVote, Pool: agent.Generator, Doc: "the model chooses among the tied answers of the final vote (model-vote)"},
 		},
 		Options: []agent.Option{
+			{Name: OptVotes, Default: strconv.Itoa(defaultVotes), Usage: "candidates per round (a run's --votes sets it)"},
 			{Name: OptNoExploration, Default: "false", Usage: "skip column exploration for low-confidence examples"},
 			{Name: OptFormatRestriction, Default: "false", Usage: "ask for the expected answer format first (v1 option)"},
 			{Name: OptSelfConsistency, Default: "false", Usage: "a candidate is the first answer seen twice (v1 option)"},
@@ -77,18 +81,27 @@ func Definition() *agent.Definition {
 			{Name: OptCompression, Default: dbinfo.CompressionPaper, Usage: "compression mode: paper (the digit-family rule and oversize rules) or structural (also groups tables of identical columns and collapses prompts to under the link budget)"},
 		},
 		New: newDistributed,
+		// Round 0 is votes candidates at once, of about two calls each.
+		Load: func(opts map[string]string) agent.Load {
+			cfg, _, _ := ConfigFromOptions(opts)
+			cfg.defaults()
+			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes}
+		},
 	}
 }
 
 // ConfigFromOptions reads the agent's options.
-func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
-	cfg := Config{Votes: votes}
+func ConfigFromOptions(opts map[string]string) (Config, int, error) {
+	var cfg Config
 	var err error
 	get := func(name string) bool {
 		b, e := agent.OptionBool(opts, name)
 		err = errors.Join(err, e)
 		return b
 	}
+	r := &agent.OptionReader{Agent: "reforce", Opts: opts}
+	r.Int(OptVotes, &cfg.Votes, 1)
+	err = r.Err()
 	cfg.NoExploration = get(OptNoExploration)
 	cfg.FormatRestriction = get(OptFormatRestriction)
 	cfg.SelfConsistency = get(OptSelfConsistency)
@@ -126,7 +139,7 @@ type distributed struct {
 }
 
 func newDistributed(c agent.Config) (agent.Agent, error) {
-	cfg, budget, err := ConfigFromOptions(c.Options, c.Votes)
+	cfg, budget, err := ConfigFromOptions(c.Options)
 	if err != nil {
 		return nil, err
 	}

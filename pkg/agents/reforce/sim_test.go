@@ -65,11 +65,11 @@ func TestDemoAgainstSimulator(t *testing.T) {
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
 	def := Definition()
-	opts, err := def.CheckOptions(nil)
+	opts, err := def.RunOptions(nil, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := def.New(agent.Config{Options: opts, Votes: 8, LLM: client})
+	ag, err := def.New(agent.Config{Options: opts, LLM: client})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDemoAgainstSimulator(t *testing.T) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			outs[i], errs[i] = local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs,
-				Run: "t", Seed: 7, Votes: 8}, e)
+				Run: "t", Seed: 7}, e)
 		}()
 	}
 	wg.Wait()

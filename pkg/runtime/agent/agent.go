@@ -15,6 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +51,13 @@ type Kind struct {
 type Option struct {
 	Name, Default, Usage string
 }
+
+// OptVotes names the option of an agent whose candidate count is the
+// run's: an agent that declares it (or a member's, MEMBER.votes, under a
+// composite agent) gets a run's --votes, or a question's votes, there
+// unless the options set it (RunOptions). Agents that count their
+// candidates otherwise (PExA's passes, RAISE's rounds) do not declare it.
+const OptVotes = "votes"
 
 // Task is one unit of an agent's work. The runtime wraps it in an envelope
 // with the run, the example, the agent, the seed and the cost carried so
@@ -224,8 +233,6 @@ type Cache interface {
 type Context struct {
 	Run  string
 	Seed uint64
-	// Votes is the run's candidate count, for agents that have one.
-	Votes int
 	// Dataset and Example hold no gold (View.Context builds them).
 	Dataset *dataset.Dataset
 	Example *dataset.Example
@@ -261,7 +268,6 @@ type Agent interface {
 // the process's clients. LLM is nil in roles that make no calls.
 type Config struct {
 	Options map[string]string
-	Votes   int
 	LLM     llm.Client
 	Cache   Cache
 	Log     *zap.Logger
@@ -275,9 +281,8 @@ type Definition struct {
 	Options []Option
 	New     func(cfg Config) (Agent, error)
 	// Load estimates what one example asks of the pools and quotas under
-	// these options (checked); nil is ReFoRCE's shape, votes candidates of
-	// about two calls each.
-	Load func(opts map[string]string, votes int) Load
+	// these options (checked); nil counts one task of one call.
+	Load func(opts map[string]string) Load
 }
 
 // Load is an example's demand: Width tasks in flight at once at its
@@ -287,15 +292,37 @@ type Load struct {
 	Width, Calls int
 }
 
-// LoadOf is def's estimate for these options, or the default shape.
-func (d *Definition) LoadOf(opts map[string]string, votes int) Load {
+// LoadOf is def's estimate for these options, or one task of one call
+// when it declares none.
+func (d *Definition) LoadOf(opts map[string]string) Load {
 	if d.Load != nil {
-		if l := d.Load(opts, votes); l.Width > 0 && l.Calls > 0 {
+		if l := d.Load(opts); l.Width > 0 && l.Calls > 0 {
 			return l
 		}
 	}
-	v := max(1, votes)
-	return Load{Width: v, Calls: 2 * v}
+	return Load{Width: 1, Calls: 1}
+}
+
+// TakesVotes reports whether the agent declares OptVotes: its candidate
+// count is the run's.
+func (d *Definition) TakesVotes() bool {
+	return slices.ContainsFunc(d.Options, func(o Option) bool { return o.Name == OptVotes })
+}
+
+// RunOptions are the options an agent runs with in a run (or question) of
+// votes candidates: each declared OptVotes, its own or a member's, that
+// opts leave unset takes votes (when positive); then CheckOptions.
+func (d *Definition) RunOptions(opts map[string]string, votes int) (map[string]string, error) {
+	out := maps.Clone(opts)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, o := range d.Options {
+		if _, set := out[o.Name]; !set && votes > 0 && o.Name[strings.LastIndexByte(o.Name, '.')+1:] == OptVotes {
+			out[o.Name] = strconv.Itoa(votes)
+		}
+	}
+	return d.CheckOptions(out)
 }
 
 // Kind returns the declared kind called name.
