@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -378,7 +378,7 @@ func (e *ensemble) combine(c *agent.Context, all []*agent.Candidate, states map[
 	}
 	memberOf := func(cand *agent.Candidate) *member { return e.members[cand.Index/slotSpan] }
 	cands := counted(all, states, memberOf)
-	groups := reforce.Clusters(cands)
+	groups, _ := vote.Clusters(cands)
 	// Each member's valid candidates, for the pooled shares.
 	validOf := map[*member]int{}
 	for _, g := range groups {
@@ -508,7 +508,7 @@ func (e *ensemble) pooled(c *agent.Context, groups [][]int, cands []*agent.Candi
 			}
 		}
 	}
-	seed := reforce.Seed(c.Seed, c.Example.ID, 0, 0, "ensemble/tie")
+	seed := agent.Seed(c.Seed, c.Example.ID, 0, 0, "ensemble/tie")
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	return tied[r.IntN(len(tied))], "ensemble_random_tie_break"
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -171,7 +171,7 @@ func (a *pexa) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*ag
 
 func (a *pexa) seed(c *agent.Context, pass int, step string) func(int) int64 {
 	return func(i int) int64 {
-		return reforce.Seed(c.Seed, c.Example.ID, 0, pass, fmt.Sprintf("pexa/p%d/%s/s%d", pass, step, i))
+		return agent.Seed(c.Seed, c.Example.ID, 0, pass, fmt.Sprintf("pexa/p%d/%s/s%d", pass, step, i))
 	}
 }
 
@@ -390,7 +390,7 @@ func (a *pexa) tableInfo(ctx context.Context, c *agent.Context) (*tableInfo, err
 		e := c.Example
 		if a.linker.NeedsLinking(info, e.ExternalKnowledge) {
 			linked, _, lc, err := a.linker.Link(ctx, info, dbinfo.LinkQuestion{ID: e.ID, Question: e.Question, ExternalKnowledge: e.ExternalKnowledge,
-				Seed: reforce.Seed(c.Seed, e.ID, 0, 0, "pexa/link")})
+				Seed: agent.Seed(c.Seed, e.ID, 0, 0, "pexa/link")})
 			c.Ledger.Stage("link").Add(lc)
 			if err != nil {
 				return "", err
@@ -485,5 +485,5 @@ func passResult(pass, turns int, st *PlanState, stop string) agent.Result {
 // Decide is the majority over the passes (§4.1 L138) with ReFoRCE's vote
 // and fallbacks for ties (D-P12).
 func (a *pexa) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	return reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
+	return vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
 }

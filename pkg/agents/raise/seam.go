@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -160,7 +160,7 @@ func (a *raise) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, e
 
 func (a *raise) seed(c *agent.Context, round int, step string) func(int) int64 {
 	return func(i int) int64 {
-		return reforce.Seed(c.Seed, c.Example.ID, 0, round, fmt.Sprintf("raise/r%d/%s/%d", round, step, i))
+		return agent.Seed(c.Seed, c.Example.ID, 0, round, fmt.Sprintf("raise/r%d/%s/%d", round, step, i))
 	}
 }
 
@@ -306,8 +306,8 @@ func result(index int, c *Candidate, rec record) agent.Result {
 // this is quorum's addition, so its majority is labelled quorum_majority
 // (D-R11); compare only EX@k with the paper.
 func (a *raise) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	d := reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
-	if d.Method == string(reforce.MethodMajority) {
+	d := vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
+	if d.Method == string(vote.MethodMajority) {
 		d.Method = "quorum_majority"
 	}
 	return d, nil

@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
 // This file pins the ablations of the paper's v2 Tables 3 and 4 (issue 20
@@ -60,7 +62,7 @@ func TestAblationExploreAll(t *testing.T) {
 				t.Errorf("%s: a candidate at round %d slot %d", id, c.Round, c.Index)
 			}
 		}
-		if lo.Decision.Method == string(MethodMajority) {
+		if lo.Decision.Method == string(vote.MethodMajority) {
 			t.Errorf("%s: decided by the first vote (%s)", id, lo.Decision.Method)
 		}
 	}
@@ -83,7 +85,7 @@ func TestAblationNoVote(t *testing.T) {
 			if lo.Decision.Winner != lo.Candidates[0] {
 				t.Errorf("%s: the answer is not the one candidate", id)
 			}
-		case string(MethodInvalidFallback), string(MethodNone):
+		case string(vote.MethodInvalidFallback), string(vote.MethodNone):
 		default:
 			t.Errorf("%s: decided by %s", id, lo.Decision.Method)
 		}
@@ -99,28 +101,28 @@ func TestAblationNoVote(t *testing.T) {
 func TestAblationNoRandomSelection(t *testing.T) {
 	t.Parallel()
 	A, B := "x\n1\n", "x\n2\n"
-	tie := []*Candidate{rcand(1, 8, A), rcand(1, 9, B)}
-	if d := DecideFinal(tie, Pool{Explored: true}, 1, nil); d.Method != MethodRandomTie || d.Winner == nil {
+	tie := []*agent.Candidate{rcand(1, 8, A), rcand(1, 9, B)}
+	if d := DecideFinal(tie, Pool{Explored: true}, 1, nil); d.Method != vote.MethodRandomTie || d.Winner == nil {
 		t.Errorf("default: %s", d.Method)
 	}
-	if d := DecideFinal(tie, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != MethodUnresolved || d.Winner != nil {
+	if d := DecideFinal(tie, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != vote.MethodUnresolved || d.Winner != nil {
 		t.Errorf("no-random-selection: %s, winner %v", d.Method, d.Winner)
 	}
-	if d := DecideFinal([]*Candidate{rcand(1, 8, A), rcand(1, 9, A), rcand(1, 10, B)}, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != MethodMajorityExplore {
+	if d := DecideFinal([]*agent.Candidate{rcand(1, 8, A), rcand(1, 9, A), rcand(1, 10, B)}, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != vote.MethodFinalMajority {
 		t.Errorf("a majority: %s", d.Method)
 	}
-	if d := DecideFinal([]*Candidate{rcand(1, 8, A)}, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != MethodLone {
+	if d := DecideFinal([]*agent.Candidate{rcand(1, 8, A)}, Pool{Explored: true, NoRandom: true}, 1, nil); d.Method != vote.MethodLone {
 		t.Errorf("a lone candidate: %s", d.Method)
 	}
 	r := runDemo(t, map[string]string{OptNoRandomSelection: "true"}, 8, ablationIDs())
-	if r.decidedBy(MethodUnresolved) == 0 {
+	if r.decidedBy(vote.MethodUnresolved) == 0 {
 		t.Error("no tie was left unanswered (local035's final vote ties at seed 1)")
 	}
 	for id, lo := range r.seam {
-		if lo.Decision.Method == string(MethodRandomTie) {
+		if lo.Decision.Method == string(vote.MethodRandomTie) {
 			t.Errorf("%s: a random tie-break", id)
 		}
-		if lo.Decision.Method == string(MethodUnresolved) && lo.Decision.Winner != nil {
+		if lo.Decision.Method == string(vote.MethodUnresolved) && lo.Decision.Winner != nil {
 			t.Errorf("%s: an unresolved tie has an answer", id)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
@@ -142,12 +143,6 @@ func TestExplorationAbandons(t *testing.T) {
 	}
 }
 
-func rcand(round, i int, csv string) *Candidate {
-	c := cand(i, csv)
-	c.Round = round
-	return c
-}
-
 // TestDecideFinalPools pins which candidates the final vote is over: the
 // exploration round alone (paper eq. 7, the reference's step 2 replacing
 // step 1), both rounds with pool-rounds, round 0 without exploration, and
@@ -155,9 +150,11 @@ func rcand(round, i int, csv string) *Candidate {
 func TestDecideFinalPools(t *testing.T) {
 	t.Parallel()
 	A, B, C, zero := "x\n1\n", "x\n2\n", "x\n3\n", "x\n0\n"
-	abandoned := func(i int) *Candidate { return &Candidate{Round: 1, Index: i, Status: StatusAbandoned} }
-	vote := &Candidate{Round: 2, Index: 16, Status: StatusVote}
-	within := func(d Decision, pos ...int) bool {
+	abandoned := func(i int) *agent.Candidate {
+		return &agent.Candidate{Round: 1, Index: i, Status: string(StatusAbandoned)}
+	}
+	modelVote := &agent.Candidate{Round: 2, Index: 16, Status: string(StatusVote)}
+	within := func(d vote.Decision, pos ...int) bool {
 		for _, g := range d.Clusters {
 			for _, p := range g {
 				if !slices.Contains(pos, p) {
@@ -168,48 +165,48 @@ func TestDecideFinalPools(t *testing.T) {
 		return d.Winner != nil
 	}
 	// Round 0 tied A/B; round 1: A, C and an abandoned vote.
-	all := []*Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(1, 2, A), rcand(1, 3, C), abandoned(4), vote}
+	all := []*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(1, 2, A), rcand(1, 3, C), abandoned(4), modelVote}
 
 	d := DecideFinal(all, Pool{Explored: true}, 1, nil)
-	if d.Method != MethodRandomTie || d.Valid != 2 || !within(d, 2, 3) {
+	if d.Method != vote.MethodRandomTie || d.Valid != 2 || !within(d, 2, 3) {
 		t.Errorf("exploration round alone: %+v", d)
 	}
 	d = DecideFinal(all, Pool{Explored: true, Rounds: true}, 1, nil)
-	if d.Method != MethodMajorityExplore || d.Winner != all[0] || !slices.Equal(d.Clusters[0], []int{0, 2}) || d.Valid != 4 {
+	if d.Method != vote.MethodFinalMajority || d.Winner != all[0] || !slices.Equal(d.Clusters[0], []int{0, 2}) || d.Valid != 4 {
 		t.Errorf("pooled rounds: %+v", d)
 	}
 	d = DecideFinal(all, Pool{}, 1, nil)
-	if d.Method != MethodRandomTie || d.Valid != 2 || !within(d, 0, 1) {
+	if d.Method != vote.MethodRandomTie || d.Valid != 2 || !within(d, 0, 1) {
 		t.Errorf("no exploration: %+v", d)
 	}
 	// The model breaks the exploration round's tie, among its candidates.
 	var tied []int
-	d = DecideFinal(all, Pool{Explored: true}, 1, func(c []*Candidate) *Candidate {
+	d = DecideFinal(all, Pool{Explored: true}, 1, func(c []*agent.Candidate) *agent.Candidate {
 		for _, x := range c {
 			tied = append(tied, x.Index)
 		}
 		return c[1]
 	})
-	if d.Method != MethodModelVote || !slices.Equal(tied, []int{2, 3}) || d.Winner != all[3] {
+	if d.Method != vote.MethodModelVote || !slices.Equal(tied, []int{2, 3}) || d.Winner != all[3] {
 		t.Errorf("model vote: tied %v, %+v", tied, d)
 	}
 
 	// Every exploration vote abandoned: round 0 decides.
-	d = DecideFinal([]*Candidate{rcand(0, 0, A), rcand(0, 1, B), abandoned(2), abandoned(3)}, Pool{Explored: true}, 1, nil)
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), abandoned(2), abandoned(3)}, Pool{Explored: true}, 1, nil)
 	if d.Method != MethodFirstRound || !within(d, 0, 1) {
 		t.Errorf("all abandoned: %+v", d)
 	}
 	// Only an invalid answer explored: a valid first-round one is preferred…
-	d = DecideFinal([]*Candidate{rcand(0, 0, A), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, A), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
 	if d.Method != MethodFirstRound || d.Winner.Index != 0 {
 		t.Errorf("invalid exploration answer: %+v", d)
 	}
 	// …and with none valid anywhere, the explored invalid answer is taken.
-	d = DecideFinal([]*Candidate{rcand(0, 0, zero), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
-	if d.Method != MethodInvalidFallback || d.Winner.Index != 1 {
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, zero), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
+	if d.Method != vote.MethodInvalidFallback || d.Winner.Index != 1 {
 		t.Errorf("only invalid answers: %+v", d)
 	}
-	if d := DecideFinal([]*Candidate{abandoned(0)}, Pool{Explored: true}, 1, nil); d.Method != MethodNone || d.Winner != nil {
+	if d := DecideFinal([]*agent.Candidate{abandoned(0)}, Pool{Explored: true}, 1, nil); d.Method != vote.MethodNone || d.Winner != nil {
 		t.Errorf("nothing: %+v", d)
 	}
 }
@@ -276,14 +273,14 @@ func TestFinalVoteOverExplorationRound(t *testing.T) {
 	t.Run("exploration round alone", func(t *testing.T) {
 		t.Parallel()
 		d := solve(t, nil, explore).Decision
-		if d.Method != string(MethodRandomTie) || d.Valid != 2 || d.Winner.Round != 1 {
+		if d.Method != string(vote.MethodRandomTie) || d.Valid != 2 || d.Winner.Round != 1 {
 			t.Errorf("decision %+v", d)
 		}
 	})
 	t.Run("pool-rounds", func(t *testing.T) {
 		t.Parallel()
 		d := solve(t, map[string]string{OptPoolRounds: "true"}, explore).Decision
-		if d.Method != string(MethodMajorityExplore) || d.Winner.SQL != "SELECT 1 AS x" || d.Valid != 4 {
+		if d.Method != string(vote.MethodFinalMajority) || d.Winner.SQL != "SELECT 1 AS x" || d.Valid != 4 {
 			t.Errorf("decision %+v", d)
 		}
 	})
@@ -405,7 +402,7 @@ func runDemo(t *testing.T, opts map[string]string, votes int, ids []string) *dem
 }
 
 // decidedBy counts the examples decided by method m.
-func (r *demoRun) decidedBy(m Method) int {
+func (r *demoRun) decidedBy(m vote.Method) int {
 	n := 0
 	for _, lo := range r.seam {
 		if lo.Decision.Method == string(m) {
@@ -433,13 +430,13 @@ func TestModelVoteOnTheRuntime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := runDemo(t, tc.opts, 8, demoIDs())
-			voted := r.decidedBy(MethodModelVote)
+			voted := r.decidedBy(vote.MethodModelVote)
 			if voted == 0 {
 				t.Fatal("no example was decided by the model vote")
 			}
 			calls := 0
 			for id, lo := range r.seam {
-				if lo.Decision.Method != string(MethodModelVote) {
+				if lo.Decision.Method != string(vote.MethodModelVote) {
 					continue
 				}
 				var voteRecords int

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -361,7 +361,7 @@ func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) 
 	}
 	e := c.Example
 	linked, _, lc, err := d.linker.Link(ctx, info, dbinfo.LinkQuestion{ID: e.ID, Question: e.Question, ExternalKnowledge: e.ExternalKnowledge,
-		Seed: Seed(c.Seed, e.ID, 0, 0, "link")})
+		Seed: agent.Seed(c.Seed, e.ID, 0, 0, "link")})
 	c.Ledger.Stage("link").Add(lc)
 	if err != nil {
 		return nil, err
@@ -404,7 +404,7 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 		// Once per example across the cluster; the worker that computes it
 		// accounts for the call.
 		format, err = c.Store.Once(ctx, "format", func(ctx context.Context) (string, error) {
-			f, fc, err := d.steps.Format(ctx, ex, Seed(c.Seed, ex.ID, 0, 0, "format"))
+			f, fc, err := d.steps.Format(ctx, ex, agent.Seed(c.Seed, ex.ID, 0, 0, "format"))
 			c.Ledger.Stage("format").Add(fc)
 			return f, err
 		})
@@ -484,7 +484,7 @@ func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, 
 	ex := exampleOf(c.Example)
 	var vc cost.Cost
 	w, err := d.steps.modelVote(ctx, tied, CandidateInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct},
-		Seed(c.Seed, ex.ID, 2, 0, "tie"), &vc)
+		agent.Seed(c.Seed, ex.ID, 2, 0, "tie"), &vc)
 	c.Ledger.Stage("vote").Add(vc)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -509,23 +509,28 @@ func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, 
 // vote opens one more round with a vote task, and the decision after it
 // applies the model's choice (or, if it named none, the seeded pick).
 func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
-	rc, failed := fromRuntime(cands)
 	if round == 0 {
-		v := Vote(rc)
+		v := vote.Majority(cands)
+		failed := 0
+		for _, cand := range cands {
+			if cand.Status == agent.StatusFailed {
+				failed++
+			}
+		}
 		// Every task exhausted its deliveries: exploring would fail the same
 		// way, so the example ends with the reason.
-		if v.Confidence == High || (failed > 0 && failed == len(cands)) {
-			return toRuntime(cands, rc, v), nil
+		if v.Confidence == vote.High || (failed > 0 && failed == len(cands)) {
+			return v.Runtime(cands), nil
 		}
 		if d.cfg.pool().Explored {
 			return d.explore1(ctx, c, v)
 		}
 	}
-	return d.final(ctx, c, round, cands, rc)
+	return d.final(ctx, c, round, cands)
 }
 
 // explore1 opens round 1: one exploration (and regeneration) per vote.
-func (d *distributed) explore1(ctx context.Context, c *agent.Context, v Decision) (*agent.Decision, error) {
+func (d *distributed) explore1(ctx context.Context, c *agent.Context, v vote.Decision) (*agent.Decision, error) {
 	ref, _, err := c.Store.Get(ctx, infoKey)
 	if err != nil {
 		return nil, err
@@ -545,30 +550,30 @@ const MethodAwaitingModelVote = "awaiting_model_vote"
 // final is the final vote of a low-confidence example. Its candidates are
 // those of the rounds up to the last candidate round (0 without
 // exploration, else 1); a later round is the model vote's.
-func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate, rc []*Candidate) (*agent.Decision, error) {
+func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
 	last := 1
 	if !d.cfg.pool().Explored {
 		last = 0
 	}
-	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
-	voters := make([]*Candidate, len(rc))
+	tie := agent.Seed(c.Seed, c.Example.ID, 2, 0, "tie")
+	voters := make([]*agent.Candidate, len(cands))
 	var record *voteRecord
-	for i, r := range rc {
-		if r.Round <= last {
-			voters[i] = r
+	for i, cand := range cands {
+		if cand.Round <= last {
+			voters[i] = cand
 			continue
 		}
-		if r.Status == StatusVote {
+		if cand.Status == string(StatusVote) {
 			var vr voteRecord
-			if json.Unmarshal(cands[i].Payload, &vr) == nil {
+			if json.Unmarshal(cand.Payload, &vr) == nil {
 				record = &vr
 			}
 		}
 	}
-	var tied []*Candidate
-	var tieBreak func([]*Candidate) *Candidate
+	var tied []*agent.Candidate
+	var tieBreak func([]*agent.Candidate) *agent.Candidate
 	if d.cfg.ModelVote {
-		tieBreak = func(t []*Candidate) *Candidate {
+		tieBreak = func(t []*agent.Candidate) *agent.Candidate {
 			tied = t
 			for _, cand := range t {
 				if record != nil && cand.Index == record.Chosen {
@@ -579,8 +584,8 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 		}
 	}
 	v := DecideFinal(voters, d.cfg.pool(), tie, tieBreak)
-	v.Confidence = Low
-	if d.cfg.NoVote && v.Winner != nil && v.Method == MethodLone {
+	v.Confidence = vote.Low
+	if d.cfg.NoVote && v.Winner != nil && v.Method == vote.MethodLone {
 		v.Method = MethodNoVote
 	}
 	if tied != nil && round <= last {
@@ -588,10 +593,10 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 		// generate pool (the voter has no LLM client).
 		return d.openVote(ctx, c, round+1, tied, v)
 	}
-	return toRuntime(cands, rc, v), nil
+	return v.Runtime(cands), nil
 }
 
-func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int, tied []*Candidate, v Decision) (*agent.Decision, error) {
+func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int, tied []*agent.Candidate, v vote.Decision) (*agent.Decision, error) {
 	ref, _, err := c.Store.Get(ctx, infoKey)
 	if err != nil {
 		return nil, err
@@ -614,67 +619,5 @@ func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int,
 		return nil, err
 	}
 	return &agent.Decision{Next: &agent.Dispatch{Round: round, Expect: 1, Tasks: []agent.Task{t}},
-		Confidence: string(Low), Method: MethodAwaitingModelVote, Valid: v.Valid}, nil
-}
-
-// VoteOnce is ReFoRCE's vote as another agent's final decision (PExA
-// votes over its passes this way, pexa §4.1): a unique largest cluster of
-// two or more wins with high confidence, else the seeded fallbacks.
-func VoteOnce(cands []*agent.Candidate, tieSeed int64) *agent.Decision {
-	rc, _ := fromRuntime(cands)
-	v := Vote(rc)
-	if v.Confidence != High {
-		v = Decide(rc, tieSeed)
-	}
-	return toRuntime(cands, rc, v)
-}
-
-func fromRuntime(cands []*agent.Candidate) (rc []*Candidate, failed int) {
-	rc = make([]*Candidate, len(cands))
-	for i, a := range cands {
-		rc[i] = &Candidate{Round: a.Round, Index: a.Index, SQL: a.SQL, Status: Status(a.Status), Error: a.Error, Rows: a.Rows, CSV: a.CSV}
-		if a.Status == agent.StatusFailed {
-			failed++
-		}
-	}
-	return rc, failed
-}
-
-// toRuntime turns a vote into the runtime's decision, naming the
-// candidates that agree with the winner.
-func toRuntime(cands []*agent.Candidate, rc []*Candidate, v Decision) *agent.Decision {
-	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid, Voted: []int{}}
-	for _, g := range v.Clusters {
-		for _, pos := range g {
-			out.Voted = append(out.Voted, cands[pos].Index)
-		}
-	}
-	for i, r := range rc {
-		if r == v.Winner {
-			out.Winner = cands[i]
-		}
-	}
-	if out.Winner == nil {
-		return out
-	}
-	out.Agreed = []int{out.Winner.Index} // a fallback winner agrees with itself only
-	for _, g := range v.Clusters {
-		if slices.ContainsFunc(g, func(pos int) bool { return rc[pos] == v.Winner }) {
-			out.Agreed = out.Agreed[:0]
-			for _, pos := range g {
-				out.Agreed = append(out.Agreed, cands[pos].Index)
-			}
-		}
-	}
-	return out
-}
-
-// Clusters groups the runtime's candidates by answer agreement with
-// ReFoRCE's rule (the first member of a cluster represents it); it returns
-// positions in cands, largest cluster first. Candidates without a valid
-// result are in no cluster.
-func Clusters(cands []*agent.Candidate) [][]int {
-	rc, _ := fromRuntime(cands)
-	groups, _ := clusters(rc)
-	return groups
+		Confidence: string(vote.Low), Method: MethodAwaitingModelVote, Valid: v.Valid}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
@@ -104,7 +105,7 @@ func TestDemoAgainstSimulator(t *testing.T) {
 		if correct(t, examples[i], ds.GoldDir, o.Decision.Winner) {
 			voted++
 		}
-		if o.Decision.Confidence == string(Low) {
+		if o.Decision.Confidence == string(vote.Low) {
 			t.Logf("  %s: low confidence, final %s", id, o.Decision.Method)
 			low++
 			if o.Rounds != 2 || len(o.Candidates) != 16 || calls(o.Cost, "explore") == 0 {

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"sort"
@@ -439,6 +440,16 @@ func Unrunnable(err error) error { return unrunnable{err} }
 func IsUnrunnable(err error) bool {
 	var u unrunnable
 	return errors.As(err, &u)
+}
+
+// Seed derives the seed of one LLM call (or tie-break) from the run seed,
+// the example, the round, the candidate and the step, so that with a
+// deterministic endpoint a run's answers do not depend on scheduling,
+// worker count or redeliveries.
+func Seed(run uint64, example string, round, candidate int, step string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d\x00%d\x00%s", run, example, round, candidate, step)
+	return int64(h.Sum64() & (1<<63 - 1))
 }
 
 // Range returns the slots from..from+n-1.

@@ -55,3 +55,16 @@ func TestLoadOf(t *testing.T) {
 		t.Errorf("declared load %+v", l)
 	}
 }
+
+func TestSeedDerivation(t *testing.T) {
+	t.Parallel()
+	a := Seed(1, "ex", 0, 3, "gen-0-0")
+	if a != Seed(1, "ex", 0, 3, "gen-0-0") || a < 0 {
+		t.Error("Seed must be deterministic and non-negative")
+	}
+	for _, b := range []int64{Seed(2, "ex", 0, 3, "gen-0-0"), Seed(1, "ex2", 0, 3, "gen-0-0"), Seed(1, "ex", 1, 3, "gen-0-0"), Seed(1, "ex", 0, 4, "gen-0-0"), Seed(1, "ex", 0, 3, "gen-1-0")} {
+		if a == b {
+			t.Error("Seed must change with each input")
+		}
+	}
+}
