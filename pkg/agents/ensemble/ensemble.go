@@ -60,8 +60,10 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 		},
 	}
 	for _, m := range members {
-		for _, k := range m.Kinds {
-			d.Kinds = append(d.Kinds, agent.Kind{Name: m.Name + "." + k.Name, Pool: k.Pool, Doc: m.Name + ": " + k.Doc})
+		// Each member kind under the member's name, handed to the member
+		// as it is: the member's own kind decodes the payload.
+		for _, k := range m.Kinds.List() {
+			agent.Register(&d.Kinds, m.Name+"."+k.Name, k.Pool, m.Name+": "+k.Doc, (*ensemble).execute)
 		}
 		for _, o := range m.Options {
 			d.Options = append(d.Options, agent.Option{Name: m.Name + "." + o.Name, Default: o.Default, Usage: m.Name + ": " + o.Usage})
@@ -104,6 +106,7 @@ type member struct {
 	name   string
 	index  int
 	weight float64
+	def    *agent.Definition
 	agent  agent.Agent
 }
 
@@ -141,7 +144,7 @@ func newEnsemble(c agent.Config, defs []*agent.Definition) (*ensemble, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ensemble member %s: %w", name, err)
 		}
-		m := &member{name: name, index: i, weight: 1, agent: ag}
+		m := &member{name: name, index: i, weight: 1, def: def, agent: ag}
 		e.members = append(e.members, m)
 		e.byName[name] = m
 	}
@@ -249,14 +252,14 @@ func (e *ensemble) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch
 	return out, nil
 }
 
-// Execute hands a task to its member.
-func (e *ensemble) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// execute hands a task to its member, whose kind runs it.
+func (e *ensemble) execute(ctx context.Context, c *agent.Context, t agent.Task, _ json.RawMessage) (*agent.Outcome, error) {
 	m, inner, err := e.unwrap(t)
 	if err != nil {
 		return nil, err
 	}
 	mc := m.context(c)
-	out, err := m.agent.Execute(ctx, mc, inner)
+	out, err := m.def.Execute(ctx, m.agent, mc, inner)
 	m.account(c, mc)
 	if err != nil || out == nil {
 		return out, err

@@ -39,13 +39,9 @@ const (
 // Definition registers RAISE with the runtime.
 func Definition() *agent.Definition {
 	d := DefaultConfig()
-	return &agent.Definition{
+	def := &agent.Definition{
 		Name: "raise",
 		Doc:  "RAISE (Granado et al.): a reasoning agent exploring through text commands, three final-generation models, column post-process; 8 rounds voted",
-		Kinds: []agent.Kind{
-			{Name: KindAgent, Pool: agent.Explorer, Doc: "one agent trajectory: LLM segments and the commands they run"},
-			{Name: KindFinal, Pool: agent.Generator, Doc: "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)"},
-		},
 		Options: []agent.Option{
 			{Name: OptRounds, Default: strconv.Itoa(d.Rounds), Usage: "independent trajectories, each with its final generations (the paper: 8)"},
 			{Name: OptSegmentTokens, Default: strconv.Itoa(d.SegmentTokens), Usage: "tokens without a command before the nudge"},
@@ -67,6 +63,9 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds}
 		},
 	}
+	agent.Register(&def.Kinds, KindAgent, agent.Explorer, "one agent trajectory: LLM segments and the commands they run", (*raise).trajectory)
+	agent.Register(&def.Kinds, KindFinal, agent.Generator, "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)", (*raise).final)
+	return def
 }
 
 // ConfigFromOptions reads the agent's options.
@@ -164,27 +163,21 @@ func (a *raise) seed(c *agent.Context, round int, step string) func(int) int64 {
 	}
 }
 
-// Execute runs one of RAISE's tasks.
-func (a *raise) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// ready refuses a task in a process without an LLM client (the
+// coordinator's and the voter's agents make no calls).
+func (a *raise) ready() error {
 	if a.steps.llm == nil {
-		return nil, errors.New("raise: this process has no LLM client")
+		return errors.New("raise: this process has no LLM client")
 	}
-	var p payload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	switch t.Kind {
-	case KindAgent:
-		return a.trajectory(ctx, c, p)
-	case KindFinal:
-		return a.final(ctx, c, t, p)
-	}
-	return nil, agent.Permanent(fmt.Errorf("raise has no task kind %q", t.Kind))
+	return nil
 }
 
 // trajectory runs a round's agent once across the cluster (a redelivery
 // reuses the stored command log) and continues into the final tasks.
-func (a *raise) trajectory(ctx context.Context, c *agent.Context, p payload) (*agent.Outcome, error) {
+func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	ref, err := c.Store.Once(ctx, fmt.Sprintf("r%d.agent", p.Round), func(ctx context.Context) (string, error) {
 		info, err := a.info(ctx, c)
 		if err != nil {
@@ -239,6 +232,9 @@ type record struct {
 // final writes one model's candidate (and, for final_b, the column
 // post-process's).
 func (a *raise) final(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	b, err := c.Store.GetBlob(ctx, p.OpsRef)
 	if err != nil {
 		return nil, err

@@ -54,15 +54,9 @@ const (
 // tie of the final vote opens one more round: a vote task on the generate
 // pool, whose choice the next decision applies.
 func Definition() *agent.Definition {
-	return &agent.Definition{
+	d := &agent.Definition{
 		Name: "reforce",
 		Doc:  "ReFoRCE (Deng et al.): compression and schema linking, self-refined candidates, majority vote, column exploration for low confidence",
-		Kinds: []agent.Kind{
-			{Name: KindLink, Pool: agent.Generator, Doc: "link the tables of a prompt over budget, then publish the candidates"},
-			{Name: KindGenerate, Pool: agent.Generator, Doc: "one self-refined candidate"},
-			{Name: KindExplore, Pool: agent.Explorer, Doc: "one column exploration, then its regeneration"},
-			{Name: KindVote, Pool: agent.Generator, Doc: "the model chooses among the tied answers of the final vote (model-vote)"},
-		},
 		Options: []agent.Option{
 			{Name: OptVotes, Default: strconv.Itoa(defaultVotes), Usage: "candidates per round (a run's --votes sets it)"},
 			{Name: OptNoExploration, Default: "false", Usage: "skip column exploration for low-confidence examples"},
@@ -88,6 +82,11 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes}
 		},
 	}
+	agent.Register(&d.Kinds, KindLink, agent.Generator, "link the tables of a prompt over budget, then publish the candidates", (*distributed).link)
+	agent.Register(&d.Kinds, KindGenerate, agent.Generator, "one self-refined candidate", (*distributed).generate)
+	agent.Register(&d.Kinds, KindExplore, agent.Explorer, "one column exploration, then its regeneration", (*distributed).explore)
+	agent.Register(&d.Kinds, KindVote, agent.Generator, "the model chooses among the tied answers of the final vote (model-vote)", (*distributed).vote)
+	return d
 }
 
 // ConfigFromOptions reads the agent's options.
@@ -330,31 +329,21 @@ func generateTasks(round, from, n int, p taskPayload) ([]agent.Task, error) {
 	return out, nil
 }
 
-// Execute runs one of ReFoRCE's tasks.
-func (d *distributed) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// ready refuses a task in a process without an LLM client (the
+// coordinator's and the voter's agents make no calls).
+func (d *distributed) ready() error {
 	if d.steps == nil {
-		return nil, errors.New("reforce: this process has no LLM client")
+		return errors.New("reforce: this process has no LLM client")
 	}
-	var p taskPayload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	switch t.Kind {
-	case KindLink:
-		return d.link(ctx, c, t)
-	case KindGenerate:
-		return d.generate(ctx, c, t, p)
-	case KindExplore:
-		return d.explore(ctx, c, t, p)
-	case KindVote:
-		return d.vote(ctx, c, t, p)
-	}
-	return nil, agent.Permanent(fmt.Errorf("reforce has no task kind %q", t.Kind))
+	return nil
 }
 
 // link runs table-level schema linking, stores the linked prompt for every
 // later task, and continues into the round's generation tasks.
-func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task, _ taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	info, err := d.exampleInfo(ctx, c)
 	if err != nil {
 		return nil, agent.Permanent(err)
@@ -382,6 +371,9 @@ func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) 
 }
 
 func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err
@@ -433,6 +425,9 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 // explore runs one column exploration and continues into the regeneration
 // of its vote from the transcript.
 func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err
@@ -465,6 +460,9 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 // vote asks the model to choose among the tied candidates of the final
 // vote (model-vote), and records its choice as the round's result.
 func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err

@@ -1,13 +1,14 @@
 // Package agent is the seam between quorum's runtime and the Text-to-SQL
-// agents it runs. An agent names its task kinds and the worker pool each
-// runs on, executes one task at a time, and decides an example from what its
-// tasks recorded. The runtime owns everything around that: delivery over
+// agents it runs. An agent registers its task kinds, each with the worker
+// pool it runs on, its payload type and the handler that executes one
+// task, and decides an example from what its tasks recorded. The runtime owns everything around that: delivery over
 // JetStream, idempotency, redelivery and give-up, resume, round deadlines,
 // the shared quotas and the cost ledger. No agent code does any of those.
 //
-// The shape follows River's typed job kinds and asynq's handler mux: a task
-// kind is declared once, with its pool, and tasks are dispatched to the
-// agent by name.
+// The shape follows River's typed job kinds (AddWorker[T]): a task kind is
+// registered once, with its pool, its payload type and its handler
+// (Register), and the runtime decodes each task's payload and dispatches
+// it to the handler (Definition.Execute).
 package agent
 
 import (
@@ -39,13 +40,6 @@ const (
 	Generator Pool = "generate" // LLM-bound tasks
 	Explorer  Pool = "explore"  // warehouse-heavy tasks
 )
-
-// Kind declares one kind of task.
-type Kind struct {
-	Name string
-	Pool Pool
-	Doc  string
-}
 
 // Option declares one agent option, set with --agent-option NAME=VALUE and
 // recorded in the run's manifest.
@@ -110,14 +104,6 @@ func NewTask(kind, id string, round int, slots []int, payload any) (Task, error)
 		t.Payload = b
 	}
 	return t, nil
-}
-
-// Decode reads the task's payload into v.
-func (t Task) Decode(v any) error {
-	if err := json.Unmarshal(t.Payload, v); err != nil {
-		return fmt.Errorf("task %s (%s): malformed payload: %w", t.ID, t.Kind, err)
-	}
-	return nil
 }
 
 // Result statuses. Only StatusOK results take part in a vote; StatusFailed
@@ -252,13 +238,11 @@ type Context struct {
 	Log    *zap.Logger
 }
 
-// Agent is what the runtime runs.
+// Agent is what the runtime runs: its tasks run with the handlers its
+// definition registered (Register, Definition.Execute).
 type Agent interface {
 	// Start returns an example's first round (in the coordinator).
 	Start(ctx context.Context, c *Context) (*Dispatch, error)
-	// Execute runs one task (in a worker of its kind's pool). An error asks
-	// for a redelivery unless it is Permanent.
-	Execute(ctx context.Context, c *Context, t Task) (*Outcome, error)
 	// Decide is called once a round's expected results are in (or its
 	// deadline passed) with every candidate of this and earlier rounds, by
 	// round then index.
@@ -276,9 +260,11 @@ type Config struct {
 
 // Definition registers an agent.
 type Definition struct {
-	Name    string
-	Doc     string
-	Kinds   []Kind
+	Name string
+	Doc  string
+	// Kinds are the agent's task kinds, each registered with its pool,
+	// payload type and handler (Register).
+	Kinds   Kinds
 	Options []Option
 	New     func(cfg Config) (Agent, error)
 	// Load estimates what one example asks of the pools and quotas under
@@ -326,15 +312,8 @@ func (d *Definition) RunOptions(opts map[string]string, votes int) (map[string]s
 	return d.CheckOptions(out)
 }
 
-// Kind returns the declared kind called name.
-func (d *Definition) Kind(name string) (Kind, bool) {
-	for _, k := range d.Kinds {
-		if k.Name == name {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
+// Kind returns the registered kind called name.
+func (d *Definition) Kind(name string) (Kind, bool) { return d.Kinds.Lookup(name) }
 
 // CheckOptions refuses options the agent does not declare and fills in the
 // defaults, so the manifest records every option in effect.
@@ -374,10 +353,8 @@ func NewRegistry(defs ...*Definition) (*Registry, error) {
 		if _, dup := r.defs[d.Name]; dup {
 			return nil, fmt.Errorf("agent %s registered twice", d.Name)
 		}
-		for _, k := range d.Kinds {
-			if k.Pool != Generator && k.Pool != Explorer {
-				return nil, fmt.Errorf("agent %s: task kind %s has no pool (generate or explore)", d.Name, k.Name)
-			}
+		if err := d.Kinds.Err(); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", d.Name, err)
 		}
 		r.defs[d.Name] = d
 	}

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"strings"
 	"testing"
 )
 
@@ -66,5 +68,76 @@ func TestSeedDerivation(t *testing.T) {
 		if a == b {
 			t.Error("Seed must change with each input")
 		}
+	}
+}
+
+type kindsAgent struct{ seen []string }
+
+func (*kindsAgent) Start(context.Context, *Context) (*Dispatch, error) { return &Dispatch{}, nil }
+func (*kindsAgent) Decide(context.Context, *Context, int, []*Candidate) (*Decision, error) {
+	return &Decision{}, nil
+}
+
+type otherAgent struct{ kindsAgent }
+
+type genPayload struct {
+	Ref string `json:"ref"`
+}
+
+func (a *kindsAgent) generate(_ context.Context, _ *Context, t Task, p genPayload) (*Outcome, error) {
+	a.seen = append(a.seen, t.ID+":"+p.Ref)
+	return &Outcome{Results: []Result{{Index: t.Slots[0], SQL: p.Ref, Status: StatusOK}}}, nil
+}
+
+// TestRegisteredKinds: the runtime decodes a task's payload into its
+// kind's type and calls the kind's handler; a malformed payload, an
+// undeclared kind or another agent's instance fails for good, and a kind
+// without a pool or registered twice fails the registry.
+func TestRegisteredKinds(t *testing.T) {
+	t.Parallel()
+	d := &Definition{Name: "k"}
+	Register(&d.Kinds, "generate", Generator, "one candidate", (*kindsAgent).generate)
+	Register(&d.Kinds, "noop", Explorer, "", func(*kindsAgent, context.Context, *Context, Task, struct{}) (*Outcome, error) { return nil, nil })
+	if _, err := NewRegistry(d); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := d.Kind("generate"); !ok || k.Pool != Generator || k.Doc != "one candidate" || len(d.Kinds.List()) != 2 {
+		t.Errorf("kinds %+v", d.Kinds.List())
+	}
+	a := &kindsAgent{}
+	task, err := NewTask("generate", "g1", 0, []int{3}, genPayload{Ref: "blob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Execute(context.Background(), a, &Context{}, task)
+	if err != nil || len(out.Results) != 1 || out.Results[0].SQL != "blob" || len(a.seen) != 1 || a.seen[0] != "g1:blob" {
+		t.Errorf("outcome %+v, %v, seen %v", out, err, a.seen)
+	}
+	if out, err := d.Execute(context.Background(), a, &Context{}, Task{Kind: "noop", ID: "n"}); err != nil || out == nil {
+		t.Errorf("a handler's nil outcome: %v, %v", out, err)
+	}
+	for _, tc := range []struct {
+		name string
+		ag   Agent
+		task Task
+		want string
+	}{
+		{"malformed payload", a, Task{Kind: "generate", ID: "g2", Payload: []byte(`{"ref":1}`)}, "malformed payload"},
+		{"undeclared kind", a, Task{Kind: "nosuch", ID: "x"}, `agent k has no task kind "nosuch"`},
+		{"another agent", &otherAgent{}, task, "is for agents of type"},
+	} {
+		_, err := d.Execute(context.Background(), tc.ag, &Context{}, tc.task)
+		if err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a permanent error with %q", tc.name, err, tc.want)
+		}
+	}
+
+	bad := &Definition{Name: "bad"}
+	Register(&bad.Kinds, "x", Pool("gpu"), "", (*kindsAgent).generate)
+	Register(&bad.Kinds, "y", Generator, "", (*kindsAgent).generate)
+	Register(&bad.Kinds, "y", Explorer, "", (*kindsAgent).generate)
+	_, err = NewRegistry(bad)
+	if err == nil || !strings.Contains(err.Error(), "task kind x has no pool") || !strings.Contains(err.Error(), "task kind y registered twice") {
+		t.Errorf("registry: %v", err)
 	}
 }

@@ -26,8 +26,8 @@ import (
 // Config is what Solve runs with.
 type Config struct {
 	Agent agent.Agent
-	// Def declares the agent's kinds (unknown kinds are refused as in the
-	// cluster).
+	// Def is the agent's definition: its kinds run the tasks (unknown
+	// kinds are refused as in the cluster).
 	Def *agent.Definition
 	// Options are the agent's checked options: a gold ablation among them
 	// (agent.GoldAblation) is the only way the agent sees any gold.
@@ -172,7 +172,7 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 	var err error
 	for attempt := 0; attempt < x.cfg.Attempts; attempt++ {
 		ac := x.context(ctx)
-		out, err = x.cfg.Agent.Execute(ctx, ac, t)
+		out, err = x.cfg.Def.Execute(ctx, x.cfg.Agent, ac, t)
 		x.mu.Lock()
 		x.out.Cost.Merge(ac.Ledger)
 		x.mu.Unlock()
