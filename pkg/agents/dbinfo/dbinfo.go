@@ -59,7 +59,7 @@ func DefaultOptions() Options {
 	return Options{Group: true, GroupMin: 11, Descriptions: true, SampleRows: true, Threshold: 200_000, ClearLongDescriptions: true}
 }
 
-// Compression modes of the CLI's --compression.
+// Compression modes (ReFoRCE's option compression).
 const (
 	CompressionPaper      = "paper"
 	CompressionStructural = "structural"
