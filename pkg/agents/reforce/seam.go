@@ -92,27 +92,23 @@ func Definition() *agent.Definition {
 // ConfigFromOptions reads the agent's options.
 func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 	var cfg Config
-	var err error
-	get := func(name string) bool {
-		b, e := agent.OptionBool(opts, name)
-		err = errors.Join(err, e)
-		return b
-	}
 	r := &agent.OptionReader{Agent: "reforce", Opts: opts}
 	r.Int(OptVotes, &cfg.Votes, 1)
-	err = r.Err()
-	cfg.NoExploration = get(OptNoExploration)
-	cfg.FormatRestriction = get(OptFormatRestriction)
-	cfg.SelfConsistency = get(OptSelfConsistency)
-	cfg.CTERefine = get(OptCTERefine)
-	cfg.ModelVote = get(OptModelVote)
-	cfg.PoolRounds = get(OptPoolRounds)
-	cfg.ExploreAll = get(OptExploreAll)
-	cfg.NoVote = get(OptNoVote)
-	cfg.NoRandomSelection = get(OptNoRandomSelection)
-	cfg.NoCompression = get(OptNoCompression)
-	cfg.GoldTables = get(OptGoldTables)
-	cfg.GoldSchema = get(OptGoldSchema)
+	r.Bool(OptNoExploration, &cfg.NoExploration)
+	r.Bool(OptFormatRestriction, &cfg.FormatRestriction)
+	r.Bool(OptSelfConsistency, &cfg.SelfConsistency)
+	r.Bool(OptCTERefine, &cfg.CTERefine)
+	r.Bool(OptModelVote, &cfg.ModelVote)
+	r.Bool(OptPoolRounds, &cfg.PoolRounds)
+	r.Bool(OptExploreAll, &cfg.ExploreAll)
+	r.Bool(OptNoVote, &cfg.NoVote)
+	r.Bool(OptNoRandomSelection, &cfg.NoRandomSelection)
+	r.Bool(OptNoCompression, &cfg.NoCompression)
+	r.Bool(OptGoldTables, &cfg.GoldTables)
+	r.Bool(OptGoldSchema, &cfg.GoldSchema)
+	budget := 0 // the linker's default
+	r.Int(OptLinkBudget, &budget, 1)
+	err := r.Err()
 	cfg.Compression = opts[OptCompression]
 	if _, e := dbinfo.ModeOptions(cfg.Compression); e != nil {
 		err = errors.Join(err, fmt.Errorf("option %s: %w", OptCompression, e))
@@ -120,11 +116,7 @@ func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 	if cfg.NoCompression && cfg.Compression == dbinfo.CompressionStructural {
 		err = errors.Join(err, fmt.Errorf("options %s and %s=%s contradict each other", OptNoCompression, OptCompression, dbinfo.CompressionStructural))
 	}
-	budget, e := agent.OptionInt(opts, OptLinkBudget)
-	if _, set := opts[OptLinkBudget]; e == nil && set && budget < 1 {
-		e = fmt.Errorf("option %s=%d: use a positive size in bytes", OptLinkBudget, budget)
-	}
-	return cfg, budget, errors.Join(err, e)
+	return cfg, budget, err
 }
 
 type distributed struct {
