@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"

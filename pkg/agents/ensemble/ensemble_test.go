@@ -23,9 +23,6 @@ type fixed struct{ rounds int }
 func (fixed) Start(context.Context, *agent.Context) (*agent.Dispatch, error) {
 	return &agent.Dispatch{}, nil
 }
-func (fixed) Execute(context.Context, *agent.Context, agent.Task) (*agent.Outcome, error) {
-	return &agent.Outcome{}, nil
-}
 func (f fixed) Decide(_ context.Context, _ *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
 	if round < f.rounds {
 		t := agent.Task{Kind: "k", ID: "again", Round: round + 1, Slots: []int{50 + round}}
@@ -46,8 +43,11 @@ func (f fixed) Decide(_ context.Context, _ *agent.Context, round int, cands []*a
 }
 
 func def(name string, rounds int) *agent.Definition {
-	return &agent.Definition{Name: name, Kinds: []agent.Kind{{Name: "k", Pool: agent.Generator}},
-		New: func(agent.Config) (agent.Agent, error) { return fixed{rounds: rounds}, nil }}
+	d := &agent.Definition{Name: name, New: func(agent.Config) (agent.Agent, error) { return fixed{rounds: rounds}, nil }}
+	agent.Register(&d.Kinds, "k", agent.Generator, "", func(fixed, context.Context, *agent.Context, agent.Task, struct{}) (*agent.Outcome, error) {
+		return &agent.Outcome{}, nil
+	})
+	return d
 }
 
 type memStore struct {
@@ -109,11 +109,11 @@ func failed(member, from, n int, ans string) []*agent.Candidate {
 func build(t *testing.T, opts map[string]string, defs ...*agent.Definition) *ensemble {
 	t.Helper()
 	d := Definition(defs...)
-	o, err := d.CheckOptions(opts)
+	o, err := d.RunOptions(opts, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := d.New(agent.Config{Options: o, Votes: 8})
+	e, err := d.New(agent.Config{Options: o})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/quorumsql/quorum/internal/testutil/golden"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -614,8 +614,8 @@ func TestVoteOverPasses(t *testing.T) {
 		for i, c := range tt.csvs {
 			cs = append(cs, cand(i, c))
 		}
-		d := reforce.VoteOnce(cs, 7)
-		again := reforce.VoteOnce(cs, 7)
+		d := vote.Once(cs, 7)
+		again := vote.Once(cs, 7)
 		if d.Method != tt.method || d.Confidence != tt.conf || d.Winner == nil || (tt.winner != "" && d.Winner.CSV != tt.winner) || again.Winner.Index != d.Winner.Index {
 			t.Errorf("%v: %+v", tt.csvs, d)
 		}

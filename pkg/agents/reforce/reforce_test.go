@@ -11,9 +11,11 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
@@ -225,93 +227,34 @@ func TestCTERefinementFindsWhereRowsDisappear(t *testing.T) {
 	}
 }
 
-func cand(i int, csv string) *Candidate {
-	return &Candidate{Index: i, Status: StatusOK, CSV: csv, SQL: fmt.Sprintf("SELECT %d", i)}
+func rcand(round, i int, csv string) *agent.Candidate {
+	return &agent.Candidate{Round: round, Index: i, Status: agent.StatusOK, CSV: csv, SQL: fmt.Sprintf("SELECT %d", i)}
 }
 
-func TestVoteTieRule(t *testing.T) {
+// TestModelVoteBreaksTies: the model chooses among the tied candidates
+// by file name (v1's model vote), and the final vote takes its choice.
+func TestModelVoteBreaksTies(t *testing.T) {
 	t.Parallel()
-	A, B, C := "x\n1\n", "x\n2\n", "x\n3\n"
-	zero := "x\n0\n"
-	tests := []struct {
-		name    string
-		answers []string
-		conf    Confidence
-		winner  int // index of the winning candidate, -1 for none
-	}{
-		{"unique majority", []string{A, B, A}, High, 0},
-		{"2 of 8 beats singletons", []string{A, B, C, "x\n4\n", "x\n5\n", "x\n6\n", B, "x\n7\n"}, High, 1},
-		{"two clusters of two tie", []string{A, A, B, B}, Low, -1},
-		{"three beat two", []string{B, A, B, A, B}, High, 0},
-		{"all different", []string{A, B, C}, Low, -1},
-		{"one candidate is not a consensus", []string{A}, Low, -1},
-		{"nothing", nil, Low, -1},
-		{"invalid answers do not vote", []string{zero, zero, A}, Low, -1},
-		{"tolerance 0.001 agrees", []string{"x\n1.0004\n", "x\n1.0\n", B}, High, 0},
-		{"failed candidates ignored", []string{"", A, "", A}, High, 1},
-	}
-	for _, tt := range tests {
-		var cs []*Candidate
-		for i, a := range tt.answers {
-			c := cand(i, a)
-			if a == "" {
-				c.Status = StatusError
-			}
-			cs = append(cs, c)
-		}
-		d := Vote(cs)
-		if d.Confidence != tt.conf {
-			t.Errorf("%s: confidence %s, want %s", tt.name, d.Confidence, tt.conf)
-		}
-		if tt.winner >= 0 && (d.Winner == nil || d.Winner.Index != tt.winner) {
-			t.Errorf("%s: winner %+v, want candidate %d", tt.name, d.Winner, tt.winner)
-		}
-		if tt.winner < 0 && d.Winner != nil {
-			t.Errorf("%s: unexpected winner %d", tt.name, d.Winner.Index)
-		}
-	}
-}
-
-func TestFinalDecision(t *testing.T) {
-	t.Parallel()
-	a := newAgent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
 	A, B := "x\n1\n", "x\n2\n"
-	decide := func(seed int64, answers ...string) Decision {
-		var cs []*Candidate
-		for i, s := range answers {
-			cs = append(cs, cand(i, s))
-		}
-		return a.Decide(context.Background(), cs, CandidateInput{Example: ex}, seed, &cost.Cost{})
-	}
-	if d := decide(1, A); d.Method != MethodLone || d.Winner.Index != 0 {
-		t.Errorf("lone candidate: %+v", d)
-	}
-	if d := decide(1, A, A, B); d.Method != MethodMajorityExplore {
-		t.Errorf("majority: %+v", d)
-	}
-	if d := decide(1, "x\n0\n"); d.Method != MethodInvalidFallback || d.Winner == nil {
-		t.Errorf("invalid fallback: %+v", d)
-	}
-	if d := decide(1); d.Method != MethodNone || d.Winner != nil {
-		t.Errorf("nothing: %+v", d)
-	}
-	// A tie is broken by the seed: the same seed always picks the same
-	// cluster, and different seeds reach both.
-	picked := map[int]bool{}
-	for seed := int64(0); seed < 20; seed++ {
-		d1, d2 := decide(seed, A, B, A, B), decide(seed, A, B, A, B)
-		if d1.Method != MethodRandomTie || d1.Winner.Index != d2.Winner.Index {
-			t.Fatalf("seed %d: %+v vs %+v", seed, d1, d2)
-		}
-		picked[d1.Winner.Index] = true
-	}
-	if len(picked) != 2 {
-		t.Errorf("20 seeds picked only %v", picked)
-	}
-	// With ModelVote the model breaks the tie.
 	mv := newAgent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
-	cs := []*Candidate{cand(0, A), cand(1, B), cand(2, A), cand(3, B)}
-	if d := mv.Decide(context.Background(), cs, CandidateInput{Example: ex}, 1, &cost.Cost{}); d.Method != MethodModelVote || d.Winner.Index != 1 {
+	all := []*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(0, 2, A), rcand(0, 3, B)}
+	tieBreak := func(tied []*agent.Candidate) *agent.Candidate {
+		rc := make([]*Candidate, len(tied))
+		for i, c := range tied {
+			rc[i] = &Candidate{Round: c.Round, Index: c.Index, SQL: c.SQL, CSV: c.CSV, Status: StatusOK}
+		}
+		w, err := mv.modelVote(context.Background(), rc, CandidateInput{Example: ex}, 1, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range tied {
+			if c.Index == w.Index {
+				return c
+			}
+		}
+		return nil
+	}
+	if d := DecideFinal(all, Pool{}, 1, tieBreak); d.Method != vote.MethodModelVote || d.Winner.Index != 1 {
 		t.Errorf("model vote: %+v", d)
 	}
 }
@@ -373,18 +316,5 @@ func TestExplorationStopRules(t *testing.T) {
 				t.Errorf("transcript %q", e.Transcript)
 			}
 		})
-	}
-}
-
-func TestSeedDerivation(t *testing.T) {
-	t.Parallel()
-	a := Seed(1, "ex", 0, 3, "gen-0-0")
-	if a != Seed(1, "ex", 0, 3, "gen-0-0") || a < 0 {
-		t.Error("Seed must be deterministic and non-negative")
-	}
-	for _, b := range []int64{Seed(2, "ex", 0, 3, "gen-0-0"), Seed(1, "ex2", 0, 3, "gen-0-0"), Seed(1, "ex", 1, 3, "gen-0-0"), Seed(1, "ex", 0, 4, "gen-0-0"), Seed(1, "ex", 0, 3, "gen-1-0")} {
-		if a == b {
-			t.Error("Seed must change with each input")
-		}
 	}
 }

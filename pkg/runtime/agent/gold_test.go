@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"

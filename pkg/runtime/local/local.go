@@ -1,7 +1,7 @@
 // Package local runs an agent's examples in one process, through the same
 // seam as the cluster (Start, Execute, Decide, joins, the Store) but with
 // the queue and Redis replaced by goroutines and memory: what `quorum
-// solve` uses for agents other than ReFoRCE. Nothing survives the process;
+// solve` runs every agent with. Nothing survives the process;
 // for durability, quotas shared across machines and resume, use the
 // cluster.
 package local
@@ -26,8 +26,8 @@ import (
 // Config is what Solve runs with.
 type Config struct {
 	Agent agent.Agent
-	// Def declares the agent's kinds (unknown kinds are refused as in the
-	// cluster).
+	// Def is the agent's definition: its kinds run the tasks (unknown
+	// kinds are refused as in the cluster).
 	Def *agent.Definition
 	// Options are the agent's checked options: a gold ablation among them
 	// (agent.GoldAblation) is the only way the agent sees any gold.
@@ -36,7 +36,6 @@ type Config struct {
 	Warehouses *dataset.Warehouses
 	Run        string
 	Seed       uint64
-	Votes      int
 	// Tasks is how many tasks of one example run at once (default 8).
 	Tasks int
 	// Attempts per task before it is given up (default 3), as the queue's
@@ -107,7 +106,7 @@ type example struct {
 
 func (x *example) context(ctx context.Context) *agent.Context {
 	c := x.view.Context(x.e)
-	c.Run, c.Seed, c.Votes = x.cfg.Run, x.cfg.Seed, x.cfg.Votes
+	c.Run, c.Seed = x.cfg.Run, x.cfg.Seed
 	c.Store, c.Ledger, c.Worker = x.store, cost.Ledger{}, "local"
 	c.Warehouse = func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) }
 	c.Log = x.cfg.Log.With(zap.String("example", x.e.ID))
@@ -173,7 +172,7 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 	var err error
 	for attempt := 0; attempt < x.cfg.Attempts; attempt++ {
 		ac := x.context(ctx)
-		out, err = x.cfg.Agent.Execute(ctx, ac, t)
+		out, err = x.cfg.Def.Execute(ctx, x.cfg.Agent, ac, t)
 		x.mu.Lock()
 		x.out.Cost.Merge(ac.Ledger)
 		x.mu.Unlock()

@@ -41,13 +41,13 @@ func TestLocalRunsTheSeam(t *testing.T) {
 			var execs atomic.Int64
 			tt.toy.Executions = &execs
 			def := toyagent.Definition(tt.toy)
-			ag, err := def.New(agent.Config{Votes: 3})
+			ag, err := def.New(agent.Config{Options: map[string]string{agent.OptVotes: "3"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			e, _ := ds.Example(tt.ex)
 			out, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Dataset: ds,
-				Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 1, Votes: 3}, e)
+				Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 1}, e)
 			if err != nil {
 				t.Fatal(err)
 			}
