@@ -13,9 +13,9 @@ import (
 // Model is a scripted llm.Client: a rule the test writes answers each
 // call (Script, Texts, Replies, Down), or a real client does and the
 // model only records (Record). Every request and reply is kept, in
-// order, for the test to read. Set Count and Usage before the first
-// call; a Model is safe for concurrent calls, as an agent's parallel
-// candidates make them.
+// the order they were sent, for the test to read. Set Count and Usage
+// before the first call; a Model is safe for concurrent calls, as an
+// agent's parallel candidates make them (its rules run one at a time).
 type Model struct {
 	// Count keys the call counter n a rule sees: nil counts every call,
 	// ByRole each role's calls apart (a planner's third turn is n = 2
@@ -48,10 +48,16 @@ func Script(reply func(req llm.Request, n int) *llm.Response) *Model {
 	return &Model{Usage: defaultUsage, reply: func(req llm.Request, n int) (*llm.Response, error) {
 		r := reply(req, n)
 		if r == nil {
-			return nil, &llm.CallError{Model: "scripted", Attempts: 3, Err: errors.New("connection refused")}
+			return nil, endpointDown()
 		}
 		return r, nil
 	}}
+}
+
+// endpointDown is a call's error after the client's retries against an
+// endpoint that does not answer.
+func endpointDown() error {
+	return &llm.CallError{Model: "scripted", Attempts: 3, Err: errors.New("connection refused")}
 }
 
 // Texts answers each call with the text reply(n, last) writes, last being
@@ -75,14 +81,15 @@ func Replies(texts ...string) *Model {
 func Down(err error) *Model {
 	return &Model{reply: func(llm.Request, int) (*llm.Response, error) {
 		if err == nil {
-			return nil, &llm.CallError{Model: "scripted", Attempts: 3, Err: errors.New("connection refused")}
+			return nil, endpointDown()
 		}
 		return nil, err
 	}}
 }
 
 // Record forwards every call to c (llmsim, a real endpoint) and records
-// it: what the agent asked and what came back.
+// it: what the agent asked when it asked, and what came back (nil until
+// it has).
 func Record(c llm.Client) *Model {
 	return &Model{client: c}
 }
@@ -97,11 +104,15 @@ func (m *Model) Chat(ctx context.Context, req llm.Request) (*llm.Response, error
 	req.Messages = slices.Clone(req.Messages)
 	req.Tools = slices.Clone(req.Tools)
 	if m.client != nil {
+		m.mu.Lock()
+		m.count(req)
+		i := len(m.reqs)
+		m.reqs, m.resps = append(m.reqs, req), append(m.resps, nil)
+		m.mu.Unlock()
 		resp, err := m.client.Chat(ctx, req)
 		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.count(req)
-		m.reqs, m.resps = append(m.reqs, req), append(m.resps, resp)
+		m.resps[i] = resp
+		m.mu.Unlock()
 		return resp, err
 	}
 	m.mu.Lock()
@@ -185,7 +196,7 @@ func (m *Model) Request(i int) llm.Request {
 }
 
 // Responses are the replies, in the order of Requests (nil for a call
-// that failed).
+// that failed, or a recorded one still in flight).
 func (m *Model) Responses() []*llm.Response {
 	m.mu.Lock()
 	defer m.mu.Unlock()
