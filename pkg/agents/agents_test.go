@@ -3,6 +3,8 @@ package agents
 import (
 	"strings"
 	"testing"
+
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 )
 
 func TestBuiltinRegistry(t *testing.T) {
@@ -16,11 +18,6 @@ func TestBuiltinRegistry(t *testing.T) {
 	}
 	for _, name := range r.Names() {
 		d, _ := r.Lookup(name)
-		if len(d.Kinds.List()) == 0 || d.New == nil || d.Doc == "" || d.Load == nil {
-			t.Errorf("agent %s: kinds, constructor, doc and load are required", name)
-		}
-		if _, err := d.CheckOptions(map[string]string{"no-such-option": "1"}); err == nil {
-			t.Errorf("agent %s accepted an undeclared option", name)
-		}
+		agenttest.CheckDefinition(t, d)
 	}
 }

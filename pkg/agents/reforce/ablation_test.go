@@ -1,42 +1,18 @@
 package reforce
 
 import (
-	"context"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
 // This file pins the ablations of the paper's v2 Tables 3 and 4 (issue 20
 // item 7): each changes the pipeline's structure as the paper describes,
 // through the runtime's seam.
-
-// promptLog records the first user message of every generation request.
-type promptLog struct {
-	llm.Client
-	mu      sync.Mutex
-	prompts []string
-}
-
-func (p *promptLog) Chat(ctx context.Context, req llm.Request) (*llm.Response, error) {
-	if req.Role == llm.RoleGenerate && len(req.Messages) > 0 {
-		p.mu.Lock()
-		for _, m := range req.Messages {
-			if strings.Contains(m.Content, "Table full name: ") {
-				p.prompts = append(p.prompts, m.Content)
-				break
-			}
-		}
-		p.mu.Unlock()
-	}
-	return p.Client.Chat(ctx, req)
-}
 
 // ablationIDs: low-confidence examples at seed 1 and, under the race
 // detector, the one whose final vote ties.
@@ -149,10 +125,11 @@ func TestAblationGoldTablesAndSchema(t *testing.T) {
 		{"full", map[string]string{OptNoExploration: "true"}},
 	} {
 		r := runDemo(t, tc.opts, 2, ids)
-		if len(r.log.prompts) == 0 {
+		prompts := r.prompts()
+		if len(prompts) == 0 {
 			t.Fatalf("%s: no generation prompt", tc.name)
 		}
-		for _, p := range r.log.prompts {
+		for _, p := range prompts {
 			tables := tableLine.FindAllStringSubmatch(p, -1)
 			if tc.name != "full" && (len(tables) == 0 || len(tables) > 3) {
 				t.Errorf("%s: %d tables in a gold-restricted prompt", tc.name, len(tables))

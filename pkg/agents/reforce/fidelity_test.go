@@ -3,31 +3,20 @@ package reforce
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
-	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // This file pins the behaviours of issue 20 items 3 and 4 that follow the
 // paper and the reference code (docs/agents/reforce.md, D-R1…).
-
-// downLLM fails every call, as an endpoint that is down.
-type downLLM struct{}
-
-func (downLLM) Chat(context.Context, llm.Request) (*llm.Response, error) {
-	return nil, errors.New("endpoint down")
-}
 
 func sqlList(qs ...string) string {
 	return "```sql\n" + strings.Join(qs, ";\n") + ";\n```"
@@ -83,14 +72,14 @@ func TestExplorationFailStreakAsTheReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: tt.reply}
-			e, err := newAgent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			m := agenttest.Texts(tt.reply)
+			e, err := newAgent(t, Config{}, m).Explore(context.Background(), agenttest.SQLite(t, tSQL), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.n != tt.calls || e.Cost.Queries != tt.queries || e.Successes != tt.successes || e.Stopped != tt.stopped || e.Abandoned {
+			if m.Calls() != tt.calls || e.Cost.Queries != tt.queries || e.Successes != tt.successes || e.Stopped != tt.stopped || e.Abandoned {
 				t.Errorf("calls %d, queries %d, successes %d, stopped %q, abandoned %v; want %d, %d, %d, %q",
-					m.n, e.Cost.Queries, e.Successes, e.Stopped, e.Abandoned, tt.calls, tt.queries, tt.successes, tt.stopped)
+					m.Calls(), e.Cost.Queries, e.Successes, e.Stopped, e.Abandoned, tt.calls, tt.queries, tt.successes, tt.stopped)
 			}
 		})
 	}
@@ -111,19 +100,17 @@ func TestExplorationAbandons(t *testing.T) {
 		queries int
 		status  Status // the vote's slot; "" when it goes on to regeneration
 	}{
-		{"two queries after three asks", &scripted{reply: func(int, string) string {
-			return sqlList("SELECT id FROM t", "SELECT name FROM t")
-		}}, 3, 0, StatusAbandoned},
-		{"no query succeeds", &scripted{reply: func(int, string) string { return sqlList("SELECT nope FROM t", "SELECT x FROM t", "SELECT y FROM t") }},
+		{"two queries after three asks", agenttest.Replies(sqlList("SELECT id FROM t", "SELECT name FROM t")), 3, 0, StatusAbandoned},
+		{"no query succeeds", agenttest.Replies(sqlList("SELECT nope FROM t", "SELECT x FROM t", "SELECT y FROM t")),
 			1 + 3 + 3, 8, StatusAbandoned},
-		{"one query succeeds", &scripted{reply: func(int, string) string { return sqlList("SELECT id FROM t", "SELECT nope FROM t", "SELECT x FROM t") }},
+		{"one query succeeds", agenttest.Replies(sqlList("SELECT id FROM t", "SELECT nope FROM t", "SELECT x FROM t")),
 			1 + 3 + 3, 8 + 1, ""},
-		{"the LLM fails", downLLM{}, 1, 0, StatusGaveUp},
+		{"the LLM fails", agenttest.Down(errors.New("endpoint down")), 1, 0, StatusGaveUp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e, err := newAgent(t, Config{}, tt.model).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			e, err := newAgent(t, Config{}, tt.model).Explore(context.Background(), agenttest.SQLite(t, tSQL), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,35 +198,22 @@ func TestDecideFinalPools(t *testing.T) {
 	}
 }
 
-// routed answers the agent's prompts by kind, counting each kind, so a
-// test can script rounds whose candidates run in parallel.
-type routed struct {
-	mu     sync.Mutex
-	counts map[string]int
-	reply  func(kind string, n int) string
-}
-
-func (r *routed) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	last := req.Messages[len(req.Messages)-1].Content
-	kind := "generate"
+// promptKind names which of the agent's prompts a request is, so a test
+// can script rounds whose candidates run in parallel (agenttest.Model's
+// Count then counts each kind apart).
+func promptKind(req llm.Request) string {
+	last := agenttest.LastMessage(req).Content
 	switch {
 	case strings.Contains(last, "Write at most 10"):
-		kind = "explore"
+		return "explore"
 	case strings.Contains(last, "few-shot examples after column exploration"):
-		kind = "regenerate"
+		return "regenerate"
 	case strings.HasPrefix(last, "Input sql:"):
-		kind = "correct"
+		return "correct"
 	case strings.Contains(last, "SQL file name:"):
-		kind = "vote"
+		return "vote"
 	}
-	r.mu.Lock()
-	if r.counts == nil {
-		r.counts = map[string]int{}
-	}
-	n := r.counts[kind]
-	r.counts[kind]++
-	r.mu.Unlock()
-	return &llm.Response{Text: r.reply(kind, n), Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
+	return "generate"
 }
 
 // TestFinalVoteOverExplorationRound runs two votes through the runtime's
@@ -253,17 +227,18 @@ func TestFinalVoteOverExplorationRound(t *testing.T) {
 	regen := []string{"SELECT 1 AS x", "SELECT 3 AS x"}
 	explore := sqlList("SELECT 1 AS x", "SELECT 2 AS x", "SELECT 3 AS x")
 	solve := func(t *testing.T, opts map[string]string, exploreReply string) *local.Outcome {
-		m := &routed{reply: func(kind string, n int) string {
-			switch kind {
+		m := agenttest.Script(func(req llm.Request, n int) *llm.Response {
+			switch promptKind(req) {
 			case "explore":
-				return exploreReply
+				return agenttest.Text(exploreReply)
 			case "regenerate":
-				return sqlReply(regen[n%2])
+				return agenttest.Text(sqlReply(regen[n%2]))
 			case "correct":
-				return sqlReply("SELECT nope FROM t")
+				return agenttest.Text(sqlReply("SELECT nope FROM t"))
 			}
-			return sqlReply(first[n%2])
-		}}
+			return agenttest.Text(sqlReply(first[n%2]))
+		})
+		m.Count = promptKind
 		o := runSeam(t, m, opts, 2, "local001")
 		if o.Rounds != 2 || len(o.Candidates) != 4 {
 			t.Fatalf("%d rounds, %d candidates", o.Rounds, len(o.Candidates))
@@ -305,100 +280,44 @@ func TestFinalVoteOverExplorationRound(t *testing.T) {
 // (local.Solve), the agent answered by client.
 func runSeam(t *testing.T, client llm.Client, opts map[string]string, votes int, id string) *local.Outcome {
 	t.Helper()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := ds.Example(id)
-	if !ok {
-		t.Fatalf("no example %s", id)
-	}
-	set := &sqlite.Set{}
-	t.Cleanup(func() { set.Close() })
-	def := Definition()
-	if opts, err = def.RunOptions(opts, votes); err != nil {
-		t.Fatal(err)
-	}
-	ag, err := def.New(agent.Config{Options: opts, LLM: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds,
-		Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 3}, e)
-	if err != nil {
-		t.Fatalf("%s: %v", id, err)
-	}
-	return o
+	return agenttest.Run(t, Definition(), agenttest.Demo(t).Only(t, id), agenttest.Options{LLM: client, Agent: opts, Votes: votes, Seed: 3})[id]
 }
 
 // demoRun is ReFoRCE over demo examples through the runtime's seam in
-// process (local.Solve), against llmsim, with the generation prompts
-// recorded.
+// process (local.Solve), against llmsim, with its requests recorded.
 type demoRun struct {
 	seam map[string]*local.Outcome
 	sim  *llmsim.Server
-	log  *promptLog
+	log  *agenttest.Model
 }
 
 func runDemo(t *testing.T, opts map[string]string, votes int, ids []string) *demoRun {
 	t.Helper()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &demoRun{seam: map[string]*local.Outcome{}}
-	r.sim, err = llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(r.sim)
-	t.Cleanup(ts.Close)
-	c, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: "gpt-4o"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.log = &promptLog{Client: c}
-	set := &sqlite.Set{}
-	t.Cleanup(func() { set.Close() })
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
-	def := Definition()
-	if opts, err = def.RunOptions(opts, votes); err != nil {
-		t.Fatal(err)
-	}
-	ag, err := def.New(agent.Config{Options: opts, LLM: r.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	var failed atomic.Int32
-	for _, id := range ids {
-		e, ok := ds.Example(id)
-		if !ok {
-			t.Fatalf("no example %s", id)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1}, e)
-			if err != nil {
-				t.Errorf("%s: seam: %v", e.ID, err)
-				failed.Add(1)
-				return
-			}
-			mu.Lock()
-			r.seam[e.ID] = lo
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
-		t.FailNow()
-	}
+	demo := agenttest.Demo(t)
+	r := &demoRun{}
+	var client llm.Client
+	r.sim, client = agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 1}, "")
+	r.log = agenttest.Record(client)
+	r.seam = agenttest.Run(t, Definition(), demo.Only(t, ids...), agenttest.Options{LLM: r.log, Agent: opts, Votes: votes, Seed: 1})
 	return r
+}
+
+// prompts are the generation prompts the agent sent: the first message
+// of each generation request that shows tables.
+func (r *demoRun) prompts() []string {
+	var out []string
+	for _, req := range r.log.Requests() {
+		if req.Role != llm.RoleGenerate {
+			continue
+		}
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "Table full name: ") {
+				out = append(out, m.Content)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // decidedBy counts the examples decided by method m.

@@ -1,21 +1,16 @@
 package reforce
 
 import (
-	"context"
-	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/local"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 func correct(t *testing.T, e *dataset.Example, goldDir string, c *agent.Candidate) bool {
@@ -37,72 +32,26 @@ func correct(t *testing.T, e *dataset.Example, goldDir string, c *agent.Candidat
 // go through exploration, and every LLM call must be accounted for.
 func TestDemoAgainstSimulator(t *testing.T) {
 	t.Parallel()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	examples := ds.Examples
+	demo := agenttest.Demo(t)
 	if raceEnabled {
 		// The race detector makes tokenizing ~10x slower: a subset with
 		// examples that are low confidence at this seed, so the
 		// exploration round runs under the detector too.
-		examples = nil
-		for _, id := range []string{"local001", "local002", "local013", "local016", "local026"} {
-			e, _ := ds.Example(id)
-			examples = append(examples, e)
-		}
+		demo = demo.Only(t, "local001", "local002", "local013", "local016", "local026")
 	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(sim)
-	defer ts.Close()
-	client, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: "gpt-4o"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := &sqlite.Set{}
-	defer set.Close()
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
-	def := Definition()
-	opts, err := def.RunOptions(nil, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := def.New(agent.Config{Options: opts, LLM: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	outs := make([]*local.Outcome, len(examples))
-	errs := make([]error, len(examples))
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for i, e := range examples {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			outs[i], errs[i] = local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs,
-				Run: "t", Seed: 7}, e)
-		}()
-	}
-	wg.Wait()
+	examples, ds := demo.Examples, demo.Dataset
+	sim, client := agenttest.Sim(t, llmsim.Config{Dataset: ds, Seed: 11}, "")
+	outs := agenttest.Run(t, Definition(), demo, agenttest.Options{LLM: client, Votes: 8, Seed: 7})
 	total := cost.Ledger{}
 	single, voted, low, cands := 0, 0, 0, 0
-	for i, o := range outs {
-		id := examples[i].ID
-		if errs[i] != nil {
-			t.Fatalf("%s: %v", id, errs[i])
-		}
+	for _, e := range examples {
+		id, o := e.ID, outs[e.ID]
 		total.Merge(o.Cost)
 		cands += len(o.Candidates)
-		if correct(t, examples[i], ds.GoldDir, o.Candidates[0]) {
+		if correct(t, e, ds.GoldDir, o.Candidates[0]) {
 			single++
 		}
-		if correct(t, examples[i], ds.GoldDir, o.Decision.Winner) {
+		if correct(t, e, ds.GoldDir, o.Decision.Winner) {
 			voted++
 		}
 		if o.Decision.Confidence == string(vote.Low) {
