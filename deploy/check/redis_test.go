@@ -15,7 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -68,23 +69,25 @@ func startScript(t *testing.T, password string, args ...string) (*scriptRedis, e
 			<-exited
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	failed := false
+	wait.For(t, time.Minute, "start.sh's redis-server to listen on "+s.addr+" (or exit)", func() bool {
 		select {
 		case err := <-exited:
 			exited <- err // for the cleanup
-			return nil, errors.New(strings.TrimSpace(out.String()))
+			failed = true
+			return true
 		default:
 		}
-		if c, err := net.Dial("tcp", s.addr); err == nil {
+		c, err := net.Dial("tcp", s.addr)
+		if err == nil {
 			c.Close()
-			return s, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("start.sh: redis-server did not listen on %s: %s", s.addr, out)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	})
+	if failed {
+		return nil, errors.New(strings.TrimSpace(out.String()))
 	}
+	return s, nil
 }
 
 func (s *scriptRedis) client(t *testing.T, user, password string) *redis.Client {
@@ -208,7 +211,9 @@ func TestRedisACLAllowsTheRoles(t *testing.T) {
 	must("Semaphore", err)
 	p, err := sem.Acquire(ctx)
 	must("Acquire", err)
-	time.Sleep(250 * time.Millisecond) // the permit renews its lease (a script) every 100ms
+	// The scenario: time for the permit to renew its lease (a script, every
+	// 100ms) twice.
+	time.Sleep(250 * time.Millisecond)
 	select {
 	case <-p.Lost():
 		t.Fatal("the semaphore lease was lost: its renewal was refused")

@@ -12,8 +12,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
-// TestSolveAblationFlags: solve takes the paper's ablations as flags,
-// runs them (one candidate with --no-vote) and records them in run.json.
+// TestSolveAblationFlags: solve takes the paper's ablations as their old
+// flags (aliases of --agent-option), runs them (one candidate with
+// --no-vote) and records them in run.json.
 func TestSolveAblationFlags(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
@@ -50,7 +51,9 @@ func TestAblationFlagErrors(t *testing.T) {
 	}{
 		{[]string{"solve", "--dataset", demo, "--compression", "zip"}, "compression mode"},
 		{[]string{"solve", "--dataset", demo, "--no-compression", "--compression", "structural"}, "contradict"},
-		{[]string{"solve", "--dataset", demo, "--agent", "pexa", "--explore-all"}, "reforce options"},
+		{[]string{"solve", "--dataset", demo, "--agent", "pexa", "--explore-all"}, `agent pexa has no option "explore-all"`},
+		{[]string{"solve", "--dataset", demo, "--agent-option", "compression=zip"}, "compression mode"},
+		{[]string{"bench", "--agents", "reforce,pexa", "--no-vote"}, "--agent-option sets the options of --agent"},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -108,5 +111,48 @@ func TestInspectPromptsModes(t *testing.T) {
 	out, err = run(t, "inspect", "--prompts", demo)
 	if err != nil || !strings.Contains(out, "compression structural: 0 prompts over 200000 chars") {
 		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+// TestVotesIsTheAgentsOption: --votes sets the votes option of an agent
+// that declares one, --agent-option votes= alone sets the run's count, and
+// the two may not disagree; an agent without the option keeps --votes as
+// the run's recorded count only.
+func TestVotesIsTheAgentsOption(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		votes int
+		opt   string
+		err   string
+	}{
+		{nil, 8, "8", ""},
+		{[]string{"--votes", "4"}, 4, "4", ""},
+		{[]string{"--agent-option", "votes=6"}, 6, "6", ""},
+		{[]string{"--votes", "6", "--agent-option", "votes=6"}, 6, "6", ""},
+		{[]string{"--votes", "4", "--agent-option", "votes=6"}, 0, "", "name two counts"},
+		{[]string{"--agent", "pexa", "--votes", "4"}, 4, "", ""},
+		{[]string{"--agent", "ensemble", "--votes", "4"}, 4, "", ""},
+	} {
+		var f runFlags
+		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+		f.register(cmd)
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		_, opts, err := f.agentOptions(cmd)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || f.votes != tc.votes || opts["votes"] != tc.opt {
+			t.Errorf("%v: votes %d, option %q (%v); want %d and %q", tc.args, f.votes, opts["votes"], err, tc.votes, tc.opt)
+		}
+		if len(tc.args) > 0 && tc.args[0] == "--agent" && tc.args[1] == "ensemble" && opts["reforce.votes"] != "4" {
+			t.Errorf("%v: the ensemble's reforce.votes is %q", tc.args, opts["reforce.votes"])
+		}
 	}
 }

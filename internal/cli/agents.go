@@ -36,7 +36,7 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 				for _, name := range reg.Names() {
 					d, _ := reg.Lookup(name)
 					e := entry{Name: d.Name, Doc: d.Doc}
-					for _, k := range d.Kinds {
+					for _, k := range d.Kinds.List() {
 						e.Kinds = append(e.Kinds, kind{k.Name, string(k.Pool), k.Doc})
 					}
 					for _, o := range d.Options {
@@ -51,13 +51,13 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 			for _, name := range reg.Names() {
 				d, _ := reg.Lookup(name)
 				def := ""
-				if name == agents.Default {
+				if name == reg.Default() {
 					def = " (default)"
 				}
 				fmt.Fprintf(w, "%s%s: %s\n", d.Name, def, d.Doc)
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "  task kind\tpool\t")
-				for _, k := range d.Kinds {
+				for _, k := range d.Kinds.List() {
 					fmt.Fprintf(tw, "  %s\t%s\t%s\n", k.Name, k.Pool, k.Doc)
 				}
 				tw.Flush()

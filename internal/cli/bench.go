@@ -22,7 +22,7 @@ func newBenchCmd() *cobra.Command {
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
 		compare, personas       []string
-		ablations               ablationFlags
+		agentOpts               []string
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
 		mixed                   bool
@@ -55,7 +55,7 @@ and writes mixed.json.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc.FirstTokenMS = int(ttft.Milliseconds())
 			if mixed {
-				return benchMixed(cmd, sc, ms, interval, ablations, scenarioFile, compare, work, out, asJSON)
+				return benchMixed(cmd, sc, ms, interval, agentOpts, scenarioFile, compare, work, out, asJSON)
 			}
 			if scenarioFile != "" {
 				loaded, err := bench.LoadScenario(scenarioFile)
@@ -66,17 +66,11 @@ and writes mixed.json.`,
 				flagsOver(cmd, &loaded, sc)
 				sc = loaded
 			}
-			if abl := ablations.options(cmd); len(abl) > 0 {
-				if err := ablations.validate(); err != nil {
-					return usage(err)
-				}
-				if (sc.Agent != "" && sc.Agent != "reforce") || len(compare) > 0 {
-					return usage(fmt.Errorf("the ablation flags (--explore-all, --no-vote, …) are reforce options: use them with --agent reforce and without --agents"))
-				}
-				if sc.AgentOptions == nil {
-					sc.AgentOptions = map[string]string{}
-				}
-				maps.Copy(sc.AgentOptions, abl)
+			if len(agentOpts) > 0 && len(compare) > 0 {
+				return usage(fmt.Errorf("--agent-option sets the options of --agent: --agents compares agents with their own defaults"))
+			}
+			if err := benchOptions(&sc, agentOpts); err != nil {
+				return usage(err)
 			}
 			if noScaling {
 				sc.Scaling = nil
@@ -140,7 +134,8 @@ and writes mixed.json.`,
 	f.IntVar(&sc.Generators, "generators", sc.Generators, "generator worker loops")
 	f.IntVar(&sc.GeneratorConcurrency, "generator-concurrency", sc.GeneratorConcurrency, "tasks each generator worker handles at once")
 	f.IntVar(&sc.ScalingExamples, "scaling-examples", sc.ScalingExamples, "examples in each scaling run")
-	ablations.register(f, "reforce: ")
+	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of --agent, NAME=VALUE (repeatable; quorum agents lists them); over the scenario's agent_options")
+	optionAliases(f, ablationOptionFlags...)
 	f.BoolVar(&mixed, "mixed", false, "measure questions' latency while a batch runs, against an idle cluster (its own defaults: 44 examples, 600 req/min, 2 generators x 8)")
 	f.IntVar(&ms.Questions, "questions", ms.Questions, "--mixed: questions asked in each phase")
 	f.IntVar(&ms.QuestionVotes, "question-votes", ms.QuestionVotes, "--mixed: candidates per question")
@@ -185,6 +180,24 @@ func benchConform(cmd *cobra.Command, sc bench.Scenario, names, personas []strin
 	if !c.Pass {
 		return fmt.Errorf("conformance goal not met: a candidate was lost to format or an EX moved more than %.0f points from canonical (see the table)", c.MaxDeltaPoints)
 	}
+	return nil
+}
+
+// benchOptions sets the --agent-option pairs over the scenario's agent
+// options, checked against its agent.
+func benchOptions(sc *bench.Scenario, kvs []string) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	def, err := agents.Builtin().Lookup(orDefault(nil, sc.Agent)[0])
+	if err != nil {
+		return fmt.Errorf("--agent: %w", err)
+	}
+	opts, err := checkAgentOptions(def, maps.Clone(sc.AgentOptions), kvs, sc.Votes)
+	if err != nil {
+		return err
+	}
+	sc.AgentOptions = opts
 	return nil
 }
 
@@ -251,7 +264,7 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 
 // benchMixed runs the mixed benchmark: the mixed scenario's defaults, with
 // the scenario flags given explicitly applied over them.
-func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, interval time.Duration, ablations ablationFlags,
+func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, interval time.Duration, agentOpts []string,
 	scenarioFile string, compare []string, work, out string, asJSON bool) error {
 	switch {
 	case scenarioFile != "":
@@ -263,14 +276,8 @@ func benchMixed(cmd *cobra.Command, sc bench.Scenario, ms bench.MixedScenario, i
 	}
 	flagsOver(cmd, &ms.Scenario, sc)
 	ms.IntervalMS = int(interval.Milliseconds())
-	if abl := ablations.options(cmd); len(abl) > 0 {
-		if err := ablations.validate(); err != nil {
-			return usage(err)
-		}
-		if ms.Agent != "" && ms.Agent != "reforce" {
-			return usage(fmt.Errorf("the ablation flags (--explore-all, --no-vote, …) are reforce options: use them with --agent reforce"))
-		}
-		ms.AgentOptions = maps.Clone(abl)
+	if err := benchOptions(&ms.Scenario, agentOpts); err != nil {
+		return usage(err)
 	}
 	if err := ms.Validate(); err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
@@ -66,9 +66,10 @@ It lists all problems rather than stopping at the first.
 With --prompts it reports the size of each example's ReFoRCE prompt before
 compression and after table grouping and the oversize rules (schema linking,
 which needs an LLM, is not applied), and their distribution per dialect.
-It also measures both --compression modes: for each, the prompt's size after
-compression and the table-level linking calls it would need (one per table
-block of a prompt of --link-budget bytes or more); with --json, per example
+It also measures both modes of ReFoRCE's option compression: for each, the
+prompt's size after compression and the table-level linking calls it would
+need (one per table block of a prompt of link-budget bytes or more, 200,000
+by default); with --json, per example
 (chars_after and link_calls_paper for the paper's rule,
 chars_after_structural and link_calls_structural for the structural mode).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -184,7 +185,7 @@ func printInspect(w io.Writer, ds *dataset.Dataset) {
 
 // promptMode is one line of `quorum inspect --prompts --json`: the sizes
 // of promptSizes (chars_after is the paper's compression) and, for each
-// --compression mode, the linking calls the prompt needs before the model
+// compression mode (ReFoRCE's option), the linking calls the prompt needs before the model
 // sees it (one per table block when it is of DefaultLinkBudget bytes or
 // more).
 type promptMode struct {

@@ -265,7 +265,7 @@ func TestUnknownAgentFailsAtOnce(t *testing.T) {
 		{[]string{"solve", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},
 		{[]string{"bench", "--agent", "nosuch", "--examples", "1"}, `unknown agent "nosuch"`},
 		{[]string{"coordinator", "--dataset", demo, "--agent", "nosuch"}, `unknown agent "nosuch"`},
-		{[]string{"run", "--dataset", demo, "--agent-option", "frobnicate=1"}, `agent reforce has no option "frobnicate" (its options: no-exploration`},
+		{[]string{"run", "--dataset", demo, "--agent-option", "frobnicate=1"}, `agent reforce has no option "frobnicate" (its options: votes, no-exploration`},
 		{[]string{"run", "--dataset", demo, "--agent-option", "no-exploration=maybe"}, `option no-exploration="maybe": want true or false`},
 		{[]string{"run", "--dataset", demo, "--agent-option", "noequals"}, `--agent-option "noequals": use NAME=VALUE`},
 	} {

@@ -148,6 +148,10 @@ func TestREADMECommandsRun(t *testing.T) {
 			t.Errorf("README.md:%d exits with %v on a fresh clone: %s\n%s", c.line, err, c.text, tail(string(out), 2000))
 			continue
 		}
+		// A summary says what happened: no exploration when it is off.
+		if strings.Contains(c.text, "no-exploration=true") && !strings.Contains(string(out), "low (decided from the first round)") {
+			t.Errorf("README.md:%d: with exploration off the summary does not say the low-confidence examples were decided from the first round:\n%s", c.line, tail(string(out), 1500))
+		}
 		ran++
 		t.Logf("README.md:%d ran in %.1fs: %s", c.line, time.Since(began).Seconds(), c.text)
 	}

@@ -103,7 +103,7 @@ func TestSolveLinksOverBudget(t *testing.T) {
 
 func TestSolveLinkBudgetFlag(t *testing.T) {
 	t.Parallel()
-	if _, err := run(t, "solve", "--dataset", demo, "--link-budget", "0", "--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--link-budget 0") {
+	if _, err := run(t, "solve", "--dataset", demo, "--link-budget", "0", "--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "link-budget=0") {
 		t.Errorf("--link-budget 0: %v", err)
 	}
 }
@@ -123,8 +123,8 @@ func TestModelVoteRunMatchesSolve(t *testing.T) {
 		method    string
 		methodFor string
 	}{
-		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--model-vote"}, "model_vote", "local035"},
-		{"pool-rounds", []string{"--agent-option", "pool-rounds=true"}, []string{"--pool-rounds"}, "", ""},
+		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--agent-option", "model-vote=true"}, "model_vote", "local035"},
+		{"pool-rounds", []string{"--agent-option", "pool-rounds=true"}, []string{"--agent-option", "pool-rounds=true"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string]pinnedRun{}

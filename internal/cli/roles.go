@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/queue"
@@ -41,11 +39,7 @@ type runFlags struct {
 	agentOpts    []string
 	maxInFlight  int
 	skipBad      bool
-	// ReFoRCE's options, also settable as --agent-option NAME=VALUE.
-	noExplore, formatR, selfCons, cteRefine bool
-	linkBudget                              int
-	ablations                               ablationFlags
-	retain                                  retainFlags
+	retain       retainFlags
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -69,12 +63,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 0, "examples started and unfinished at once, the next admitted as one finishes (0 = automatic: twice what the generator slots work on, at least 4; 64 for quorum coordinator; -1 = all at once)")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent that answers the examples (quorum agents lists them and their options)")
 	fl.StringArrayVar(&f.agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
-	fl.BoolVar(&f.noExplore, "no-exploration", false, "reforce: skip column exploration for low-confidence examples")
-	fl.BoolVar(&f.formatR, "format-restriction", false, "reforce: ask for the expected answer format first (v1 option)")
-	fl.BoolVar(&f.selfCons, "self-consistency", false, "reforce: a candidate is the first answer seen twice (v1 option)")
-	fl.BoolVar(&f.cteRefine, "cte-refine", false, "reforce: CTE-based refinement (v1 option)")
-	fl.IntVar(&f.linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "reforce: prompts of this many bytes or more get table-level schema linking (the authors measure the prompt file)")
-	f.ablations.register(fl, "reforce: ")
+	optionAliases(fl, runOptionFlags...)
 	f.retain.register(fl, true)
 }
 
@@ -113,7 +102,7 @@ func (f *runFlags) validate() error {
 	case f.limit < 0:
 		return fmt.Errorf("--examples %d: use a positive number (0 = all)", f.limit)
 	}
-	return f.ablations.validate()
+	return nil
 }
 
 // writable checks that an output folder can be written before any work
@@ -156,9 +145,10 @@ func (f *runFlags) window(slots int, m *runstate.Manifest, rpm, tpm float64) int
 	case slots <= 0:
 		return 64
 	}
-	load := agent.Load{Width: m.Votes, Calls: 2 * m.Votes}
+	load := agent.Load{Width: 1, Calls: 1}
 	if def, err := agents.Builtin().Lookup(m.Agent); err == nil {
-		load = def.LoadOf(m.AgentOptions, m.Votes)
+		opts, _ := def.RunOptions(m.AgentOptions, m.Votes)
+		load = def.LoadOf(opts)
 	}
 	return coordinator.Window(slots, load, rpm, tpm)
 }
@@ -173,34 +163,53 @@ func (f *runFlags) sameAgent(cmd *cobra.Command, m *runstate.Manifest) error {
 }
 
 // agentOptions resolves --agent and its options against the registry: an
-// unknown agent or option fails at once, naming what there is.
+// unknown agent or option fails at once, naming what there is. The run's
+// votes become the agent's votes option's value when it has one.
 func (f *runFlags) agentOptions(cmd *cobra.Command) (string, map[string]string, error) {
 	def, err := agents.Builtin().Lookup(f.agent)
 	if err != nil {
 		return "", nil, fmt.Errorf("--agent: %w", err)
 	}
-	opts := map[string]string{}
-	shortcuts := map[string]string{"no-exploration": fmt.Sprint(f.noExplore), "format-restriction": fmt.Sprint(f.formatR),
-		"self-consistency": fmt.Sprint(f.selfCons), "cte-refine": fmt.Sprint(f.cteRefine), "link-budget": fmt.Sprint(f.linkBudget)}
-	for flag, v := range f.ablations.options(cmd) {
-		shortcuts[flag] = v
+	given := givenVotes(cmd, f.votes)
+	opts, err := checkAgentOptions(def, map[string]string{}, f.agentOpts, given)
+	if err != nil {
+		return "", nil, err
 	}
-	for flag, v := range shortcuts {
-		if cmd != nil && cmd.Flags().Changed(flag) {
-			if def.Name != "reforce" {
-				return "", nil, fmt.Errorf("--%s is a reforce option; agent %s does not take it", flag, def.Name)
-			}
-			opts[flag] = v
+	if cmd == nil || !cmd.Flags().Changed("votes") {
+		f.votes = runVotes(def, opts, f.votes)
+	}
+	return def.Name, opts, nil
+}
+
+// givenVotes is --votes when the command line gives a count, else 0.
+func givenVotes(cmd *cobra.Command, votes int) int {
+	if cmd == nil || !cmd.Flags().Changed("votes") {
+		return 0
+	}
+	return max(0, votes)
+}
+
+// runVotes is a run's candidate count as its manifest and report record
+// it: the agent's votes option when it declares one (agent.OptVotes),
+// else --votes.
+func runVotes(def *agent.Definition, opts map[string]string, votes int) int {
+	if def.TakesVotes() {
+		if v, err := strconv.Atoi(opts[agent.OptVotes]); err == nil {
+			return v
 		}
 	}
-	opts, err = checkAgentOptions(def, opts, f.agentOpts, f.votes)
-	return def.Name, opts, err
+	return votes
 }
 
 // checkAgentOptions adds the --agent-option NAME=VALUE pairs to opts and
 // checks them against the agent, building it once so that a bad value
-// fails now, not on a worker.
+// fails now, not on a worker. votes, when positive, is the --votes given:
+// it sets the agent's votes option (agent.OptVotes) unless the pairs do,
+// and then they must agree.
 func checkAgentOptions(def *agent.Definition, opts map[string]string, kvs []string, votes int) (map[string]string, error) {
+	if opts == nil {
+		opts = map[string]string{}
+	}
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -208,11 +217,14 @@ func checkAgentOptions(def *agent.Definition, opts map[string]string, kvs []stri
 		}
 		opts[k] = v
 	}
-	opts, err := def.CheckOptions(opts)
+	if v, set := opts[agent.OptVotes]; set && votes > 0 && def.TakesVotes() && v != strconv.Itoa(votes) {
+		return nil, fmt.Errorf("--votes %d and --agent-option %s=%s name two counts: give one", votes, agent.OptVotes, v)
+	}
+	opts, err := def.RunOptions(opts, votes)
 	if err != nil {
 		return nil, fmt.Errorf("--agent-option: %w", err)
 	}
-	if _, err := def.New(agent.Config{Options: opts, Votes: max(1, votes)}); err != nil {
+	if _, err := def.New(agent.Config{Options: opts}); err != nil {
 		return nil, fmt.Errorf("--agent %s: %w", def.Name, err)
 	}
 	return opts, nil
@@ -426,55 +438,6 @@ func RoleCmd(role string) *cobra.Command {
 	}
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	return cmd
-}
-
-// ablationFlags are reforce's ablations of the paper's v2 Tables 3 and 4
-// and its compression mode, shared by run (and the roles), solve and
-// bench. Each flag has the name of the agent option it sets.
-type ablationFlags struct {
-	exploreAll, noVote, noRandom, noCompression, goldTables, goldSchema bool
-	compression                                                         string
-}
-
-func (a *ablationFlags) register(fl *pflag.FlagSet, prefix string) {
-	fl.BoolVar(&a.exploreAll, reforce.OptExploreAll, false, prefix+"ablation \"column exploration only\" (paper v2 Table 3): every example starts with column exploration, no first round or first vote")
-	fl.BoolVar(&a.noVote, reforce.OptNoVote, false, prefix+"ablation \"w/o majority voting\": one candidate per example, taken as the answer (no vote, no exploration unless --explore-all)")
-	fl.BoolVar(&a.noRandom, reforce.OptNoRandomSelection, false, prefix+"ablation \"w/o random selection\": a tie of the final vote is left unanswered instead of the seeded random pick")
-	fl.BoolVar(&a.noCompression, reforce.OptNoCompression, false, prefix+"ablation \"w/o DB info compression\": no table grouping, no oversize rules (schema linking still applies over --link-budget)")
-	fl.BoolVar(&a.goldTables, reforce.OptGoldTables, false, prefix+"ablation \"w/ gold table\": the schema keeps only the tables the example's gold SQL names")
-	fl.BoolVar(&a.goldSchema, reforce.OptGoldSchema, false, prefix+"ablation \"w/ gold schema\" (Table 4): only the tables and columns the example's gold SQL names")
-	fl.StringVar(&a.compression, reforce.OptCompression, dbinfo.CompressionPaper, prefix+"compression: paper (digit families and oversize rules) or structural (also tables of identical columns, then a deterministic collapse under the link budget)")
-}
-
-// options are the ablation flags given on the command line, as agent
-// options.
-func (a *ablationFlags) options(cmd *cobra.Command) map[string]string {
-	vals := map[string]string{reforce.OptExploreAll: fmt.Sprint(a.exploreAll), reforce.OptNoVote: fmt.Sprint(a.noVote),
-		reforce.OptNoRandomSelection: fmt.Sprint(a.noRandom), reforce.OptNoCompression: fmt.Sprint(a.noCompression),
-		reforce.OptGoldTables: fmt.Sprint(a.goldTables), reforce.OptGoldSchema: fmt.Sprint(a.goldSchema), reforce.OptCompression: a.compression}
-	out := map[string]string{}
-	for name, v := range vals {
-		if cmd != nil && cmd.Flags().Changed(name) {
-			out[name] = v
-		}
-	}
-	return out
-}
-
-func (a *ablationFlags) validate() error {
-	if _, err := dbinfo.ModeOptions(a.compression); err != nil {
-		return fmt.Errorf("--compression: %w", err)
-	}
-	if a.noCompression && a.compression == dbinfo.CompressionStructural {
-		return fmt.Errorf("--no-compression and --compression structural contradict each other")
-	}
-	return nil
-}
-
-// apply sets the ablations on a reforce configuration.
-func (a *ablationFlags) apply(cfg *reforce.Config) {
-	cfg.ExploreAll, cfg.NoVote, cfg.NoRandomSelection = a.exploreAll, a.noVote, a.noRandom
-	cfg.NoCompression, cfg.GoldTables, cfg.GoldSchema, cfg.Compression = a.noCompression, a.goldTables, a.goldSchema, a.compression
 }
 
 // retryFailedUsage is --retry-failed's help, the same for run and the

@@ -175,7 +175,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 				m.LLM = label
 			}
 			size := fmt.Sprintf("%d examples x %d candidates", len(m.Examples), m.Votes)
-			if m.Agent != "reforce" {
+			if def, err := agents.Builtin().Lookup(m.Agent); err != nil || !def.TakesVotes() {
+				// Its candidates are counted by its options (passes, rounds, members).
 				size = fmt.Sprintf("%d examples (options: %s)", len(m.Examples), optionList(m.AgentOptions))
 			}
 			fmt.Fprintf(w, "Run %s: agent %s, %s; outputs in %s (resume with --run-id %s --out %s)\n",

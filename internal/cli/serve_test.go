@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/serve"

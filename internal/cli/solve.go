@@ -1,27 +1,21 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/ratelimit"
 	agentpkg "github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 func newSolveCmd() *cobra.Command {
@@ -40,53 +34,33 @@ func newSolveCmd() *cobra.Command {
 		agentName    string
 		agentOpts    []string
 		skipBad      bool
-		linkBudget   int
-		cfg          reforce.Config
-		ablations    ablationFlags
+		votes        int
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset in this process (no cluster)",
-		Long: `solve runs ReFoRCE in one process: compression and, for prompts over
---link-budget, table-level schema linking; candidates with self-refinement,
-the majority vote, column exploration for low-confidence examples and the
-final vote over the exploration round with its fallbacks. It writes <instance_id>.sql and .csv in
+		Long: `solve runs an agent (--agent, default ReFoRCE; quorum agents lists them and
+their options, set with --agent-option NAME=VALUE) in one process: its tasks
+run through the runtime's seam in memory, the same task code as on a
+cluster, with goroutines for workers. It writes <instance_id>.sql and .csv in
 Spider 2.0's submission layout plus run.json and report.html, and prints EX
-when the dataset has gold results. Other agents (--agent pexa) run their
-tasks through the runtime's seam in memory. With no LLM configured it uses the simulated LLM (llmsim).
-For a cluster over NATS and Redis, use quorum run.`,
+when the dataset has gold results. With no LLM configured it uses the
+simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			def, err := agents.Builtin().Lookup(agentName)
 			if err != nil {
 				return usage(fmt.Errorf("--agent: %w", err))
 			}
-			var opts map[string]string
-			if agentName != "reforce" {
-				if opts, err = checkAgentOptions(def, map[string]string{}, agentOpts, cfg.Votes); err != nil {
-					return usage(err)
-				}
-			} else if len(agentOpts) > 0 {
-				return usage(fmt.Errorf("--agent-option: quorum solve sets reforce's options with its own flags (--no-exploration, --format-restriction, …)"))
-			}
-			if len(ablations.options(cmd)) > 0 && agentName != "reforce" {
-				return usage(fmt.Errorf("--explore-all, --no-vote, --no-random-selection, --no-compression, --gold-tables, --gold-schema and --compression are reforce options; agent %s does not take them", agentName))
-			}
-			if err := ablations.validate(); err != nil {
+			opts, err := checkAgentOptions(def, map[string]string{}, agentOpts, givenVotes(cmd, votes))
+			if err != nil {
 				return usage(err)
-			}
-			ablations.apply(&cfg)
-			if agentName == "reforce" {
-				opts = reforceSolveOptions(cmd)
 			}
 			if dsDir == "" {
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
 			}
-			if err := checkSolveFlags(cfg.Votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
+			if err := checkSolveFlags(votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
 				return usage(err)
-			}
-			if linkBudget < 1 {
-				return usage(fmt.Errorf("--link-budget %d: use a positive size in bytes", linkBudget))
 			}
 			if err := writable(out); err != nil {
 				return usage(err)
@@ -132,24 +106,12 @@ For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: cfg.Votes, LLM: label, Started: time.Now(), Warnings: warnings}
-			if agentName == "reforce" {
-				agent, err := reforce.New(cfg, client)
-				if err != nil {
-					return err
-				}
-				// One linker for the process: its cache is shared by every
-				// example, as the runtime's is by the cluster.
-				linker := &dbinfo.Linker{LLM: client, Budget: linkBudget, Cache: &dbinfo.MemoryLinkCache{}}
-				rep.Votes = agent.Config().Votes
-				rep.Examples = solveAll(cmd.Context(), ds, examples, agent, linker, opts, writer, seed, concurrency, queryTimeout, w)
-			} else {
-				ag, err := def.New(agentpkg.Config{Options: opts, Votes: cfg.Votes, LLM: client})
-				if err != nil {
-					return err
-				}
-				rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, cfg.Votes, concurrency, queryTimeout, w)
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings}
+			ag, err := def.New(agentpkg.Config{Options: opts, LLM: client})
+			if err != nil {
+				return err
 			}
+			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if err := writer.Report(rep); err != nil {
@@ -175,21 +137,14 @@ For a cluster over NATS and Redis, use quorum run.`,
 	_ = f.MarkDeprecated("concurrency", "use --examples-at-once (--concurrency means tasks a worker handles at once elsewhere)")
 	f.Float64Var(&llmRPM, "llm-rpm", 0, "LLM requests/min for this process (0 = no limit)")
 	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
-	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them; agents other than reforce run through the runtime's seam in memory)")
-	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of an agent other than reforce, NAME=VALUE (repeatable; quorum agents lists them)")
+	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them)")
+	f.StringArrayVar(&agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
 	f.BoolVar(&skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed and left out)")
 	f.BoolVar(&skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
 	_ = f.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
-	f.IntVar(&cfg.Votes, "votes", 8, "candidates per example")
+	f.IntVar(&votes, "votes", 8, "candidates per example")
 	f.DurationVar(&queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
-	f.BoolVar(&cfg.NoExploration, "no-exploration", false, "skip column exploration for low-confidence examples")
-	f.BoolVar(&cfg.FormatRestriction, "format-restriction", false, "ask for the expected answer format first (v1 option)")
-	f.BoolVar(&cfg.SelfConsistency, "self-consistency", false, "a candidate is the first answer seen twice (v1 option)")
-	f.BoolVar(&cfg.CTERefine, "cte-refine", false, "CTE-based refinement for candidates stuck on empty results (v1 option)")
-	f.BoolVar(&cfg.ModelVote, "model-vote", false, "let the model break ties of the final vote (v1 option)")
-	f.BoolVar(&cfg.PoolRounds, "pool-rounds", false, "the final vote pools the first round's candidates with the exploration round's (the paper votes over the exploration round alone)")
-	ablations.register(f, "")
-	f.IntVar(&linkBudget, "link-budget", dbinfo.DefaultLinkBudget, "prompts of at least this many bytes (UTF-8) get table-level schema linking, as the reference's 200,000-byte prompts.txt threshold")
+	optionAliases(f, solveOptionFlags...)
 	return cmd
 }
 
@@ -208,39 +163,6 @@ func checkSolveFlags(votes, atOnce, limit int, rpm, tpm float64, queryTimeout ti
 		return fmt.Errorf("--llm-rpm %g / --llm-tpm %g: use a positive quota, or 0 for none", rpm, tpm)
 	}
 	return nil
-}
-
-// solveAll runs the examples with bounded concurrency and writes each answer
-// as soon as it is decided. The agent sees each example as the runtime
-// shows it (agent.View): no gold unless opts turn on a gold ablation.
-func solveAll(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, agent *reforce.Agent, linker *dbinfo.Linker, opts map[string]string,
-	writer *outputs.Writer, seed uint64, concurrency int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
-	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
-	defer set.Close()
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
-	view := agentpkg.NewView(ds, whs, opts)
-	var mu sync.Mutex
-	infos := map[string]*dbinfo.Info{}
-	info := func(c *agentpkg.Context) (*dbinfo.Info, error) {
-		db, _ := c.Dataset.Database(c.Example)
-		mu.Lock()
-		defer mu.Unlock()
-		if i, ok := infos[db.Key()]; ok {
-			return i, nil
-		}
-		opt, err := agent.Config().DBInfoOptions()
-		if err != nil {
-			return nil, err
-		}
-		i, err := dbinfo.ForExample(ctx, c.Dataset, c.Example, c.Schema, opt)
-		if err == nil {
-			infos[db.Key()] = i
-		}
-		return i, err
-	}
-	return solveEach(examples, concurrency, w, func(e *dataset.Example) outputs.Example {
-		return solveOne(ctx, ds, e, view.Context(e), agent, linker, whs, info, writer, seed)
-	})
 }
 
 // solveEach solves examples atOnce at a time, printing a line as each
@@ -270,88 +192,6 @@ func solveEach(examples []*dataset.Example, atOnce int, w io.Writer, solve func(
 	return results
 }
 
-// solveOne solves e, which the agent sees as ac shows it (no gold); ds and
-// e, with their gold, are for scoring.
-func solveOne(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, ac *agentpkg.Context, agent *reforce.Agent, linker *dbinfo.Linker, whs *dataset.Warehouses,
-	info func(*agentpkg.Context) (*dbinfo.Info, error), writer *outputs.Writer, seed uint64) outputs.Example {
-	start := time.Now()
-	r := outputs.Example{InstanceID: e.ID, Agent: "reforce", Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
-	fail := func(err error) outputs.Example {
-		r.Error = err.Error()
-		r.LatencySeconds = time.Since(start).Seconds()
-		return r
-	}
-	if !ds.Runnable(e.ID) {
-		var msgs []string
-		for _, p := range ds.Problems {
-			if p.Instance == e.ID {
-				msgs = append(msgs, p.Message)
-			}
-		}
-		return fail(fmt.Errorf("not runnable: %s", strings.Join(msgs, "; ")))
-	}
-	wh, err := whs.For(e)
-	if err != nil {
-		return fail(err)
-	}
-	in, err := info(ac)
-	if err != nil {
-		return fail(err)
-	}
-	ae := ac.Example
-	// A gold ablation reads only the gold SQL's identifiers: joined, they
-	// read as the same identifiers.
-	o, err := agent.Solve(ctx, wh, reforce.SolveInput{Example: reforce.Example{ID: ae.ID, Question: ae.Question, Dialect: ae.Dialect,
-		ExternalKnowledge: ae.ExternalKnowledge}, Info: in, RunSeed: seed, Linker: linker, GoldSQL: strings.Join(ac.GoldIdentifiers, " ")})
-	if o != nil {
-		r.Cost, r.CostByStage = o.Cost.Total(), o.Cost
-		r.Candidates = len(o.Candidates)
-		r.Rounds = 1
-		if len(o.Explorations) > 0 {
-			r.Rounds = 2
-		}
-		for _, c := range o.Candidates {
-			if c != nil && c.Status == reforce.StatusOK {
-				r.ValidCandidates++
-			}
-		}
-	}
-	if err != nil {
-		return fail(err)
-	}
-	r.Confidence, r.Method = string(o.First.Confidence), string(o.Decision.Method)
-	r.LatencySeconds = time.Since(start).Seconds()
-	if o.Final == nil {
-		r.Status = "no_answer"
-	} else {
-		r.Status = "answered"
-		if err := writer.Answer(e.ID, o.Final.SQL, o.Final.CSV); err != nil {
-			return fail(err)
-		}
-	}
-	if len(e.Gold.Results) > 0 && ds.GoldDir != "" {
-		dir := filepath.Join(ds.GoldDir, "exec_result")
-		score := func(c *reforce.Candidate) bool {
-			if c == nil || c.Status != reforce.StatusOK {
-				return false
-			}
-			f, err := c.Frame()
-			if err != nil {
-				return false
-			}
-			ok, err := eval.ScoreAgainstGold(f, dir, e.ID, e.Gold.Spec)
-			return err == nil && ok
-		}
-		correct := score(o.Final)
-		atK := correct
-		for _, c := range o.Candidates {
-			atK = atK || score(c)
-		}
-		r.Correct, r.CorrectAtK = &correct, &atK
-	}
-	return r
-}
-
 func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	t := rep.Totals
 	fmt.Fprintf(w, "\nLLM: %s\n", rep.LLM)
@@ -368,27 +208,27 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 		fmt.Fprintf(w, "  failed %s: %s\n", e.InstanceID, e.Error)
 		shown++
 	}
-	fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (explored)\n", t.HighConf, t.LowConf)
+	// Say what the agent did with its low-confidence examples: a further
+	// round (ReFoRCE's exploration), or none (no-exploration, or an agent
+	// that has none).
+	further := 0
+	for _, e := range rep.Examples {
+		if e.Confidence == "low" && e.Rounds > 1 {
+			further++
+		}
+	}
+	switch {
+	case t.LowConf == 0:
+		fmt.Fprintf(w, "Confidence after the first vote: %d high, 0 low\n", t.HighConf)
+	case further == 0:
+		fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (decided from the first round)\n", t.HighConf, t.LowConf)
+	default:
+		fmt.Fprintf(w, "Confidence after the first vote: %d high, %d low (%d went on to a further round)\n", t.HighConf, t.LowConf, further)
+	}
 	if t.EX != nil {
 		fmt.Fprintf(w, "EX: %.4f (%d of %d), EX@%d: %.4f\n", *t.EX, t.Correct, t.Scored, t.KOrVotes(rep.Votes), *t.EXAtK)
 	}
 	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
 		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
-}
-
-// reforceSolveOptions records the reforce options given as solve's flags
-// (they have the options' names) in run.json, as quorum run records them
-// in its manifest.
-func reforceSolveOptions(cmd *cobra.Command) map[string]string {
-	var out map[string]string
-	for _, o := range reforce.Definition().Options {
-		if f := cmd.Flags().Lookup(o.Name); f != nil && f.Changed {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[o.Name] = f.Value.String()
-		}
-	}
-	return out
 }

@@ -16,21 +16,21 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
-// solveWithSeam runs an agent other than ReFoRCE in this process through
-// the runtime's seam (pkg/runtime/local): the same task code as on a
-// cluster, with goroutines for workers and memory for Redis.
+// solveWithSeam runs an agent in this process through the runtime's seam
+// (pkg/runtime/local): the same task code as on a cluster, with goroutines
+// for workers and memory for Redis.
 func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
-	writer *outputs.Writer, seed uint64, votes, atOnce int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
+	writer *outputs.Writer, seed uint64, atOnce int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
 	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
 	whs := &dataset.Warehouses{DS: ds, SQLite: set}
 	return solveEach(examples, atOnce, w, func(e *dataset.Example) outputs.Example {
-		return solveExample(ctx, ds, e, def, ag, opts, whs, writer, seed, votes)
+		return solveExample(ctx, ds, e, def, ag, opts, whs, writer, seed)
 	})
 }
 
 func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
-	whs *dataset.Warehouses, writer *outputs.Writer, seed uint64, votes int) outputs.Example {
+	whs *dataset.Warehouses, writer *outputs.Writer, seed uint64) outputs.Example {
 	start := time.Now()
 	r := outputs.Example{InstanceID: e.ID, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	defer func() { r.LatencySeconds = time.Since(start).Seconds() }()
@@ -44,7 +44,7 @@ func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, 
 		r.Error = "not runnable: " + strings.Join(msgs, "; ")
 		return r
 	}
-	out, err := local.Solve(ctx, local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "solve", Seed: seed, Votes: votes}, e)
+	out, err := local.Solve(ctx, local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "solve", Seed: seed}, e)
 	if out != nil {
 		r.CostByStage, r.Cost = out.Cost, out.Cost.Total()
 		r.Rounds, r.Tasks, r.Candidates = out.Rounds, out.Tasks, len(out.Candidates)

@@ -29,7 +29,7 @@
 //	rounds                            runstate                   sorted set run|ex|agent|round → deadline  none; members leave when
 //	                                                                                                       decided or retired
 //	cache:<key>                       runstate.Cache             the agents' shared cache (agent.Cache)    CacheTTL (7 days) from a write
-//	link:<key>                        reforce/dbinfo             schema-linking answers (RedisLinkCache)   its TTL, default CacheTTL
+//	link:<key>                        agents/dbinfo              schema-linking answers (RedisLinkCache)   its TTL, default CacheTTL
 //	schema:<key>:<digest>             pkg/warehouse/schema       a live schema and its fingerprint         schema.Cache.TTL (24 h)
 //	schema:<key>:<digest>:lock        warehouse/schema           a Lease while one process reads it        schema.Cache.LockTTL (2 min)
 //	blob:sha256:<hex>                 pkg/blob                   content-addressed payloads                blob.New's ttl, BlobTTL (14 days)

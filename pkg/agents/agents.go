@@ -11,10 +11,12 @@ import (
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
-// Default is the agent a run uses when none is named.
+// Default is the agent a run or a question uses when none is named: the
+// registry's default (Builtin registers it first), and the default of
+// every --agent flag.
 const Default = "reforce"
 
-// Builtin returns a registry of the shipped agents.
+// Builtin returns a registry of the shipped agents, Default first.
 func Builtin() *agent.Registry {
 	r, err := agent.NewRegistry(reforce.Definition(), pexa.Definition(), raise.Definition(),
 		ensemble.Definition(reforce.Definition(), pexa.Definition(), raise.Definition()))

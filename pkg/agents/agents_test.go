@@ -3,12 +3,14 @@ package agents
 import (
 	"strings"
 	"testing"
+
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 )
 
 func TestBuiltinRegistry(t *testing.T) {
 	r := Builtin()
-	if _, err := r.Lookup(Default); err != nil {
-		t.Fatal(err)
+	if _, err := r.Lookup(Default); err != nil || r.Default() != Default {
+		t.Fatalf("the registry's default is %q, want %s (%v)", r.Default(), Default, err)
 	}
 	_, err := r.Lookup("nosuch")
 	if err == nil || !strings.Contains(err.Error(), "reforce") {
@@ -16,11 +18,6 @@ func TestBuiltinRegistry(t *testing.T) {
 	}
 	for _, name := range r.Names() {
 		d, _ := r.Lookup(name)
-		if len(d.Kinds) == 0 || d.New == nil || d.Doc == "" {
-			t.Errorf("agent %s: kinds, constructor and doc are required", name)
-		}
-		if _, err := d.CheckOptions(map[string]string{"no-such-option": "1"}); err == nil {
-			t.Errorf("agent %s accepted an undeclared option", name)
-		}
+		agenttest.CheckDefinition(t, d)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -473,7 +472,7 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 	if err != nil {
 		return coordinator.Config{}, err
 	}
-	opts, err := def.CheckOptions(maps.Clone(sc.AgentOptions))
+	opts, err := def.RunOptions(sc.AgentOptions, sc.Votes)
 	if err != nil {
 		return coordinator.Config{}, err
 	}
@@ -488,7 +487,7 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(r.generators*sc.GeneratorConcurrency, def.LoadOf(opts, sc.Votes), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
+		window = coordinator.Window(r.generators*sc.GeneratorConcurrency, def.LoadOf(opts), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
 	}
 	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window}, nil
 }

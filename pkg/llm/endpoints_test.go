@@ -80,7 +80,10 @@ func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 		stop    atomic.Bool
 	)
 	start := time.Now()
-	for g := 0; g < 8; g++ {
+	// Twelve callers per endpoint: on a loaded machine a call takes
+	// seconds, and four callers would bind the run by latency, not by the
+	// quotas this test compares.
+	for g := 0; g < 24; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -151,8 +154,10 @@ func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 	}
 	// Separate buckets: the fast endpoint got about twice the slow one's
 	// calls (equal callers on both), which a shared bucket would not give.
+	// Under the race detector calls are too slow for the quotas to bind
+	// (the throughput tests run in the plain pass).
 	fastN, slowN := float64(fs.Requests-fs.RateLimited), float64(ss.Requests-ss.RateLimited)
-	if fastN < 1.4*slowN {
+	if !raceEnabled && fastN < 1.4*slowN {
 		t.Errorf("fast served %.0f calls, slow %.0f: want about %d:%d", fastN, slowN, fastRPM, slowRPM)
 	}
 	if !raceEnabled && slowN < 0.5*slowRPM*run.Minutes() {

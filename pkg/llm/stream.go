@@ -45,7 +45,7 @@ func newWatchdog(header, stall time.Duration, cancel context.CancelCauseFunc) *w
 			cancel(fmt.Errorf("%w: no data for %s after %d bytes (StallTimeout)", ErrStalled, w.stall, w.bytes.Load()))
 			return
 		}
-		cancel(fmt.Errorf("%w within %s (HeaderTimeout, or what was left of the call's limits)", ErrHeaderTimeout, w.header))
+		cancel(fmt.Errorf("%w within %s (HeaderTimeout, or what was left of the call's limits)", ErrHeaderTimeout, w.header.Round(time.Millisecond)))
 	})
 	return w
 }

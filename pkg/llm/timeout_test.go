@@ -180,9 +180,12 @@ func TestDeadEndpointLimit(t *testing.T) {
 		within                   time.Duration
 	}{
 		{name: "no headers: 3 header timeouts, not 8 attempts",
-			cfg:     llm.Config{HeaderTimeout: 200 * time.Millisecond, BaseBackoff: 20 * time.Millisecond},
+			// Seconds, not milliseconds: a loaded machine fires a 200ms
+			// header timer a second late, and the first attempt alone
+			// would spend the clock.
+			cfg:     llm.Config{HeaderTimeout: time.Second, BaseBackoff: 20 * time.Millisecond},
 			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
-			down:    true, minAttempts: 2, maxAttempts: 4, within: 5 * time.Second},
+			down:    true, minAttempts: 2, maxAttempts: 4, within: 10 * time.Second},
 		{name: "500s for longer than the limit",
 			cfg: llm.Config{DeadEndpointTimeout: 300 * time.Millisecond, BaseBackoff: 100 * time.Millisecond, MaxErrorBackoff: 100 * time.Millisecond, MaxAttempts: 50},
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -191,8 +194,8 @@ func TestDeadEndpointLimit(t *testing.T) {
 			down: true, minAttempts: 2, maxAttempts: 8, within: 5 * time.Second},
 		{name: "a 429 in between restarts the clock",
 			// Without the restart, attempt 3 would get only what is left
-			// of 1.5s after attempt 1's 1s, and the call would end down.
-			cfg: llm.Config{HeaderTimeout: time.Second, DeadEndpointTimeout: 1500 * time.Millisecond, BaseBackoff: 20 * time.Millisecond, MaxAttempts: 3},
+			// of 3s after attempt 1's 2s, and the call would end down.
+			cfg: llm.Config{HeaderTimeout: 2 * time.Second, DeadEndpointTimeout: 3 * time.Second, BaseBackoff: 20 * time.Millisecond, MaxAttempts: 3},
 			handler: func(n int64, w http.ResponseWriter, r *http.Request) {
 				if n == 2 {
 					w.Header().Set("Retry-After-Ms", "1")
@@ -201,7 +204,7 @@ func TestDeadEndpointLimit(t *testing.T) {
 				}
 				<-r.Context().Done()
 			},
-			minAttempts: 3, maxAttempts: 3, within: 8 * time.Second},
+			minAttempts: 3, maxAttempts: 3, within: 15 * time.Second},
 		{name: "always 500, the default schedule ten times faster",
 			cfg: llm.Config{BaseBackoff: llm.Defaulted(llm.Config{}).BaseBackoff / 10, MaxErrorBackoff: llm.Defaulted(llm.Config{}).MaxErrorBackoff / 10},
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {

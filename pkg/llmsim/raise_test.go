@@ -18,13 +18,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/pexa"
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
@@ -289,7 +290,7 @@ func trajectory(t *testing.T, c llm.Client, tools *raise.Tools, e *dataset.Examp
 	}
 	var r run
 	for r.calls < 60 {
-		sd := reforce.Seed(7, e.ID, 0, round, fmt.Sprintf("raise/r%d/agent/%d", round, r.calls))
+		sd := agent.Seed(7, e.ID, 0, round, fmt.Sprintf("raise/r%d/agent/%d", round, r.calls))
 		r.lastPrefix = append([]llm.Message(nil), msgs...)
 		r.positionsAfter = append(r.positionsAfter, len(r.ops))
 		resp := chat(t, c, llm.Request{Role: raise.RoleAgent, Messages: append([]llm.Message(nil), msgs...), Stop: []string{raise.TagExecute},
@@ -579,7 +580,7 @@ func TestRAISEAgentContinuation(t *testing.T) {
 		// Replay each call with part of its segment already written.
 		prefix := raise.PhraseStart + "\n"
 		for i, seg := range r.segments {
-			sd := reforce.Seed(7, e.ID, 0, 1, fmt.Sprintf("raise/r%d/agent/%d", 1, i))
+			sd := agent.Seed(7, e.ID, 0, 1, fmt.Sprintf("raise/r%d/agent/%d", 1, i))
 			ask := func(p string) string {
 				return chat(t, c, llm.Request{Messages: []llm.Message{llm.User(raise.AgentPrompt(e.Dialect, e.Question, "", false)), llm.Assistant(p)},
 					Stop: []string{raise.TagExecute}, Seed: &sd, ContinueFinal: true}).Text

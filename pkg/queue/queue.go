@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,7 +68,11 @@ type Config struct {
 	MaxDeliver int
 	// DuplicateWindow is how long a Nats-Msg-Id is remembered (default 2h).
 	DuplicateWindow time.Duration
-	// Replicas for the stream (1 on a single server).
+	// Replicas for the streams: how many JetStream servers keep a copy,
+	// so a run survives losing a machine (3 on a three-node cluster). 0
+	// keeps what the streams have (1 when creating them): a worker never
+	// changes them. A stream is never scaled down, whoever asks: an
+	// operator's R3 stays R3.
 	Replicas int
 }
 
@@ -80,9 +85,6 @@ func (c *Config) defaults() {
 	}
 	if c.DuplicateWindow <= 0 {
 		c.DuplicateWindow = 2 * time.Hour
-	}
-	if c.Replicas <= 0 {
-		c.Replicas = 1
 	}
 }
 
@@ -113,7 +115,7 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, err
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	st, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name: Stream, Subjects: []string{"quorum.>"}, Retention: jetstream.WorkQueuePolicy,
 		Storage: jetstream.FileStorage, Duplicates: cfg.DuplicateWindow, Replicas: cfg.Replicas,
 		MaxAge: 14 * 24 * time.Hour,
@@ -125,7 +127,7 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 	// JetStream announces a message whose deliveries ran out on a core
 	// subject; this stream keeps those announcements until a voter has
 	// recorded the lost task's outcome, whoever held its last delivery.
-	adv, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	adv, err := ensureStream(ctx, js, jetstream.StreamConfig{
 		Name: AdvisoryStream, Subjects: []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + Stream + ".>"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: cfg.Replicas, MaxAge: 14 * 24 * time.Hour,
 	})
@@ -133,7 +135,39 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 		nc.Close()
 		return nil, fmt.Errorf("create stream %s: %w", AdvisoryStream, err)
 	}
+	cfg.Replicas = st.CachedInfo().Config.Replicas
 	return &Queue{cfg: cfg, nc: nc, js: js, stream: st, advisories: adv, closed: closed}, nil
+}
+
+// ensureStream creates the stream with want, or updates an existing one to
+// want with as many replicas as it has or want asks, whichever is more.
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if want.Replicas <= 0 {
+			want.Replicas = 1
+		}
+		st, err = js.CreateStream(ctx, want)
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return st, replicasErr(err, want.Replicas)
+		}
+		// Another process created it meanwhile: update it as below.
+		st, err = js.Stream(ctx, want.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	want.Replicas = max(want.Replicas, st.CachedInfo().Config.Replicas)
+	st, err = js.UpdateStream(ctx, want)
+	return st, replicasErr(err, want.Replicas)
+}
+
+// replicasErr says what to do when the servers cannot hold the replicas.
+func replicasErr(err error, replicas int) error {
+	if err != nil && replicas > 1 && strings.Contains(strings.ToLower(err.Error()), "replicas") {
+		return fmt.Errorf("%w: %d replicas need a JetStream cluster of at least %d servers (--stream-replicas)", err, replicas, replicas)
+	}
+	return err
 }
 
 // AdvisoryStream keeps JetStream's max-deliveries advisories for QUORUM.

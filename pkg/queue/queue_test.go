@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/queue"
 )
 
@@ -29,21 +30,14 @@ type task struct {
 	N string `json:"n"`
 }
 
-// run works the consumer until cond holds or 10s pass.
+// run works the consumer until cond holds, then stops it.
 func run(t *testing.T, q *queue.Queue, wc queue.WorkConfig, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { q.Work(ctx, wc); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	if !cond() {
-		t.Fatal("condition not reached in 10s")
-	}
+	defer func() { cancel(); <-done }()
+	wait.For(t, time.Minute, "the handled messages", cond)
 }
 
 func TestPublishIsDeduplicated(t *testing.T) {
@@ -62,7 +56,7 @@ func TestPublishIsDeduplicated(t *testing.T) {
 	var got atomic.Int32
 	run(t, q, queue.WorkConfig{Consumer: "gen-sqlite", Filters: []string{"quorum.*.generate.sqlite"},
 		Handler: func(context.Context, queue.Delivery) error { got.Add(1); return nil }}, func() bool { return got.Load() >= 2 })
-	time.Sleep(200 * time.Millisecond)
+	// The worker has stopped: a third message would be handled or pending.
 	if n, _ := q.Pending(ctx, "gen-sqlite"); got.Load() != 2 || n != 0 {
 		t.Errorf("handled %d, pending %d; want 2 and 0", got.Load(), n)
 	}
@@ -112,7 +106,7 @@ func TestHeartbeatsPreventRedelivery(t *testing.T) {
 	wc := queue.WorkConfig{Consumer: "e", Filters: []string{"quorum.*.explore.sqlite"}, Concurrency: 2,
 		Handler: func(context.Context, queue.Delivery) error {
 			deliveries.Add(1)
-			time.Sleep(2 * time.Second) // more than three AckWaits
+			time.Sleep(2 * time.Second) // the scenario: a handler outlasting three AckWaits
 			done.Add(1)
 			return nil
 		}}
@@ -184,7 +178,7 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	published := false
+	inHand, release := make(chan struct{}), make(chan struct{})
 	handler := func(_ context.Context, d queue.Delivery) error {
 		var tk task
 		if err := queue.Decode(d.Msg.Data(), &tk); err != nil {
@@ -192,23 +186,39 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 		}
 		mu.Lock()
 		order = append(order, tk.N)
-		first := !published
-		published = true
+		first := len(order) == 1
 		mu.Unlock()
 		if first {
-			// Questions arrive while the batch is under way.
-			for i := range 3 {
-				if err := q.Publish(ctx, queue.Subject("ask", queue.Urgent(queue.StageGenerate), "sqlite"), fmt.Sprintf("u%d", i), task{V: queue.Version, N: fmt.Sprintf("u%d", i)}); err != nil {
-					return err
-				}
-			}
+			inHand <- struct{}{}
+			<-release
 		}
-		time.Sleep(20 * time.Millisecond)
 		return nil
 	}
-	run(t, q, queue.WorkConfig{Consumer: "generate-sqlite", Filters: []string{queue.Subject("*", queue.StageGenerate, "sqlite")}, Concurrency: 1,
-		Urgent:  &queue.Lane{Consumer: "generate-now-sqlite", Filters: []string{queue.Subject("*", queue.Urgent(queue.StageGenerate), "sqlite")}},
-		Handler: handler}, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 23 })
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		q.Work(wctx, queue.WorkConfig{Consumer: "generate-sqlite", Filters: []string{queue.Subject("*", queue.StageGenerate, "sqlite")}, Concurrency: 1,
+			Urgent:  &queue.Lane{Consumer: "generate-now-sqlite", Filters: []string{queue.Subject("*", queue.Urgent(queue.StageGenerate), "sqlite")}},
+			Handler: handler})
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	// Questions arrive while the batch is under way: its first message is
+	// in hand, holding the one slot.
+	wait.Recv(t, time.Minute, "the first batch message in hand", inHand)
+	for i := range 3 {
+		if err := q.Publish(ctx, queue.Subject("ask", queue.Urgent(queue.StageGenerate), "sqlite"), fmt.Sprintf("u%d", i), task{V: queue.Version, N: fmt.Sprintf("u%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(t, time.Minute, "the questions pending on the urgent lane", func() bool {
+		n, err := q.Pending(ctx, "generate-now-sqlite")
+		return err == nil && n == 3
+	})
+	close(release)
+	wait.For(t, time.Minute, "every message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 23 })
+	mu.Lock()
+	defer mu.Unlock()
 	// One slot: the batch message in hand when the questions came, then
 	// the questions, then the rest of the batch.
 	for i, n := range order[1:4] {

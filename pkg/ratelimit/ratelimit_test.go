@@ -201,7 +201,8 @@ func TestKilledHolderReturnsSlots(t *testing.T) {
 	if err != nil || strings.TrimSpace(line) != "held" {
 		t.Fatalf("helper said %q, %v", line, err)
 	}
-	// Past the lease time the live holder still has every slot.
+	// Past the lease time the live holder still has every slot. The
+	// scenario is the time passing: a lease and a half of it.
 	time.Sleep(lease + lease/2)
 	ctx := context.Background()
 	if n, _ := sem.Held(ctx); n != slots {
@@ -257,7 +258,7 @@ func TestSemaphoreBoundsConcurrency(t *testing.T) {
 					break
 				}
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the scenario: each holder keeps its slot a while, so the callers contend
 			inFlight.Add(-1)
 			release()
 		}()

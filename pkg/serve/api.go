@@ -256,7 +256,9 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 		badField(w, "votes", "%d: use 1 to %d", q.Votes, MaxVotes)
 		return nil, false
 	}
-	if q.Options, err = def.CheckOptions(req.Options); err != nil {
+	// The question's votes set the agent's votes option unless the
+	// options do (agent.OptVotes).
+	if q.Options, err = def.RunOptions(req.Options, q.Votes); err != nil {
 		badField(w, "options", "%v", err)
 		return nil, false
 	}

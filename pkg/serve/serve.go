@@ -48,7 +48,8 @@ type Config struct {
 	// Tenants, when set, requires an API key of every request; nil serves
 	// without keys (only allowed on a loopback address by the command).
 	Tenants *Tenants
-	// DefaultAgent answers questions that name none (default reforce);
+	// DefaultAgent answers questions that name none (default the
+	// registry's default agent, Env.Agents.Default);
 	// Votes is the default number of candidates (default 8).
 	DefaultAgent string
 	Votes        int
@@ -136,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("serve: a dataset folder naming the databases is required")
 	}
 	if cfg.DefaultAgent == "" {
-		cfg.DefaultAgent = "reforce"
+		cfg.DefaultAgent = cfg.Env.Agents.Default()
 	}
 	if cfg.Votes <= 0 {
 		cfg.Votes = 8

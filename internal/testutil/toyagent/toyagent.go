@@ -33,10 +33,23 @@ type Config struct {
 
 // Definition returns the toy agent's definition.
 func Definition(cfg Config) *agent.Definition {
-	return &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
-		Kinds: []agent.Kind{{Name: "count", Pool: agent.Explorer}, {Name: "answer", Pool: agent.Generator},
-			{Name: "probe", Pool: agent.Explorer}},
-		New: func(c agent.Config) (agent.Agent, error) { return &toy{cfg: cfg, votes: c.Votes}, nil }}
+	d := &agent.Definition{Name: "toy", Doc: "test agent: count, then answer",
+		Options: []agent.Option{{Name: agent.OptVotes, Default: "3", Usage: "answers per example"}},
+		New: func(c agent.Config) (agent.Agent, error) {
+			votes, err := agent.OptionInt(c.Options, agent.OptVotes)
+			if err != nil {
+				return nil, err
+			}
+			return &toy{cfg: cfg, votes: max(1, votes)}, nil
+		},
+		Load: func(opts map[string]string) agent.Load {
+			v, _ := agent.OptionInt(opts, agent.OptVotes)
+			return agent.Load{Width: max(1, v), Calls: 2 * max(1, v)}
+		}}
+	agent.Register(&d.Kinds, "count", agent.Explorer, "count a table's rows, then one answer per slot", (*toy).count)
+	agent.Register(&d.Kinds, "answer", agent.Generator, "run the count as the slot's answer", (*toy).answer)
+	agent.Register(&d.Kinds, "probe", agent.Explorer, "one part of a slot's fan-out", (*toy).probe)
+	return d
 }
 
 type toy struct {
@@ -53,55 +66,77 @@ func (a *toy) Start(_ context.Context, c *agent.Context) (*agent.Dispatch, error
 	return &agent.Dispatch{Round: 0, Expect: a.votes, Tasks: []agent.Task{t}}, err
 }
 
-func (a *toy) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// query is every task's work: count the payload's table.
+func (a *toy) query(ctx context.Context, c *agent.Context, t agent.Task, p payload) (string, *warehouse.Result, error) {
 	if a.cfg.Executions != nil {
 		a.cfg.Executions.Add(1)
 	}
-	var p payload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	if t.Kind == "answer" && c.Example.ID == a.cfg.FailExample {
-		return nil, agent.Permanent(fmt.Errorf("toy: %s always fails", c.Example.ID))
-	}
-	if t.Kind == "probe" && a.cfg.LoseProbe > 0 && t.Join.Part == a.cfg.LoseProbe {
-		return nil, agent.Permanent(fmt.Errorf("toy: probe %d always fails", t.Join.Part))
-	}
 	wh, err := c.Warehouse(ctx)
 	if err != nil {
-		return nil, agent.Permanent(err)
+		return "", nil, agent.Permanent(err)
 	}
 	sql := "SELECT COUNT(*) AS n FROM " + p.Table
 	start := time.Now()
 	res, err := wh.Query(ctx, sql, warehouse.Limits{MaxRows: 10})
 	c.Ledger.Stage(t.Kind).Query(time.Since(start), err != nil)
-	if err != nil {
+	return sql, res, err
+}
+
+// count continues into one answer task per slot, each after a fan-out of
+// probes when FanOut is set.
+func (a *toy) count(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if _, _, err := a.query(ctx, c, t, p); err != nil {
 		return nil, err
 	}
-	switch t.Kind {
-	case "count":
-		out := &agent.Outcome{}
-		for _, slot := range t.Slots {
-			n, err := agent.NewTask("answer", fmt.Sprintf("answer.%d", slot), 0, []int{slot}, p)
+	out := &agent.Outcome{}
+	for _, slot := range t.Slots {
+		n, err := agent.NewTask("answer", fmt.Sprintf("answer.%d", slot), 0, []int{slot}, p)
+		if err != nil {
+			return nil, err
+		}
+		if a.cfg.FanOut == 0 {
+			out.Next = append(out.Next, n)
+			continue
+		}
+		for i := range a.cfg.FanOut {
+			pt, err := agent.NewTask("probe", fmt.Sprintf("probe.%d.%d", slot, i), 0, []int{slot}, p)
 			if err != nil {
 				return nil, err
 			}
-			if a.cfg.FanOut == 0 {
-				out.Next = append(out.Next, n)
-				continue
-			}
-			for i := range a.cfg.FanOut {
-				pt, err := agent.NewTask("probe", fmt.Sprintf("probe.%d.%d", slot, i), 0, []int{slot}, p)
-				if err != nil {
-					return nil, err
-				}
-				pt.Join = &agent.Join{Group: fmt.Sprintf("slot%d", slot), Part: i, Of: a.cfg.FanOut, Then: n}
-				out.Next = append(out.Next, pt)
-			}
+			pt.Join = &agent.Join{Group: fmt.Sprintf("slot%d", slot), Part: i, Of: a.cfg.FanOut, Then: n}
+			out.Next = append(out.Next, pt)
 		}
-		return out, nil
-	case "probe":
-		return &agent.Outcome{Part: json.RawMessage(fmt.Sprintf(`{"rows":%d}`, res.RowCount()))}, nil
+	}
+	return out, nil
+}
+
+// probe is one part of a slot's fan-out; part LoseProbe fails for good.
+func (a *toy) probe(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if a.cfg.LoseProbe > 0 && t.Join.Part == a.cfg.LoseProbe {
+		if a.cfg.Executions != nil {
+			a.cfg.Executions.Add(1)
+		}
+		return nil, agent.Permanent(fmt.Errorf("toy: probe %d always fails", t.Join.Part))
+	}
+	_, res, err := a.query(ctx, c, t, p)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Outcome{Part: json.RawMessage(fmt.Sprintf(`{"rows":%d}`, res.RowCount()))}, nil
+}
+
+// answer records the count as the slot's candidate, with what its
+// fan-out gathered, after holding the worker for Hold.
+func (a *toy) answer(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if c.Example.ID == a.cfg.FailExample {
+		if a.cfg.Executions != nil {
+			a.cfg.Executions.Add(1)
+		}
+		return nil, agent.Permanent(fmt.Errorf("toy: %s always fails", c.Example.ID))
+	}
+	sql, res, err := a.query(ctx, c, t, p)
+	if err != nil {
+		return nil, err
 	}
 	gathered := ""
 	if a.cfg.FanOut > 0 {

@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -60,8 +60,10 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 		},
 	}
 	for _, m := range members {
-		for _, k := range m.Kinds {
-			d.Kinds = append(d.Kinds, agent.Kind{Name: m.Name + "." + k.Name, Pool: k.Pool, Doc: m.Name + ": " + k.Doc})
+		// Each member kind under the member's name, handed to the member
+		// as it is: the member's own kind decodes the payload.
+		for _, k := range m.Kinds.List() {
+			agent.Register(&d.Kinds, m.Name+"."+k.Name, k.Pool, m.Name+": "+k.Doc, (*ensemble).execute)
 		}
 		for _, o := range m.Options {
 			d.Options = append(d.Options, agent.Option{Name: m.Name + "." + o.Name, Default: o.Default, Usage: m.Name + ": " + o.Usage})
@@ -69,7 +71,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 	}
 	d.New = func(c agent.Config) (agent.Agent, error) { return newEnsemble(c, members) }
 	// Every member runs on every example: their loads add up.
-	d.Load = func(opts map[string]string, votes int) agent.Load {
+	d.Load = func(opts map[string]string) agent.Load {
 		var total agent.Load
 		for _, name := range strings.Split(opts[OptMembers], ",") {
 			for _, m := range members {
@@ -82,7 +84,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 						mo[rest] = v
 					}
 				}
-				l := m.LoadOf(mo, votes)
+				l := m.LoadOf(mo)
 				total.Width += l.Width
 				total.Calls += l.Calls
 			}
@@ -104,6 +106,7 @@ type member struct {
 	name   string
 	index  int
 	weight float64
+	def    *agent.Definition
 	agent  agent.Agent
 }
 
@@ -137,11 +140,11 @@ func newEnsemble(c agent.Config, defs []*agent.Definition) (*ensemble, error) {
 				opts[rest] = v
 			}
 		}
-		ag, err := def.New(agent.Config{Options: opts, Votes: c.Votes, LLM: c.LLM, Cache: c.Cache, Log: c.Log})
+		ag, err := def.New(agent.Config{Options: opts, LLM: c.LLM, Cache: c.Cache, Log: c.Log})
 		if err != nil {
 			return nil, fmt.Errorf("ensemble member %s: %w", name, err)
 		}
-		m := &member{name: name, index: i, weight: 1, agent: ag}
+		m := &member{name: name, index: i, weight: 1, def: def, agent: ag}
 		e.members = append(e.members, m)
 		e.byName[name] = m
 	}
@@ -249,14 +252,14 @@ func (e *ensemble) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch
 	return out, nil
 }
 
-// Execute hands a task to its member.
-func (e *ensemble) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// execute hands a task to its member, whose kind runs it.
+func (e *ensemble) execute(ctx context.Context, c *agent.Context, t agent.Task, _ json.RawMessage) (*agent.Outcome, error) {
 	m, inner, err := e.unwrap(t)
 	if err != nil {
 		return nil, err
 	}
 	mc := m.context(c)
-	out, err := m.agent.Execute(ctx, mc, inner)
+	out, err := m.def.Execute(ctx, m.agent, mc, inner)
 	m.account(c, mc)
 	if err != nil || out == nil {
 		return out, err
@@ -378,7 +381,7 @@ func (e *ensemble) combine(c *agent.Context, all []*agent.Candidate, states map[
 	}
 	memberOf := func(cand *agent.Candidate) *member { return e.members[cand.Index/slotSpan] }
 	cands := counted(all, states, memberOf)
-	groups := reforce.Clusters(cands)
+	groups, _ := vote.Clusters(cands)
 	// Each member's valid candidates, for the pooled shares.
 	validOf := map[*member]int{}
 	for _, g := range groups {
@@ -508,7 +511,7 @@ func (e *ensemble) pooled(c *agent.Context, groups [][]int, cands []*agent.Candi
 			}
 		}
 	}
-	seed := reforce.Seed(c.Seed, c.Example.ID, 0, 0, "ensemble/tie")
+	seed := agent.Seed(c.Seed, c.Example.ID, 0, 0, "ensemble/tie")
 	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 	return tied[r.IntN(len(tied))], "ensemble_random_tie_break"
 }

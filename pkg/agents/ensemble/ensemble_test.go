@@ -5,14 +5,14 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"go.uber.org/zap"
-
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/pexa"
+	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -22,9 +22,6 @@ type fixed struct{ rounds int }
 
 func (fixed) Start(context.Context, *agent.Context) (*agent.Dispatch, error) {
 	return &agent.Dispatch{}, nil
-}
-func (fixed) Execute(context.Context, *agent.Context, agent.Task) (*agent.Outcome, error) {
-	return &agent.Outcome{}, nil
 }
 func (f fixed) Decide(_ context.Context, _ *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
 	if round < f.rounds {
@@ -46,36 +43,18 @@ func (f fixed) Decide(_ context.Context, _ *agent.Context, round int, cands []*a
 }
 
 func def(name string, rounds int) *agent.Definition {
-	return &agent.Definition{Name: name, Kinds: []agent.Kind{{Name: "k", Pool: agent.Generator}},
-		New: func(agent.Config) (agent.Agent, error) { return fixed{rounds: rounds}, nil }}
+	d := &agent.Definition{Name: name, New: func(agent.Config) (agent.Agent, error) { return fixed{rounds: rounds}, nil }}
+	agent.Register(&d.Kinds, "k", agent.Generator, "", func(fixed, context.Context, *agent.Context, agent.Task, struct{}) (*agent.Outcome, error) {
+		return &agent.Outcome{}, nil
+	})
+	return d
 }
 
-type memStore struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (s *memStore) Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error) {
-	return fn(ctx)
-}
-func (s *memStore) Get(_ context.Context, name string) (string, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[name]
-	return v, ok, nil
-}
-func (s *memStore) Set(_ context.Context, name, value string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[name] = value
-	return nil
-}
-func (s *memStore) PutBlob(context.Context, []byte) (string, error)     { return "", nil }
-func (s *memStore) GetBlob(context.Context, string) ([]byte, error)     { return nil, nil }
-func (s *memStore) Parts(context.Context, string) ([]agent.Part, error) { return nil, nil }
-func ctxFor() *agent.Context {
-	return &agent.Context{Run: "t", Seed: 3, Example: &dataset.Example{ID: "e1"}, Store: &memStore{m: map[string]string{}},
-		Ledger: cost.Ledger{}, Log: zap.NewNop()}
+// ctxFor is a decision step's context: the runtime's, in memory.
+func ctxFor(t *testing.T) *agent.Context {
+	c := agenttest.Context(t, nil, &dataset.Example{ID: "e1"})
+	c.Seed = 3
+	return c
 }
 
 // pool builds a member's candidates of one round from slot from on, in
@@ -109,11 +88,11 @@ func failed(member, from, n int, ans string) []*agent.Candidate {
 func build(t *testing.T, opts map[string]string, defs ...*agent.Definition) *ensemble {
 	t.Helper()
 	d := Definition(defs...)
-	o, err := d.CheckOptions(opts)
+	o, err := d.RunOptions(opts, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := d.New(agent.Config{Options: o, Votes: 8})
+	e, err := d.New(agent.Config{Options: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +103,7 @@ func build(t *testing.T, opts map[string]string, defs ...*agent.Definition) *ens
 // candidates of rounds up to r) until it decides.
 func decideAll(t *testing.T, e *ensemble, cands []*agent.Candidate) *agent.Decision {
 	t.Helper()
-	c := ctxFor()
+	c := ctxFor(t)
 	for round := 0; round < 4; round++ {
 		var in []*agent.Candidate
 		for _, cand := range cands {
@@ -271,13 +250,13 @@ func TestWinnersRule(t *testing.T) {
 	t.Parallel()
 	abc := []*agent.Definition{def("a", 0), def("b", 0), def("c", 0)}
 	e := build(t, map[string]string{OptRule: RuleWinners}, abc...)
-	d, _ := e.Decide(context.Background(), ctxFor(), 0, append(append(pool(t, 0, 0, 0, "1*8"),
+	d, _ := e.Decide(context.Background(), ctxFor(t), 0, append(append(pool(t, 0, 0, 0, "1*8"),
 		pool(t, 1, 0, 0, "1*1 2*3")...), pool(t, 2, 0, 0, "2*30")...))
 	// Winners: a→1, b→2, c→2: 2 wins by two votes to one.
 	if d.Winner.CSV != "a\n2\n" || d.Method != "ensemble_winners" {
 		t.Errorf("winners: %s by %s", d.Winner.CSV, d.Method)
 	}
-	d, _ = e.Decide(context.Background(), ctxFor(), 0, append(pool(t, 0, 0, 0, "1*2"), pool(t, 1, 0, 0, "2*1")...))
+	d, _ = e.Decide(context.Background(), ctxFor(t), 0, append(pool(t, 0, 0, 0, "1*2"), pool(t, 1, 0, 0, "2*1")...))
 	if d.Method == "ensemble_winners" {
 		t.Errorf("all winners differ, yet the winners rule decided: %s", d.Method)
 	}
@@ -289,7 +268,7 @@ func TestWinnersRule(t *testing.T) {
 func TestMembersKeepTheirRounds(t *testing.T) {
 	t.Parallel()
 	e := build(t, nil, def("a", 1), def("b", 0))
-	c := ctxFor()
+	c := ctxFor(t)
 	all := append(pool(t, 0, 0, 0, "1*3"), pool(t, 1, 0, 0, "1*2")...)
 	d, err := e.Decide(context.Background(), c, 0, all)
 	if err != nil || d.Next == nil || d.Next.Expect != 1 || d.Next.Tasks[0].Kind != "a.k" || d.Next.Tasks[0].ID != "a/again" || d.Next.Tasks[0].Slots[0] != 50 {
@@ -308,5 +287,36 @@ func TestMembersKeepTheirRounds(t *testing.T) {
 	got, back, err := e.unwrap(m.wrap(in))
 	if err != nil || got != m || !reflect.DeepEqual(back, in) {
 		t.Errorf("wrap/unwrap: %+v -> %+v (%v)", in, back, err)
+	}
+}
+
+// TestSeamThroughTheSimulator runs the shipped members as one ensemble
+// through the runtime's seam in process (agenttest.Run) against llmsim:
+// each member's tasks run under its own namespace, the decision names
+// every member with the pooled rule, and every call the simulator served
+// is in the examples' ledgers.
+func TestSeamThroughTheSimulator(t *testing.T) {
+	t.Parallel()
+	demo := agenttest.Demo(t).Only(t, "local001", "local002")
+	sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 1}, "")
+	outs := agenttest.Run(t, Definition(reforce.Definition(), pexa.Definition(), raise.Definition()), demo, agenttest.Options{LLM: client,
+		Agent: map[string]string{"reforce.votes": "2", "pexa.passes": "1", "raise.rounds": "1"}, Seed: 1})
+	calls := 0
+	for id, o := range outs {
+		calls += o.Cost.Total().LLMCalls
+		d := o.Decision
+		if d.Winner == nil || d.Rule != RulePooled || len(d.Members) != 3 {
+			t.Errorf("%s: decision %+v", id, d)
+			continue
+		}
+		for i, name := range []string{"reforce", "pexa", "raise"} {
+			if d.Members[i].Agent != name {
+				t.Errorf("%s: member %d is %s, want %s", id, i, d.Members[i].Agent, name)
+			}
+		}
+		t.Logf("%s: %d candidates, %s (%s)", id, len(o.Candidates), d.Method, d.Confidence)
+	}
+	if st := sim.Stats(); int64(calls) != st.Requests || st.Unknown != 0 {
+		t.Errorf("%d calls in the ledgers, %d served, %d not recognised", calls, st.Requests, st.Unknown)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
@@ -27,12 +28,6 @@ func raw(id, name, args string) llm.ToolCall {
 	return llm.ToolCall{ID: id, Name: name, Arguments: args}
 }
 
-// lastMessage is the last message of the i-th request the model got.
-func lastMessage(m *scripted, i int) llm.Message {
-	msgs := m.reqs[i].Messages
-	return msgs[len(msgs)-1]
-}
-
 // TestProposerReadsEveryForm: the Proposer's final answer is read with
 // reply.SQL in every fence spelling, the last of a draft and a final,
 // inline, plain and after <think>; a reply that cannot be read gets the
@@ -40,7 +35,8 @@ func lastMessage(m *scripted, i int) llm.Message {
 // included).
 func TestProposerReadsEveryForm(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
+	var shapes []agenttest.Shape
 	for _, tt := range []struct {
 		name, text, finish string
 		reask              string // "" = read at once
@@ -59,14 +55,19 @@ func TestProposerReadsEveryForm(t *testing.T) {
 		{"prose only", "The probes show that table t holds the rows.", "stop", reply.ReaskNoSQL},
 		{"empty", "", "stop", reply.ReaskEmpty},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
+		shapes = append(shapes, agenttest.Shape{Name: tt.name, Reply: &llm.Response{Text: tt.text, FinishReason: tt.finish}, Reask: tt.reask})
+	}
+	// And every shape of the kit's.
+	shapes = append(append(shapes, agenttest.Shapes(answerSQL)...), agenttest.Unreadable(answerSQL)...)
+	for _, tt := range shapes {
+		t.Run(tt.Name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			m := byRole(func(_ llm.Request, n int) *llm.Response {
 				if n == 0 {
-					return &llm.Response{Text: tt.text, FinishReason: tt.finish}
+					return tt.Reply
 				}
 				return &llm.Response{Text: "```sql\n" + answerSQL + "\n```", FinishReason: "stop"}
-			}}
+			})
 			s := &Steps{cfg: DefaultConfig(), llm: m}
 			var c cost.Cost
 			p, err := s.Propose(context.Background(), db, "How many rows?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{})
@@ -74,16 +75,16 @@ func TestProposerReadsEveryForm(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantCalls, wantReasks := 1, 0
-			if tt.reask != "" {
+			if tt.Reask != "" {
 				wantCalls, wantReasks = 2, 1
-				if got := lastMessage(m, 1); got.Role != "user" || got.Content != tt.reask {
-					t.Errorf("re-ask %q (%s), want %q", got.Content, got.Role, tt.reask)
+				if got := agenttest.LastMessage(m.Request(1)); got.Role != "user" || got.Content != tt.Reask {
+					t.Errorf("re-ask %q (%s), want %q", got.Content, got.Role, tt.Reask)
 				}
 			}
 			// One query: the answer's; an unreadable reply never runs.
-			if p.SQL != answerSQL || !p.OK || m.called != wantCalls || c.Queries != 1 || c.FormatReasks != wantReasks {
+			if p.SQL != answerSQL || !p.OK || m.Calls() != wantCalls || c.Queries != 1 || c.FormatReasks != wantReasks {
 				t.Errorf("proposal %q ok=%v after %d calls, %d queries, %d re-asks; want %q, %d calls, 1 query, %d re-asks",
-					p.SQL, p.OK, m.called, c.Queries, c.FormatReasks, answerSQL, wantCalls, wantReasks)
+					p.SQL, p.OK, m.Calls(), c.Queries, c.FormatReasks, answerSQL, wantCalls, wantReasks)
 			}
 		})
 	}
@@ -94,7 +95,7 @@ func TestProposerReadsEveryForm(t *testing.T) {
 // name); unreadable ones get a result saying what was wrong, counted.
 func TestProposerToolArgs(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	for _, tt := range []struct {
 		name   string
 		call   llm.ToolCall
@@ -108,18 +109,18 @@ func TestProposerToolArgs(t *testing.T) {
 		{"no sql", raw("x", ToolExecuteSQL, `{"table": "t"}`), "The arguments were not understood: the arguments have no sql_query.", 1},
 		{"broken JSON", raw("x", ToolExecuteSQL, `{"sql_query": "SELECT id FROM t`), "The arguments were not understood: the arguments could not be read (", 1},
 	} {
-		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		m := byRole(func(_ llm.Request, n int) *llm.Response {
 			if n == 0 {
-				return calls(tt.call)
+				return agenttest.ToolCalls(tt.call)
 			}
 			return &llm.Response{Text: "```sql\n" + answerSQL + "\n```"}
-		}}
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		if _, err := s.Propose(context.Background(), db, "Q?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{}); err != nil {
 			t.Fatal(err)
 		}
-		if got := lastMessage(m, 1); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) || c.FormatReasks != tt.reasks {
+		if got := agenttest.LastMessage(m.Request(1)); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) || c.FormatReasks != tt.reasks {
 			t.Errorf("%s: tool result %q, %d re-asks; want prefix %q, %d re-asks", tt.name, got.Content, c.FormatReasks, tt.result, tt.reasks)
 		}
 	}
@@ -159,7 +160,7 @@ func TestVerifierVerdictForms(t *testing.T) {
 		{"cut twice", []string{"{\"correct\": fal", "{\"correct\": fal"}, VerdictUnread + "the reply was cut off before its JSON verdict ended." + notVerified, 2, 1, 1, "cut off"},
 		{"unreachable", []string{""}, VerdictNotRun + "the verifier could not be reached (", 1, 0, 0, ""},
 	} {
-		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		m := byRole(func(_ llm.Request, n int) *llm.Response {
 			text := tt.replies[min(n, len(tt.replies)-1)]
 			switch {
 			case tt.name == "unreachable":
@@ -168,22 +169,22 @@ func TestVerifierVerdictForms(t *testing.T) {
 				return &llm.Response{Text: text, FinishReason: reply.FinishLength}
 			}
 			return &llm.Response{Text: text, FinishReason: "stop"}
-		}}
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		v, err := s.Verify(context.Background(), "How many rows?", answerSQL, "n\n5", 1, &c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(v, tt.want) || m.called != tt.calls || c.FormatReasks != tt.reasks || c.VerdictsUnread != tt.unread {
+		if !strings.HasPrefix(v, tt.want) || m.Calls() != tt.calls || c.FormatReasks != tt.reasks || c.VerdictsUnread != tt.unread {
 			t.Errorf("%s: %q after %d calls, %d re-asks, %d unread; want %q…, %d, %d, %d",
-				tt.name, v, m.called, c.FormatReasks, c.VerdictsUnread, tt.want, tt.calls, tt.reasks, tt.unread)
+				tt.name, v, m.Calls(), c.FormatReasks, c.VerdictsUnread, tt.want, tt.calls, tt.reasks, tt.unread)
 		}
 		if strings.HasPrefix(v, VerdictPassed) != strings.HasPrefix(tt.want, VerdictPassed) {
 			t.Errorf("%s: %q passes, want %q", tt.name, v, tt.want)
 		}
 		if tt.reask != "" {
-			if got := lastMessage(m, 1); got.Role != "user" || !strings.Contains(got.Content, tt.reask) {
+			if got := agenttest.LastMessage(m.Request(1)); got.Role != "user" || !strings.Contains(got.Content, tt.reask) {
 				t.Errorf("%s: re-ask %q, want it to say %q", tt.name, got.Content, tt.reask)
 			}
 		}
@@ -194,16 +195,16 @@ func TestVerifierVerdictForms(t *testing.T) {
 // verdict as not verified, and the Planner sees it in the proposal.
 func TestUnreadVerdictReachesTheProposer(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
-	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+	db := agenttest.SQLite(t, tSQL)
+	m := byRole(func(req llm.Request, n int) *llm.Response {
 		switch {
 		case req.Role == RoleVerify:
 			return &llm.Response{Text: "Looks right to me.", FinishReason: "stop"}
 		case n == 0:
-			return calls(call("v", ToolSemanticVerifier, map[string]string{"sql_query": answerSQL}))
+			return agenttest.ToolCalls(agenttest.Call("v", ToolSemanticVerifier, map[string]string{"sql_query": answerSQL}))
 		}
 		return &llm.Response{Text: "```sql\n" + answerSQL + "\n```"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	var c, vc cost.Cost
 	p, err := s.Propose(context.Background(), db, "How many rows?", warehouse.SQLite, nil, seeds, &c, &vc)
@@ -211,7 +212,7 @@ func TestUnreadVerdictReachesTheProposer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var toProposer string
-	for _, r := range m.reqs {
+	for _, r := range m.Requests() {
 		if r.Role == RolePropose && len(r.Messages) > 2 {
 			toProposer = r.Messages[2].Content
 		}
@@ -230,7 +231,7 @@ func TestUnreadVerdictReachesTheProposer(t *testing.T) {
 // result says exactly what was wrong (counted as a re-ask).
 func TestExecuteSQLArgsForms(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	for _, tt := range []struct {
 		name    string
 		args    string
@@ -251,12 +252,12 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 		{"no queries", `{"statements": 3}`, 0, `The execute_sql arguments have no "queries" list: give {"queries": [`, 1},
 		{"broken JSON", `{"queries": [{"description": "ids", "sql_query": "SELECT id FROM t"`, 0, "The execute_sql arguments could not be read (", 1},
 	} {
-		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		m := byRole(func(_ llm.Request, n int) *llm.Response {
 			if n == 0 {
-				return calls(raw("c1", ToolExecuteSQL, tt.args))
+				return agenttest.ToolCalls(raw("c1", ToolExecuteSQL, tt.args))
 			}
-			return calls(call("c2", ToolExecuteSQL, queries(q{"count", answerSQL, false})))
-		}}
+			return agenttest.ToolCalls(agenttest.Call("c2", ToolExecuteSQL, queries(q{"count", answerSQL, false})))
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "ids of t"}, seeds, &c)
@@ -266,11 +267,11 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 		first := o.Queries
 		if tt.result != "" {
 			first -= 1 // the second batch's query
-			if got := lastMessage(m, 1); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) {
+			if got := agenttest.LastMessage(m.Request(1)); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) {
 				t.Errorf("%s: tool result %q, want prefix %q", tt.name, got.Content, tt.result)
 			}
-		} else if m.called != 1 {
-			t.Errorf("%s: %d calls, want the first batch to end the probe", tt.name, m.called)
+		} else if m.Calls() != 1 {
+			t.Errorf("%s: %d calls, want the first batch to end the probe", tt.name, m.Calls())
 		}
 		if first != tt.queries || c.FormatReasks != tt.reasks || o.Status != ProbeFinal {
 			t.Errorf("%s: %d queries run from the batch, %d re-asks, status %q; want %d, %d, %q", tt.name, first, c.FormatReasks, o.Status, tt.queries, tt.reasks, ProbeFinal)
@@ -284,7 +285,7 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 // and the pass counts which happened (D-P5).
 func TestGeneratorChoosesFinal(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	type mq struct {
 		Description string `json:"description"`
 		SQL         string `json:"sql_query"`
@@ -305,9 +306,9 @@ func TestGeneratorChoosesFinal(t *testing.T) {
 		{"unreadable mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "perhaps"}}, "SELECT id FROM t", false},
 		{"no mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, "SELECT id FROM t", false},
 	} {
-		m := &scripted{reply: func(llm.Request, int) *llm.Response {
-			return calls(call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
-		}}
+		m := byRole(func(llm.Request, int) *llm.Response {
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
 		if err != nil {
@@ -366,12 +367,12 @@ func TestPlannerArgsForms(t *testing.T) {
 		{"a number in the list", `{"probes": ["a", 3]}`, "", "The generate_testcase arguments have probe 2 that is not a text:"},
 		{"broken JSON", `{"probes": ["a"`, "", "The generate_testcase arguments could not be read ("},
 	} {
-		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+		m := byRole(func(_ llm.Request, n int) *llm.Response {
 			if n == 0 {
-				return calls(raw("g", ToolGenerateTestcase, tt.args))
+				return agenttest.ToolCalls(raw("g", ToolGenerateTestcase, tt.args))
 			}
-			return calls(call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
-		}}
+			return agenttest.ToolCalls(agenttest.Call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		st := NewPlanState("Q?")
@@ -393,16 +394,16 @@ func TestPlannerArgsForms(t *testing.T) {
 
 	// The no-proposer Planner: `sql` and a fenced `query` are read; a
 	// finish with no SQL is told so.
-	db := testDB(t)
-	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	db := agenttest.SQLite(t, tSQL)
+	m := byRole(func(_ llm.Request, n int) *llm.Response {
 		switch n {
 		case 0:
-			return calls(raw("x", ToolExecuteSQL, `{"sql": "SELECT id FROM t"}`))
+			return agenttest.ToolCalls(raw("x", ToolExecuteSQL, `{"sql": "SELECT id FROM t"}`))
 		case 1:
-			return calls(raw("f", ToolFinish, `{"final": true}`))
+			return agenttest.ToolCalls(raw("f", ToolFinish, `{"final": true}`))
 		}
-		return calls(raw("f", "Finish", `{"query": "`+"```sql\\nSELECT id FROM t\\n```"+`"}`))
-	}}
+		return agenttest.ToolCalls(raw("f", "Finish", `{"query": "`+"```sql\\nSELECT id FROM t\\n```"+`"}`))
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.NoProposer = true
 	var c cost.Cost
@@ -422,21 +423,21 @@ func TestPlannerArgsForms(t *testing.T) {
 // reaches the Planner before it plans the next (Table 2, C.4 L413; D-P22).
 func TestSequentialPlan(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	ctx := context.Background()
-	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+	m := byRole(func(req llm.Request, n int) *llm.Response {
 		if req.Role == RoleTestcase {
-			return calls(call("e", ToolExecuteSQL, queries(q{"ids", "SELECT id FROM t", false})))
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, queries(q{"ids", "SELECT id FROM t", false})))
 		}
 		switch n {
 		case 0: // a batch, as a model that ignores the prompt writes it
-			return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t", "names of t", "values of t"}}))
+			return agenttest.ToolCalls(agenttest.Call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t", "names of t", "values of t"}}))
 		case 1: // two calls in one message
-			return calls(call("g1", ToolGenerateTestcase, map[string]any{"probes": []string{"names of t"}}),
-				call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"values of t"}}))
+			return agenttest.ToolCalls(agenttest.Call("g1", ToolGenerateTestcase, map[string]any{"probes": []string{"names of t"}}),
+				agenttest.Call("g2", ToolGenerateTestcase, map[string]any{"probes": []string{"values of t"}}))
 		}
-		return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
-	}}
+		return agenttest.ToolCalls(agenttest.Call("p", ToolProposeFinalSQL, map[string]any{}))
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.SequentialPlan = true
 	st := s.OpenPass("Q?")
@@ -465,7 +466,7 @@ func TestSequentialPlan(t *testing.T) {
 		}
 		st.Resolve([]*ProbeOutcome{o}, nil)
 	}
-	for _, r := range m.reqs {
+	for _, r := range m.Requests() {
 		if r.Role == RolePlan && len(r.Messages) > 1 {
 			for _, msg := range r.Messages[len(r.Messages)-2:] {
 				if msg.Role == "tool" {
@@ -482,13 +483,13 @@ func TestSequentialPlan(t *testing.T) {
 	if st.ProbesDropped != 3 {
 		t.Errorf("%d probes dropped, want 3 (2 of the batch, 1 second call)", st.ProbesDropped)
 	}
-	for _, tool := range m.reqs[0].Tools {
+	for _, tool := range m.Request(0).Tools {
 		if tool.Name == ToolGenerateTestcase && (!strings.Contains(tool.Description, "exactly one probe") || !strings.Contains(string(tool.Parameters), `"maxItems":1`)) {
 			t.Errorf("generate_testcase under sequential planning: %s %s", tool.Description, tool.Parameters)
 		}
 	}
 	// Without it the same batch runs whole.
-	m.calls, m.reqs = nil, nil
+	m.Reset()
 	s.cfg.SequentialPlan = false
 	if act, err := s.PlanTurn(ctx, s.OpenPass("Q?"), nil, seeds, &cost.Cost{}); err != nil || len(act.Probes) != 3 {
 		t.Errorf("parallel planning: %+v (%v), want 3 probes", act, err)
@@ -505,7 +506,7 @@ type counts struct{ Queries, QueryErrors, FormatReasks, FormatEnded, FormatLost 
 // a Proposer that never gave a readable SQL loses its candidate (D-P3).
 func TestStepBudgets(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name  string
@@ -517,7 +518,7 @@ func TestStepBudgets(t *testing.T) {
 		{"failing final SQL", "```sql\nSELECT nope FROM t\n```", 10, counts{Queries: 1, QueryErrors: 1}, "SELECT nope FROM t"},
 		{"never readable", "I would count the rows of t.", 10, counts{FormatReasks: 10, FormatEnded: 1, FormatLost: 1}, ""},
 	} {
-		m := &scripted{reply: func(llm.Request, int) *llm.Response { return &llm.Response{Text: tt.text, FinishReason: "stop"} }}
+		m := byRole(func(llm.Request, int) *llm.Response { return &llm.Response{Text: tt.text, FinishReason: "stop"} })
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		p, err := s.Propose(ctx, db, "Q?", warehouse.SQLite, nil, seeds, &c, &cost.Cost{})
@@ -525,28 +526,28 @@ func TestStepBudgets(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := counts{Queries: c.Queries, QueryErrors: c.QueryErrors, FormatReasks: c.FormatReasks, FormatEnded: c.FormatEnded, FormatLost: c.FormatLost}
-		if m.called != tt.calls || got != tt.c || p.Stop != "proposer_recursion" || p.SQL != tt.sql {
-			t.Errorf("proposer, %s: %d calls, %+v, stop %q, SQL %q; want %d calls, %+v, proposer_recursion, %q", tt.name, m.called, got, p.Stop, p.SQL, tt.calls, tt.c, tt.sql)
+		if m.Calls() != tt.calls || got != tt.c || p.Stop != "proposer_recursion" || p.SQL != tt.sql {
+			t.Errorf("proposer, %s: %d calls, %+v, stop %q, SQL %q; want %d calls, %+v, proposer_recursion, %q", tt.name, m.Calls(), got, p.Stop, p.SQL, tt.calls, tt.c, tt.sql)
 		}
 	}
 	// A generator and a planner that never call a tool.
 	text := func(llm.Request, int) *llm.Response {
 		return &llm.Response{Text: "Let me think.", FinishReason: "stop"}
 	}
-	m := &scripted{reply: text}
+	m := byRole(text)
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	var c cost.Cost
 	o, err := s.Probe(ctx, db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &c)
-	if err != nil || m.called != 8 || o.Status != ProbeLimit || c.FormatReasks != 8 || c.FormatEnded != 1 {
-		t.Errorf("generator without tools: %d calls, %q, %d re-asks, %d ended (%v); want 8, %q, 8, 1", m.called, o.Status, c.FormatReasks, c.FormatEnded, err, ProbeLimit)
+	if err != nil || m.Calls() != 8 || o.Status != ProbeLimit || c.FormatReasks != 8 || c.FormatEnded != 1 {
+		t.Errorf("generator without tools: %d calls, %q, %d re-asks, %d ended (%v); want 8, %q, 8, 1", m.Calls(), o.Status, c.FormatReasks, c.FormatEnded, err, ProbeLimit)
 	}
-	m = &scripted{reply: text}
+	m = byRole(text)
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	c = cost.Cost{}
 	act, err := s.PlanTurn(ctx, NewPlanState("Q?"), nil, seeds, &c)
-	if err != nil || m.called != 10 || act.Stop != "planner_recursion" || c.FormatReasks != 10 || c.FormatEnded != 1 || c.FormatLost != 1 {
+	if err != nil || m.Calls() != 10 || act.Stop != "planner_recursion" || c.FormatReasks != 10 || c.FormatEnded != 1 || c.FormatLost != 1 {
 		t.Errorf("planner without tools: %d calls, %+v, %d re-asks, %d ended, %d lost (%v); want 10, planner_recursion, 10, 1, 1",
-			m.called, act, c.FormatReasks, c.FormatEnded, c.FormatLost, err)
+			m.Calls(), act, c.FormatReasks, c.FormatEnded, c.FormatLost, err)
 	}
 }
 
@@ -556,7 +557,7 @@ func TestStepBudgets(t *testing.T) {
 // write the choice; one success, or a mark that succeeded, costs no call.
 func TestGeneratorChoosesAfterResults(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	three := []q{{"ids", "SELECT id FROM t", false}, {"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}
 	for _, tt := range []struct {
 		name   string
@@ -566,25 +567,25 @@ func TestGeneratorChoosesAfterResults(t *testing.T) {
 		chosen bool
 		reasks int
 	}{
-		{"a number", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 3})), answerSQL, true, 0},
-		{"a number as text", three, calls(call("c", ToolChooseFinal, map[string]any{"query": "3"})), answerSQL, true, 0},
-		{"another key name", three, calls(call("c", ToolChooseFinal, map[string]any{"query_number": 3})), answerSQL, true, 0},
+		{"a number", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 3})), answerSQL, true, 0},
+		{"a number as text", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": "3"})), answerSQL, true, 0},
+		{"another key name", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query_number": 3})), answerSQL, true, 0},
 		{"in prose, no tool call", three, &llm.Response{Text: "Query 3 is the most promising: it counts the rows.", FinishReason: "stop"}, answerSQL, true, 0},
-		{"the first success chosen", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 1})), "SELECT id FROM t", true, 0},
-		{"a failed query named: the first stands", three, calls(call("c", ToolChooseFinal, map[string]any{"query": 2})), "SELECT id FROM t", false, 1},
-		{"unreadable: the first stands", three, calls(call("c", ToolChooseFinal, map[string]any{"pick": "the count"})), "SELECT id FROM t", false, 1},
+		{"the first success chosen", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 1})), "SELECT id FROM t", true, 0},
+		{"a failed query named: the first stands", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 2})), "SELECT id FROM t", false, 1},
+		{"unreadable: the first stands", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"pick": "the count"})), "SELECT id FROM t", false, 1},
 		{"one success: no choice to make", []q{{"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}, nil, answerSQL, false, 0},
 	} {
-		m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+		m := byRole(func(req llm.Request, n int) *llm.Response {
 			if req.ToolChoice == ToolChooseFinal {
 				if tt.choice == nil {
 					t.Errorf("%s: a choose_final call with nothing to choose", tt.name)
-					return calls()
+					return agenttest.ToolCalls()
 				}
 				return tt.choice
 			}
-			return calls(call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
-		}}
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
+		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &c)
@@ -598,13 +599,14 @@ func TestGeneratorChoosesAfterResults(t *testing.T) {
 		wantCalls := 1
 		if tt.choice != nil {
 			wantCalls = 2
-			last := m.reqs[len(m.reqs)-1]
+			reqs := m.Requests()
+			last := reqs[len(reqs)-1]
 			if prompt := last.Messages[len(last.Messages)-1].Content; !strings.Contains(prompt, "Queries 1, 3 of your batch") {
 				t.Errorf("%s: the choice was asked as %q; want the successful queries 1 and 3 named", tt.name, prompt)
 			}
 		}
-		if o.Calls != wantCalls || m.called != wantCalls {
-			t.Errorf("%s: %d calls (%d counted); want %d", tt.name, m.called, o.Calls, wantCalls)
+		if o.Calls != wantCalls || m.Calls() != wantCalls {
+			t.Errorf("%s: %d calls (%d counted); want %d", tt.name, m.Calls(), o.Calls, wantCalls)
 		}
 	}
 }

@@ -2,65 +2,31 @@ package pexa
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/quorumsql/quorum/internal/testutil/golden"
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden prompt files")
 
-// scripted is a model a test writes: reply answers each request; it counts
-// calls by role.
-type scripted struct {
-	mu     sync.Mutex
-	calls  map[llm.Role]int
-	reqs   []llm.Request
-	reply  func(req llm.Request, n int) *llm.Response
-	called int
-}
-
-func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.calls == nil {
-		s.calls = map[llm.Role]int{}
-	}
-	n := s.calls[req.Role]
-	s.calls[req.Role]++
-	s.called++
-	s.reqs = append(s.reqs, req)
-	r := s.reply(req, n)
-	if r == nil {
-		// A nil reply is a call that failed after the client's retries.
-		return nil, &llm.CallError{Model: "scripted", Attempts: 3, Err: errors.New("connection refused")}
-	}
-	r.Usage = llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}
-	return r, nil
-}
-
-func calls(cs ...llm.ToolCall) *llm.Response {
-	return &llm.Response{ToolCalls: cs, FinishReason: "tool_calls"}
-}
-
-func call(id, name string, args any) llm.ToolCall {
-	b, _ := json.Marshal(args)
-	return llm.ToolCall{ID: id, Name: name, Arguments: string(b)}
+// byRole is the agent's model in a test: reply answers each request, n
+// counting the calls of its role (the planner's turns apart from the
+// probes between them); a nil reply is a call that failed.
+func byRole(reply func(req llm.Request, n int) *llm.Response) *agenttest.Model {
+	m := agenttest.Script(reply)
+	m.Count = agenttest.ByRole
+	return m
 }
 
 type q struct {
@@ -71,25 +37,9 @@ type q struct {
 
 func queries(qs ...q) map[string]any { return map[string]any{"queries": qs} }
 
-func testDB(t *testing.T) warehouse.Warehouse {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "t.sqlite")
-	w, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Exec(`CREATE TABLE t (id INTEGER, name TEXT, v REAL);
-		INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0), (4, 'd', 4), (5, 'e', 5)`); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	db, err := sqlite.Open(sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+// tSQL is the small database of the step tests (agenttest.SQLite).
+const tSQL = `CREATE TABLE t (id INTEGER, name TEXT, v REAL);
+	INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0), (4, 'd', 4), (5, 'e', 5)`
 
 func seeds(int) int64 { return 1 }
 
@@ -170,7 +120,7 @@ func TestPromptsArePinned(t *testing.T) {
 // characters shown, and a proposal's result kept whole (D-P8).
 func TestExecutorFeedback(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	ctx := context.Background()
 	var c cost.Cost
 	var mu sync.Mutex
@@ -210,7 +160,7 @@ func TestExecutorFeedback(t *testing.T) {
 // never succeeds stops at the step limit (15 steps = 8 calls) (D-P4).
 func TestProbeStopRules(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	good, bad := q{"ids", "SELECT id FROM t", false}, q{"bad", "SELECT nope FROM t", false}
 	explore := q{"names", "SELECT DISTINCT name FROM t", true}
 	for _, tt := range []struct {
@@ -222,15 +172,15 @@ func TestProbeStopRules(t *testing.T) {
 	}{
 		// Two successes: the generator is asked to choose (D-P24); a reply
 		// that names none leaves the first.
-		{"two successes", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 2, ProbeFinal, "failure final successful"},
-		{"exploration first", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(explore))), calls(call("c2", ToolExecuteSQL, queries(good)))},
+		{"two successes", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 2, ProbeFinal, "failure final successful"},
+		{"exploration first", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(explore))), agenttest.ToolCalls(agenttest.Call("c2", ToolExecuteSQL, queries(good)))},
 			2, ProbeFinal, "exploratory final"},
-		{"all failed", []*llm.Response{calls(call("c1", ToolExecuteSQL, queries(bad))), calls(call("c2", ToolExecuteSQL, queries(good)))},
+		{"all failed", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(bad))), agenttest.ToolCalls(agenttest.Call("c2", ToolExecuteSQL, queries(good)))},
 			2, ProbeFinal, "failure final"},
-		{"not enough information", []*llm.Response{calls(call("c1", ToolNotEnoughInfo, map[string]string{"explanation": "no such table"}))},
+		{"not enough information", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolNotEnoughInfo, map[string]string{"explanation": "no such table"}))},
 			1, ProbeNEI, ""},
 	} {
-		m := &scripted{reply: func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] }}
+		m := byRole(func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] })
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "ids of t"}, seeds, &c)
@@ -241,11 +191,11 @@ func TestProbeStopRules(t *testing.T) {
 		for _, r := range o.Records {
 			classes = append(classes, r.Class)
 		}
-		if m.called != tt.calls || o.Status != tt.status || strings.Join(classes, " ") != tt.classes {
-			t.Errorf("%s: %d calls, status %q, classes %v; want %d, %q, %q", tt.name, m.called, o.Status, classes, tt.calls, tt.status, tt.classes)
+		if m.Calls() != tt.calls || o.Status != tt.status || strings.Join(classes, " ") != tt.classes {
+			t.Errorf("%s: %d calls, status %q, classes %v; want %d, %q, %q", tt.name, m.Calls(), o.Status, classes, tt.calls, tt.status, tt.classes)
 		}
 		if tt.name == "all failed" {
-			last := m.reqs[1].Messages[len(m.reqs[1].Messages)-1]
+			last := agenttest.LastMessage(m.Request(1))
 			if last.Role != "tool" || !strings.Contains(last.Content, "Query 1 (bad): Compilation Error: ") || !strings.Contains(last.Content, "no such column: nope") {
 				t.Errorf("the revision request does not carry the error: %+v", last)
 			}
@@ -254,16 +204,18 @@ func TestProbeStopRules(t *testing.T) {
 			t.Errorf("explanation %q lost", o.Detail)
 		}
 	}
-	m := &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("c", ToolExecuteSQL, queries(bad))) }}
+	m := byRole(func(llm.Request, int) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("c", ToolExecuteSQL, queries(bad)))
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
-	if err != nil || m.called != 8 || o.Status != ProbeLimit {
-		t.Errorf("always failing: %d calls, %q (%v); want 8 calls and %q", m.called, o.Status, err, ProbeLimit)
+	if err != nil || m.Calls() != 8 || o.Status != ProbeLimit {
+		t.Errorf("always failing: %d calls, %q (%v); want 8 calls and %q", m.Calls(), o.Status, err, ProbeLimit)
 	}
 	// The single-path cap keeps the first query only (D-P15).
-	m = &scripted{reply: func(llm.Request, int) *llm.Response {
-		return calls(call("c", ToolExecuteSQL, queries(good, good, good, good)))
-	}}
+	m = byRole(func(llm.Request, int) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("c", ToolExecuteSQL, queries(good, good, good, good)))
+	})
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.MaxSQLsPerTestCase = 1
 	var c cost.Cost
@@ -275,8 +227,8 @@ func TestProbeStopRules(t *testing.T) {
 // passModel answers a whole pass: k probes in one generate_testcase call,
 // 2 SQLs each, then propose, then finish; the proposer executes, verifies
 // and answers.
-func passModel(k int, answer string) *scripted {
-	return &scripted{reply: func(req llm.Request, n int) *llm.Response {
+func passModel(k int, answer string) *agenttest.Model {
+	return byRole(func(req llm.Request, n int) *llm.Response {
 		switch req.Role {
 		case RolePlan:
 			switch n {
@@ -285,27 +237,27 @@ func passModel(k int, answer string) *scripted {
 				for i := range probes {
 					probes[i] = fmt.Sprintf("probe %d", i)
 				}
-				return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": probes}))
+				return agenttest.ToolCalls(agenttest.Call("g", ToolGenerateTestcase, map[string]any{"probes": probes}))
 			case 1:
-				return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
+				return agenttest.ToolCalls(agenttest.Call("p", ToolProposeFinalSQL, map[string]any{}))
 			}
-			return calls(call("f", ToolFinish, map[string]any{}))
+			return agenttest.ToolCalls(agenttest.Call("f", ToolFinish, map[string]any{}))
 		case RoleTestcase:
 			// One of the two succeeds: no choice to make (D-P24).
-			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT nope FROM t", false})))
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT nope FROM t", false})))
 		case RolePropose:
 			switch n {
 			case 0:
-				return calls(call("x", ToolExecuteSQL, map[string]string{"sql_query": answer}))
+				return agenttest.ToolCalls(agenttest.Call("x", ToolExecuteSQL, map[string]string{"sql_query": answer}))
 			case 1:
-				return calls(call("v", ToolSemanticVerifier, map[string]string{"sql_query": answer}))
+				return agenttest.ToolCalls(agenttest.Call("v", ToolSemanticVerifier, map[string]string{"sql_query": answer}))
 			}
 			return &llm.Response{Text: "Final:\n```sql\n" + answer + "\n```"}
 		case RoleVerify:
 			return &llm.Response{Text: "```json\n{\"correct\": true, \"explanation\": \"same\", \"back_translated_query\": \"count rows\"}\n```"}
 		}
 		return &llm.Response{Text: "?"}
-	}}
+	})
 }
 
 // TestHappyPassCallStructure: with k probes that succeed at once and a
@@ -314,7 +266,7 @@ func passModel(k int, answer string) *scripted {
 // queries, the verifier re-using the proposer's execution (§1.10).
 func TestHappyPassCallStructure(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	ctx := context.Background()
 	const k, answer = 3, "SELECT COUNT(*) AS n FROM t"
 	m := passModel(k, answer)
@@ -365,7 +317,7 @@ func TestHappyPassCallStructure(t *testing.T) {
 	}
 	// The proposer's prompt holds every probe's records in its clusters.
 	var proposerPrompt string
-	for _, r := range m.reqs {
+	for _, r := range m.Requests() {
 		if r.Role == RolePropose {
 			proposerPrompt = r.Messages[0].Content
 			break
@@ -382,16 +334,16 @@ func TestHappyPassCallStructure(t *testing.T) {
 func TestPlannerRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	m := byRole(func(_ llm.Request, n int) *llm.Response {
 		switch n {
 		case 0:
-			return calls(call("f0", ToolFinish, map[string]any{}))
+			return agenttest.ToolCalls(agenttest.Call("f0", ToolFinish, map[string]any{}))
 		case 1:
-			return calls(call("f1", ToolFinish, map[string]any{}), call("p1", ToolProposeFinalSQL, map[string]any{}))
+			return agenttest.ToolCalls(agenttest.Call("f1", ToolFinish, map[string]any{}), agenttest.Call("p1", ToolProposeFinalSQL, map[string]any{}))
 		}
-		return calls(call("a", ToolGenerateTestcase, map[string]any{"probes": []string{"x", "y"}}),
-			call("b", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
-	}}
+		return agenttest.ToolCalls(agenttest.Call("a", ToolGenerateTestcase, map[string]any{"probes": []string{"x", "y"}}),
+			agenttest.Call("b", ToolGenerateTestcase, map[string]any{"probes": []string{"z"}}))
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	st := NewPlanState("Q?")
 	act, err := s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{})
@@ -411,19 +363,21 @@ func TestPlannerRules(t *testing.T) {
 		t.Errorf("two generate_testcase calls: %+v, pending %+v (%v)", act, st.Pending, err)
 	}
 	// A planner that never finishes stops at the step limit.
-	m = &scripted{reply: func(llm.Request, int) *llm.Response { return calls(call("f", ToolFinish, map[string]any{})) }}
+	m = byRole(func(llm.Request, int) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("f", ToolFinish, map[string]any{}))
+	})
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	st = NewPlanState("Q?")
-	if act, err = s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.called != 10 {
-		t.Errorf("never finishing: %+v after %d calls (%v); want planner_recursion after 10", act, m.called, err)
+	if act, err = s.PlanTurn(ctx, st, nil, seeds, &cost.Cost{}); err != nil || act.Stop != "planner_recursion" || m.Calls() != 10 {
+		t.Errorf("never finishing: %+v after %d calls (%v); want planner_recursion after 10", act, m.Calls(), err)
 	}
 	if r := passResult(0, 9, &PlanState{}, act.Stop); r.Status != agent.StatusGaveUp || !strings.Contains(r.Error, "planner_recursion") {
 		t.Errorf("a pass with no proposal: %+v", r)
 	}
 	// Probes are capped by truncation (D-P15).
-	m = &scripted{reply: func(llm.Request, int) *llm.Response {
-		return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"1", "2", "3", "4", "5"}}))
-	}}
+	m = byRole(func(llm.Request, int) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"1", "2", "3", "4", "5"}}))
+	})
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.MaxProbesPerPlan = 2
 	if act, err = s.PlanTurn(ctx, NewPlanState("Q?"), nil, seeds, &cost.Cost{}); err != nil || len(act.Probes) != 2 {
@@ -439,31 +393,31 @@ func TestPlannerRules(t *testing.T) {
 // stage's, and a SQL runs once per pass (D-P21).
 func TestNoProposerPlanner(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
+	db := agenttest.SQLite(t, tSQL)
 	ctx := context.Background()
 	const bad, answer = "SELECT nope FROM t", "SELECT id FROM t ORDER BY id"
 	sqlArgs := func(sql string) map[string]string { return map[string]string{"sql_query": sql} }
-	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+	m := byRole(func(req llm.Request, n int) *llm.Response {
 		switch req.Role {
 		case RolePlan:
 			switch n {
 			case 0:
-				return calls(call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t"}}))
+				return agenttest.ToolCalls(agenttest.Call("g", ToolGenerateTestcase, map[string]any{"probes": []string{"ids of t"}}))
 			case 1:
-				return calls(call("f1", ToolFinish, sqlArgs(bad)))
+				return agenttest.ToolCalls(agenttest.Call("f1", ToolFinish, sqlArgs(bad)))
 			case 2:
-				return calls(call("x", ToolExecuteSQL, sqlArgs(answer)))
+				return agenttest.ToolCalls(agenttest.Call("x", ToolExecuteSQL, sqlArgs(answer)))
 			case 3:
-				return calls(call("v", ToolSemanticVerifier, sqlArgs(answer)))
+				return agenttest.ToolCalls(agenttest.Call("v", ToolSemanticVerifier, sqlArgs(answer)))
 			}
-			return calls(call("f2", ToolFinish, sqlArgs(answer)))
+			return agenttest.ToolCalls(agenttest.Call("f2", ToolFinish, sqlArgs(answer)))
 		case RoleTestcase:
-			return calls(call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false})))
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false})))
 		case RoleVerify:
 			return &llm.Response{Text: "{\"correct\": true, \"explanation\": \"same\", \"back_translated_query\": \"ids\"}"}
 		}
 		return &llm.Response{Text: "?"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.NoProposer = true
 	if _, err := s.PlanTurn(ctx, s.OpenPass("Q?"), nil, seeds, &cost.Cost{}); err == nil {
@@ -480,7 +434,7 @@ func TestNoProposerPlanner(t *testing.T) {
 		t.Fatalf("first turn: %+v (%v)", act, err)
 	}
 	offered := map[string]string{}
-	for _, tool := range m.reqs[0].Tools {
+	for _, tool := range m.Request(0).Tools {
 		offered[tool.Name] = string(tool.Parameters)
 	}
 	if _, ok := offered[ToolProposeFinalSQL]; ok || len(offered) != 4 || !strings.Contains(offered[ToolFinish], `"required":["sql_query"]`) ||
@@ -518,22 +472,22 @@ func TestNoProposerPlanner(t *testing.T) {
 			t.Errorf("stage %s: %d LLM calls, %d queries; want %d and %d", stage, got.LLMCalls, got.Queries, w[0], w[1])
 		}
 	}
-	if m.calls[RolePropose] != 0 {
-		t.Errorf("%d proposer calls", m.calls[RolePropose])
+	if m.CallsOf(RolePropose) != 0 {
+		t.Errorf("%d proposer calls", m.CallsOf(RolePropose))
 	}
 
 	// propose_final_sql is an unknown tool; finish mixed with execute_sql
 	// is refused while the SQL still runs; a pass that stops before finish
 	// answers with its last SQL that executed with rows (D-P13).
-	m = &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	m = byRole(func(_ llm.Request, n int) *llm.Response {
 		switch n {
 		case 0:
-			return calls(call("p", ToolProposeFinalSQL, map[string]any{}))
+			return agenttest.ToolCalls(agenttest.Call("p", ToolProposeFinalSQL, map[string]any{}))
 		case 1:
-			return calls(call("x", ToolExecuteSQL, sqlArgs(answer)), call("f", ToolFinish, sqlArgs(answer)))
+			return agenttest.ToolCalls(agenttest.Call("x", ToolExecuteSQL, sqlArgs(answer)), agenttest.Call("f", ToolFinish, sqlArgs(answer)))
 		}
-		return calls(call("y", ToolExecuteSQL, sqlArgs(bad)))
-	}}
+		return agenttest.ToolCalls(agenttest.Call("y", ToolExecuteSQL, sqlArgs(bad)))
+	})
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.NoProposer, s.cfg.NoVerifier = true, true
 	var c cost.Cost
@@ -547,7 +501,7 @@ func TestNoProposerPlanner(t *testing.T) {
 	if got := st.Messages[4:6]; !strings.HasPrefix(got[0].Content, "Success: ") || got[1].Content != errFinishAlone {
 		t.Errorf("finish mixed with execute_sql: %+v", got)
 	}
-	for _, tool := range m.reqs[0].Tools {
+	for _, tool := range m.Request(0).Tools {
 		if tool.Name == ToolSemanticVerifier {
 			t.Error("no-verifier still offers the planner the semantic verifier")
 		}
@@ -567,23 +521,23 @@ func TestNoProposerPlanner(t *testing.T) {
 // failing, fed back; with no verifier the tool is not offered.
 func TestProposerGuardAndVerifier(t *testing.T) {
 	t.Parallel()
-	db := testDB(t)
-	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	db := agenttest.SQLite(t, tSQL)
+	m := byRole(func(_ llm.Request, n int) *llm.Response {
 		if n == 0 {
 			return &llm.Response{Text: "```sql\nSELECT nope FROM t\n```"}
 		}
 		return &llm.Response{Text: "```sql\nSELECT COUNT(*) FROM t\n```"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	s.cfg.NoVerifier = true
 	p, err := s.Propose(context.Background(), db, "Q?", warehouse.SQLite, nil, seeds, &cost.Cost{}, &cost.Cost{})
-	if err != nil || !p.OK || p.SQL != "SELECT COUNT(*) FROM t" || m.called != 2 {
-		t.Fatalf("guard: %+v after %d calls (%v)", p, m.called, err)
+	if err != nil || !p.OK || p.SQL != "SELECT COUNT(*) FROM t" || m.Calls() != 2 {
+		t.Fatalf("guard: %+v after %d calls (%v)", p, m.Calls(), err)
 	}
-	if fb := m.reqs[1].Messages[len(m.reqs[1].Messages)-1]; fb.Role != "user" || !strings.HasPrefix(fb.Content, "Compilation Error:") {
+	if fb := agenttest.LastMessage(m.Request(1)); fb.Role != "user" || !strings.HasPrefix(fb.Content, "Compilation Error:") {
 		t.Errorf("the failing answer was not fed back: %+v", fb)
 	}
-	for _, tool := range m.reqs[0].Tools {
+	for _, tool := range m.Request(0).Tools {
 		if tool.Name == ToolSemanticVerifier {
 			t.Error("no-verifier still offers the semantic verifier")
 		}
@@ -614,8 +568,8 @@ func TestVoteOverPasses(t *testing.T) {
 		for i, c := range tt.csvs {
 			cs = append(cs, cand(i, c))
 		}
-		d := reforce.VoteOnce(cs, 7)
-		again := reforce.VoteOnce(cs, 7)
+		d := vote.Once(cs, 7)
+		again := vote.Once(cs, 7)
 		if d.Method != tt.method || d.Confidence != tt.conf || d.Winner == nil || (tt.winner != "" && d.Winner.CSV != tt.winner) || again.Winner.Index != d.Winner.Index {
 			t.Errorf("%v: %+v", tt.csvs, d)
 		}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -39,14 +39,9 @@ const (
 // Definition registers PExA with the runtime.
 func Definition() *agent.Definition {
 	d := DefaultConfig()
-	return &agent.Definition{
+	def := &agent.Definition{
 		Name: "pexa",
 		Doc:  "PExA (Parekh et al.): planner, parallel SQL test-case probes, proposer with a semantic verifier, majority over 4 passes",
-		Kinds: []agent.Kind{
-			{Name: KindPlan, Pool: agent.Generator, Doc: "one planner turn of a pass: probes, the proposer (with no-proposer, its own SQL checks), or the pass's answer"},
-			{Name: KindProbe, Pool: agent.Explorer, Doc: "one test case: several SQLs written and executed at once"},
-			{Name: KindPropose, Pool: agent.Generator, Doc: "the proposer (with its executor and semantic verifier) over the pass's evidence"},
-		},
 		Options: []agent.Option{
 			{Name: OptPasses, Default: strconv.Itoa(d.Passes), Usage: "independent passes voted on (the paper: 4)"},
 			{Name: OptMaxPlannerSteps, Default: strconv.Itoa(d.MaxPlannerSteps), Usage: "planner step limit (LLM turns and tool executions)"},
@@ -62,7 +57,7 @@ func Definition() *agent.Definition {
 		New: newAgent,
 		// A pass fans out to about four probes at once and makes about 15
 		// calls (Table 10: 16.74 per datapoint).
-		Load: func(opts map[string]string, _ int) agent.Load {
+		Load: func(opts map[string]string) agent.Load {
 			cfg, _, _ := ConfigFromOptions(opts)
 			if cfg.SequentialPlan {
 				return agent.Load{Width: cfg.Passes, Calls: 15 * cfg.Passes} // one probe at a time (D-P22)
@@ -70,6 +65,10 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes}
 		},
 	}
+	agent.Register(&def.Kinds, KindPlan, agent.Generator, "one planner turn of a pass: probes, the proposer (with no-proposer, its own SQL checks), or the pass's answer", (*pexa).plan)
+	agent.Register(&def.Kinds, KindProbe, agent.Explorer, "one test case: several SQLs written and executed at once", (*pexa).probe)
+	agent.Register(&def.Kinds, KindPropose, agent.Generator, "the proposer (with its executor and semantic verifier) over the pass's evidence", (*pexa).propose)
+	return def
 }
 
 // ConfigFromOptions reads the agent's options.
@@ -149,29 +148,18 @@ func (a *pexa) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, er
 	return d, nil
 }
 
-// Execute runs one of PExA's tasks.
-func (a *pexa) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// ready refuses a task in a process without an LLM client (the
+// coordinator's and the voter's agents make no calls).
+func (a *pexa) ready() error {
 	if a.steps.llm == nil {
-		return nil, errors.New("pexa: this process has no LLM client")
+		return errors.New("pexa: this process has no LLM client")
 	}
-	var p payload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	switch t.Kind {
-	case KindPlan:
-		return a.plan(ctx, c, t, p)
-	case KindProbe:
-		return a.probe(ctx, c, t, p)
-	case KindPropose:
-		return a.propose(ctx, c, t, p)
-	}
-	return nil, agent.Permanent(fmt.Errorf("pexa has no task kind %q", t.Kind))
+	return nil
 }
 
 func (a *pexa) seed(c *agent.Context, pass int, step string) func(int) int64 {
 	return func(i int) int64 {
-		return reforce.Seed(c.Seed, c.Example.ID, 0, pass, fmt.Sprintf("pexa/p%d/%s/s%d", pass, step, i))
+		return agent.Seed(c.Seed, c.Example.ID, 0, pass, fmt.Sprintf("pexa/p%d/%s/s%d", pass, step, i))
 	}
 }
 
@@ -207,6 +195,9 @@ type turnResult struct {
 // previous turn's calls (the batch's outcomes, the proposal) and asks the
 // model until it wants work done or finishes.
 func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	v, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d", p.Pass, p.Turn), func(ctx context.Context) (string, error) {
 		st := a.steps.OpenPass(c.Example.Question)
 		if p.StateRef != "" {
@@ -346,6 +337,9 @@ func (a *pexa) outcomes(ctx context.Context, c *agent.Context, pass, turn, n int
 
 // probe runs a probe task's test cases, each once across the cluster.
 func (a *pexa) probe(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	ti, err := a.tableInfo(ctx, c)
 	if err != nil {
 		return nil, err
@@ -390,7 +384,7 @@ func (a *pexa) tableInfo(ctx context.Context, c *agent.Context) (*tableInfo, err
 		e := c.Example
 		if a.linker.NeedsLinking(info, e.ExternalKnowledge) {
 			linked, _, lc, err := a.linker.Link(ctx, info, dbinfo.LinkQuestion{ID: e.ID, Question: e.Question, ExternalKnowledge: e.ExternalKnowledge,
-				Seed: reforce.Seed(c.Seed, e.ID, 0, 0, "pexa/link")})
+				Seed: agent.Seed(c.Seed, e.ID, 0, 0, "pexa/link")})
 			c.Ledger.Stage("link").Add(lc)
 			if err != nil {
 				return "", err
@@ -410,6 +404,9 @@ func (a *pexa) tableInfo(ctx context.Context, c *agent.Context) (*tableInfo, err
 // propose runs the proposer over the pass's evidence (every batch so far
 // and this turn's), once across the cluster, and continues the pass.
 func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	ref, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d.propose", p.Pass, p.Turn), func(ctx context.Context) (string, error) {
 		st := &PlanState{}
 		if err := getJSON(ctx, c, p.StateRef, st); err != nil {
@@ -485,5 +482,5 @@ func passResult(pass, turns int, st *PlanState, stop string) agent.Result {
 // Decide is the majority over the passes (§4.1 L138) with ReFoRCE's vote
 // and fallbacks for ties (D-P12).
 func (a *pexa) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	return reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
+	return vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
 }

@@ -2,70 +2,33 @@ package raise
 
 import (
 	"context"
-	"database/sql"
 	"flag"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/quorumsql/quorum/internal/testutil/golden"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden prompt files")
 
-// scripted answers each request with reply(req, n).
-type scripted struct {
-	mu    sync.Mutex
-	n     int
-	reqs  []llm.Request
-	reply func(req llm.Request, n int) *llm.Response
+// script is the agent's model in a test: reply answers each request, n
+// counting the calls; a reply that says nothing of its tokens cost 50.
+func script(reply func(req llm.Request, n int) *llm.Response) *agenttest.Model {
+	m := agenttest.Script(reply)
+	m.Usage = llm.Usage{CompletionTokens: 50}
+	return m
 }
 
-func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cp := req
-	cp.Messages = append([]llm.Message(nil), req.Messages...)
-	s.reqs = append(s.reqs, cp)
-	r := s.reply(req, s.n)
-	s.n++
-	if r.Usage.CompletionTokens == 0 {
-		r.Usage.CompletionTokens = 50
-	}
-	if r.FinishReason == "" {
-		r.FinishReason = "stop"
-	}
-	return r, nil
-}
-
-func testDB(t *testing.T) warehouse.Warehouse {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "t.sqlite")
-	w, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Exec(`CREATE TABLE t (id INTEGER, name TEXT);
-		INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');
-		CREATE TABLE events_20200101 (id INTEGER); CREATE TABLE events_20200102 (id INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	db, err := sqlite.Open(sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+// tSQL is the small database of the tool tests (agenttest.SQLite): a
+// table and a sharded one.
+const tSQL = `CREATE TABLE t (id INTEGER, name TEXT);
+	INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');
+	CREATE TABLE events_20200101 (id INTEGER); CREATE TABLE events_20200102 (id INTEGER)`
 
 func tools(t *testing.T, wh warehouse.Warehouse) *Tools {
 	t.Helper()
@@ -109,7 +72,7 @@ func TestPromptsArePinned(t *testing.T) {
 // them, and only run_query reaching the warehouse.
 func TestTools(t *testing.T) {
 	t.Parallel()
-	tl := tools(t, testDB(t))
+	tl := tools(t, agenttest.SQLite(t, tSQL))
 	ctx := context.Background()
 	for _, tt := range []struct{ seg, want string }{
 		{"Let me look.\n[RUN] read_table_names()", "t\nevents_20200101\nevents_20200102"},
@@ -145,8 +108,8 @@ func TestTools(t *testing.T) {
 // total cap ends the trajectory; a natural end records the answer.
 func TestTrajectoryControls(t *testing.T) {
 	t.Parallel()
-	wh := testDB(t)
-	m := &scripted{reply: func(req llm.Request, n int) *llm.Response {
+	wh := agenttest.SQLite(t, tSQL)
+	m := script(func(req llm.Request, n int) *llm.Response {
 		switch n {
 		case 0:
 			return &llm.Response{Text: strings.Repeat("thinking ", 300), FinishReason: "length", Usage: llm.Usage{CompletionTokens: 1400}}
@@ -154,7 +117,7 @@ func TestTrajectoryControls(t *testing.T) {
 			return &llm.Response{Text: "Right, let me look.\n[RUN] read_table_names()"}
 		}
 		return &llm.Response{Text: "Done.\n```sql\nSELECT COUNT(*) FROM t\n```"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	c := &cost.Cost{}
 	tr, err := s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "How many rows?", "", seeds, c)
@@ -164,42 +127,42 @@ func TestTrajectoryControls(t *testing.T) {
 	if tr.Nudges != 1 || len(tr.Ops) != 1 || tr.Ops[0].Command != "read_table_names()" || tr.End != EndAnswer || tr.Answer != "SELECT COUNT(*) FROM t" || c.LLMCalls != 3 {
 		t.Fatalf("trajectory %+v, %d calls", tr, c.LLMCalls)
 	}
-	second := m.reqs[1]
+	second := m.Request(1)
 	prefix := second.Messages[1].Content
 	if !second.ContinueFinal || second.Messages[1].Role != "assistant" || !strings.HasPrefix(prefix, PhraseStart) || !strings.HasSuffix(prefix, "\n"+Nudge+"\n") {
 		t.Errorf("the request after the cap does not continue with the nudge: %q", prefix[max(0, len(prefix)-200):])
 	}
-	if m.reqs[0].MaxTokens != 1400 || m.reqs[0].Stop[0] != TagExecute {
-		t.Errorf("segment request: max tokens %d, stop %v", m.reqs[0].MaxTokens, m.reqs[0].Stop)
+	if m.Request(0).MaxTokens != 1400 || m.Request(0).Stop[0] != TagExecute {
+		t.Errorf("segment request: max tokens %d, stop %v", m.Request(0).MaxTokens, m.Request(0).Stop)
 	}
-	third := m.reqs[2].Messages[1].Content
+	third := m.Request(2).Messages[1].Content
 	if !strings.HasSuffix(third, "[RUN] read_table_names()[EXECUTE]\n[RESULT]\nt\nevents_20200101\nevents_20200102\n[/RESULT]\n") {
 		t.Errorf("the command's result is not appended: %q", third[max(0, len(third)-300):])
 	}
 	// 10,000 generated tokens end it.
-	m = &scripted{reply: func(llm.Request, int) *llm.Response {
+	m = script(func(llm.Request, int) *llm.Response {
 		return &llm.Response{Text: "hmm", FinishReason: "length", Usage: llm.Usage{CompletionTokens: 1400}}
-	}}
+	})
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	tr, err = s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "Q?", "", seeds, &cost.Cost{})
 	if err != nil || tr.End != EndTokens || tr.Calls != 8 || tr.Tokens != 8*1400 {
 		t.Errorf("token limit: %+v (%v); want the end after 8 segments of 1,400", tr, err)
 	}
 	// The multi-turn fallback: segments are assistant turns, results user turns.
-	m = &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	m = script(func(_ llm.Request, n int) *llm.Response {
 		if n == 0 {
 			return &llm.Response{Text: "[RUN] read_table_columns(t)"}
 		}
 		return &llm.Response{Text: "```sql\nSELECT 1\n```"}
-	}}
+	})
 	cfg := DefaultConfig()
 	cfg.Transport = TransportMultiTurn
 	s = &Steps{cfg: cfg, llm: m}
 	if tr, err = s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "Q?", "", seeds, &cost.Cost{}); err != nil || len(tr.Ops) != 1 {
 		t.Fatalf("multi-turn: %+v (%v)", tr, err)
 	}
-	msgs := m.reqs[1].Messages
-	if m.reqs[1].ContinueFinal || len(msgs) != 3 || msgs[1].Role != "assistant" || msgs[2].Role != "user" || !strings.HasPrefix(msgs[2].Content, TagResult) ||
+	msgs := m.Request(1).Messages
+	if m.Request(1).ContinueFinal || len(msgs) != 3 || msgs[1].Role != "assistant" || msgs[2].Role != "user" || !strings.HasPrefix(msgs[2].Content, TagResult) ||
 		!strings.Contains(msgs[0].Content, "Begin your reasoning with: "+PhraseStart) {
 		t.Errorf("multi-turn conversation: %+v", msgs)
 	}
@@ -209,18 +172,18 @@ func TestTrajectoryControls(t *testing.T) {
 // 3 calls, each retry a fresh prompt listing every earlier attempt.
 func TestFinalRefinement(t *testing.T) {
 	t.Parallel()
-	wh := testDB(t)
+	wh := agenttest.SQLite(t, tSQL)
 	replies := []string{"SELECT nope FROM t", "SELECT * FROM t WHERE id > 9", "SELECT COUNT(*) AS n FROM t"}
-	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+	m := script(func(_ llm.Request, n int) *llm.Response {
 		return &llm.Response{Text: "```sql\n" + replies[min(n, 2)] + "\n```"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	c, refine := &cost.Cost{}, &cost.Cost{}
 	cand, err := s.Final(context.Background(), wh, RoleFinalA, warehouse.SQLite, "How many rows?", "", nil, seeds, c, refine)
 	if err != nil || cand.Status != "ok" || cand.Attempts != 3 || c.LLMCalls != 1 || refine.LLMCalls != 2 || cand.CSV != "n\n3\n" {
 		t.Fatalf("refinement: %+v (%v), calls %d + %d", cand, err, c.LLMCalls, refine.LLMCalls)
 	}
-	last := m.reqs[2].Messages
+	last := m.Request(2).Messages
 	if len(last) != 1 || !strings.Contains(last[0].Content, "Attempt 1:\n```sql\nSELECT nope FROM t\n```\nResult: Error: ") ||
 		!strings.Contains(last[0].Content, "Attempt 2:\n```sql\nSELECT * FROM t WHERE id > 9\n```\nResult: "+noRows) {
 		t.Errorf("retry prompt:\n%s", last[0].Content)
@@ -247,10 +210,10 @@ func TestColumnPostProcessContract(t *testing.T) {
 			t.Errorf("%q vs %q: %v, want %v", tt.a, tt.b, got, tt.same)
 		}
 	}
-	wh := testDB(t)
-	m := &scripted{reply: func(llm.Request, int) *llm.Response {
+	wh := agenttest.SQLite(t, tSQL)
+	m := script(func(llm.Request, int) *llm.Response {
 		return &llm.Response{Text: "```sql\nSELECT name FROM t WHERE id > 2\n```"}
-	}}
+	})
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	cand, why, err := s.Columns(context.Background(), wh, warehouse.SQLite, "Q?", "SELECT id, name FROM t WHERE id > 1", 1, &cost.Cost{})
 	if err != nil || cand != nil || !strings.Contains(why, "rejected") {

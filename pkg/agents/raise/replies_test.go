@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
@@ -83,7 +84,7 @@ func TestReadSegment(t *testing.T) {
 // tools as the values they hold.
 func TestToolArguments(t *testing.T) {
 	t.Parallel()
-	tl := tools(t, testDB(t))
+	tl := tools(t, agenttest.SQLite(t, tSQL))
 	for _, tt := range []struct{ seg, want string }{
 		{"[RUN] run_query(\n```sql\nSELECT name FROM t WHERE id = 2\n```\n)", "name\nb"},
 		{"[RUN] run_query(\"\"\"\nSELECT name\nFROM t\nWHERE id = 3\n\"\"\")", "name\nc"},
@@ -119,14 +120,14 @@ func TestToolArguments(t *testing.T) {
 // read.
 func TestTrajectoryKeepsExploring(t *testing.T) {
 	t.Parallel()
-	wh := testDB(t)
+	wh := agenttest.SQLite(t, tSQL)
 	replies := []string{
 		"I'll list the tables first.\n`[RUN] read_table_names()`;",
 		"Now the columns.\n[RUN] read_table_columns t",
 		"[RUN] run_query(sql=\"\"\"SELECT COUNT(*) AS n FROM t\"\"\") [EXECUTE]\n[RESULT]\nn\n99\n[/RESULT]\nSo there are 99 rows.",
 		"Done.\n```SQL\nSELECT COUNT(*) FROM t\n```",
 	}
-	m := &scripted{reply: func(_ llm.Request, n int) *llm.Response { return &llm.Response{Text: replies[min(n, len(replies)-1)]} }}
+	m := script(func(_ llm.Request, n int) *llm.Response { return &llm.Response{Text: replies[min(n, len(replies)-1)]} })
 	s := &Steps{cfg: DefaultConfig(), llm: m}
 	c := &cost.Cost{}
 	tr, err := s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "How many rows?", "", seeds, c)
@@ -137,17 +138,17 @@ func TestTrajectoryKeepsExploring(t *testing.T) {
 		tr.End != EndAnswer || tr.Answer != "SELECT COUNT(*) FROM t" || c.FormatReasks != 1 || c.FormatEnded != 0 {
 		t.Fatalf("trajectory %+v, cost %+v; want 2 commands (the second's output n/3), 1 correction, the ```SQL answer", tr, c)
 	}
-	afterMention := m.reqs[2].Messages[1].Content
+	afterMention := m.Request(2).Messages[1].Content
 	if want := "[RUN] read_table_columns t\n" + Correction(CmdColumns, false) + "\n"; !strings.HasSuffix(afterMention, want) {
 		t.Errorf("the request after the mention ends %q; want the corrective nudge %q", afterMention[max(0, len(afterMention)-250):], want)
 	}
-	last := m.reqs[3].Messages[1].Content
+	last := m.Request(3).Messages[1].Content
 	if !strings.HasSuffix(last, `"""SELECT COUNT(*) AS n FROM t""") `+TagExecute+"\n"+TagResult+"\nn\n3\n"+TagEnd+"\n") || strings.Contains(last, "99") {
 		t.Errorf("the transcript after the unstopped command: %q; want the real result and none of the invented one", last[max(0, len(last)-300):])
 	}
 
 	// Unparsable mentions in a row: maxCorrections nudges, then the end.
-	m = &scripted{reply: func(llm.Request, int) *llm.Response { return &llm.Response{Text: "[RUN] read_table_columns: t"} }}
+	m = script(func(llm.Request, int) *llm.Response { return &llm.Response{Text: "[RUN] read_table_columns: t"} })
 	s = &Steps{cfg: DefaultConfig(), llm: m}
 	c = &cost.Cost{}
 	tr, err = s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "Q?", "", seeds, c)
@@ -157,12 +158,12 @@ func TestTrajectoryKeepsExploring(t *testing.T) {
 
 	// R1 with the <think> prefill: commands while thinking are commands.
 	r1 := []string{"Let me see which tables exist.\n[RUN] read_table_names()", "Only t matters.\n</think>\n\n```sql\nSELECT COUNT(*) FROM t\n```"}
-	m = &scripted{reply: func(_ llm.Request, n int) *llm.Response { return &llm.Response{Text: r1[min(n, 1)]} }}
+	m = script(func(_ llm.Request, n int) *llm.Response { return &llm.Response{Text: r1[min(n, 1)]} })
 	cfg := DefaultConfig()
 	cfg.ThinkTag = true
 	s = &Steps{cfg: cfg, llm: m}
 	tr, err = s.Run(context.Background(), tools(t, wh), warehouse.SQLite, "Q?", "", seeds, &cost.Cost{})
-	if err != nil || len(tr.Ops) != 1 || tr.Answer != "SELECT COUNT(*) FROM t" || !strings.HasPrefix(m.reqs[0].Messages[1].Content, "<think>\n"+PhraseStart) {
+	if err != nil || len(tr.Ops) != 1 || tr.Answer != "SELECT COUNT(*) FROM t" || !strings.HasPrefix(m.Request(0).Messages[1].Content, "<think>\n"+PhraseStart) {
 		t.Errorf("think-tag trajectory %+v (%v); want the command run inside <think> and the answer after it", tr, err)
 	}
 }
@@ -173,7 +174,7 @@ func TestTrajectoryKeepsExploring(t *testing.T) {
 // candidate is lost, counted, and nothing is executed.
 func TestFinalReadsRealReplies(t *testing.T) {
 	t.Parallel()
-	wh := testDB(t)
+	wh := agenttest.SQLite(t, tSQL)
 	const good = "SELECT COUNT(*) AS n FROM t"
 	type r struct{ text, finish string }
 	cases := []struct {
@@ -199,10 +200,10 @@ func TestFinalReadsRealReplies(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.style, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: func(_ llm.Request, n int) *llm.Response {
+			m := script(func(_ llm.Request, n int) *llm.Response {
 				x := c.replies[min(n, len(c.replies)-1)]
 				return &llm.Response{Text: x.text, FinishReason: x.finish}
-			}}
+			})
 			s := &Steps{cfg: DefaultConfig(), llm: m}
 			first, refine := &cost.Cost{}, &cost.Cost{}
 			cand, err := s.Final(context.Background(), wh, RoleFinalA, warehouse.SQLite, "How many rows?", "", nil, seeds, first, refine)
@@ -220,10 +221,41 @@ func TestFinalReadsRealReplies(t *testing.T) {
 				t.Errorf("an unreadable reply was executed: %d warehouse queries", sum.Queries)
 			}
 			if c.lastReask != "" {
-				msgs := m.reqs[len(m.reqs)-1].Messages
+				reqs := m.Requests()
+				msgs := reqs[len(reqs)-1].Messages
 				if got := msgs[len(msgs)-1].Content; !strings.HasSuffix(got, c.lastReask) {
 					t.Errorf("the re-ask ends %q; want %q", got, c.lastReask)
 				}
+			}
+		})
+	}
+	// Every shape of the kit's: a readable one is executed at once; an
+	// unreadable one is re-asked with reply's sentence, then the query the
+	// next reply holds runs.
+	for _, shape := range append(agenttest.Shapes(good), agenttest.Unreadable(good)...) {
+		t.Run("kit: "+shape.Name, func(t *testing.T) {
+			t.Parallel()
+			m := script(func(_ llm.Request, n int) *llm.Response {
+				if n == 0 {
+					return shape.Reply
+				}
+				return agenttest.Text(agenttest.Fence("sql", good))
+			})
+			s := &Steps{cfg: DefaultConfig(), llm: m}
+			first, refine := &cost.Cost{}, &cost.Cost{}
+			cand, err := s.Final(context.Background(), wh, RoleFinalA, warehouse.SQLite, "How many rows?", "", nil, seeds, first, refine)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, reasks := 1, 0
+			if shape.Reask != "" {
+				calls, reasks = 2, 1
+				if got := agenttest.LastMessage(m.Request(1)).Content; !strings.HasSuffix(got, shape.Reask) {
+					t.Errorf("the re-ask ends %q; want %q", got, shape.Reask)
+				}
+			}
+			if cand.Status != "ok" || cand.SQL != good || m.Calls() != calls || first.FormatReasks+refine.FormatReasks != reasks {
+				t.Errorf("candidate %+v after %d calls, %d re-asks; want %q after %d calls, %d re-asks", cand, m.Calls(), first.FormatReasks+refine.FormatReasks, good, calls, reasks)
 			}
 		})
 	}
@@ -277,12 +309,12 @@ func TestColumnContract(t *testing.T) {
 
 	// Through the post-process: a re-alias in ```SQL is executed; AVG→SUM
 	// is not, and says why.
-	wh := testDB(t)
+	wh := agenttest.SQLite(t, tSQL)
 	for _, tt := range []struct{ orig, reply, csv, why string }{
 		{"SELECT id AS k, name FROM t WHERE id > 2", "```SQL\nSELECT name AS label FROM t WHERE id > 2\n```", "label\nc\n", ""},
 		{"SELECT AVG(id) FROM t", "```sql\nSELECT SUM(id) FROM t\n```", "", `rejected: it selects "sum ( id )"`},
 	} {
-		m := &scripted{reply: func(llm.Request, int) *llm.Response { return &llm.Response{Text: tt.reply} }}
+		m := script(func(llm.Request, int) *llm.Response { return &llm.Response{Text: tt.reply} })
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		cand, why, err := s.Columns(context.Background(), wh, warehouse.SQLite, "Q?", tt.orig, 1, &cost.Cost{})
 		if err != nil || (tt.why == "") != (cand != nil) || (cand != nil && cand.CSV != tt.csv) || !strings.Contains(why, tt.why) {

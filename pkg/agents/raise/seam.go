@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -39,13 +39,9 @@ const (
 // Definition registers RAISE with the runtime.
 func Definition() *agent.Definition {
 	d := DefaultConfig()
-	return &agent.Definition{
+	def := &agent.Definition{
 		Name: "raise",
 		Doc:  "RAISE (Granado et al.): a reasoning agent exploring through text commands, three final-generation models, column post-process; 8 rounds voted",
-		Kinds: []agent.Kind{
-			{Name: KindAgent, Pool: agent.Explorer, Doc: "one agent trajectory: LLM segments and the commands they run"},
-			{Name: KindFinal, Pool: agent.Generator, Doc: "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)"},
-		},
 		Options: []agent.Option{
 			{Name: OptRounds, Default: strconv.Itoa(d.Rounds), Usage: "independent trajectories, each with its final generations (the paper: 8)"},
 			{Name: OptSegmentTokens, Default: strconv.Itoa(d.SegmentTokens), Usage: "tokens without a command before the nudge"},
@@ -62,11 +58,14 @@ func Definition() *agent.Definition {
 		New: newAgent,
 		// A round is one trajectory (about 8 commands, so 9 calls), then
 		// three finals at once and the column post-process.
-		Load: func(opts map[string]string, _ int) agent.Load {
+		Load: func(opts map[string]string) agent.Load {
 			cfg, _ := ConfigFromOptions(opts)
 			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds}
 		},
 	}
+	agent.Register(&def.Kinds, KindAgent, agent.Explorer, "one agent trajectory: LLM segments and the commands they run", (*raise).trajectory)
+	agent.Register(&def.Kinds, KindFinal, agent.Generator, "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)", (*raise).final)
+	return def
 }
 
 // ConfigFromOptions reads the agent's options.
@@ -160,31 +159,25 @@ func (a *raise) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, e
 
 func (a *raise) seed(c *agent.Context, round int, step string) func(int) int64 {
 	return func(i int) int64 {
-		return reforce.Seed(c.Seed, c.Example.ID, 0, round, fmt.Sprintf("raise/r%d/%s/%d", round, step, i))
+		return agent.Seed(c.Seed, c.Example.ID, 0, round, fmt.Sprintf("raise/r%d/%s/%d", round, step, i))
 	}
 }
 
-// Execute runs one of RAISE's tasks.
-func (a *raise) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// ready refuses a task in a process without an LLM client (the
+// coordinator's and the voter's agents make no calls).
+func (a *raise) ready() error {
 	if a.steps.llm == nil {
-		return nil, errors.New("raise: this process has no LLM client")
+		return errors.New("raise: this process has no LLM client")
 	}
-	var p payload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	switch t.Kind {
-	case KindAgent:
-		return a.trajectory(ctx, c, p)
-	case KindFinal:
-		return a.final(ctx, c, t, p)
-	}
-	return nil, agent.Permanent(fmt.Errorf("raise has no task kind %q", t.Kind))
+	return nil
 }
 
 // trajectory runs a round's agent once across the cluster (a redelivery
 // reuses the stored command log) and continues into the final tasks.
-func (a *raise) trajectory(ctx context.Context, c *agent.Context, p payload) (*agent.Outcome, error) {
+func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	ref, err := c.Store.Once(ctx, fmt.Sprintf("r%d.agent", p.Round), func(ctx context.Context) (string, error) {
 		info, err := a.info(ctx, c)
 		if err != nil {
@@ -239,6 +232,9 @@ type record struct {
 // final writes one model's candidate (and, for final_b, the column
 // post-process's).
 func (a *raise) final(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
+	if err := a.ready(); err != nil {
+		return nil, err
+	}
 	b, err := c.Store.GetBlob(ctx, p.OpsRef)
 	if err != nil {
 		return nil, err
@@ -306,8 +302,8 @@ func result(index int, c *Candidate, rec record) agent.Result {
 // this is quorum's addition, so its majority is labelled quorum_majority
 // (D-R11); compare only EX@k with the paper.
 func (a *raise) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	d := reforce.VoteOnce(cands, reforce.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
-	if d.Method == string(reforce.MethodMajority) {
+	d := vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
+	if d.Method == string(vote.MethodMajority) {
 		d.Method = "quorum_majority"
 	}
 	return d, nil

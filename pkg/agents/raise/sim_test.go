@@ -2,41 +2,14 @@ package raise
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
-	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
-
-// segmentLog records each agent segment's end and the prefix the next
-// request continued.
-type segmentLog struct {
-	llm.Client
-	mu       sync.Mutex
-	finishes []string
-	tokens   []int
-	prefixes []string
-}
-
-func (s *segmentLog) Chat(ctx context.Context, req llm.Request) (*llm.Response, error) {
-	s.mu.Lock()
-	s.prefixes = append(s.prefixes, req.Messages[len(req.Messages)-1].Content)
-	s.mu.Unlock()
-	resp, err := s.Client.Chat(ctx, req)
-	if err == nil {
-		s.mu.Lock()
-		s.finishes, s.tokens = append(s.finishes, resp.FinishReason), append(s.tokens, resp.Usage.CompletionTokens)
-		s.mu.Unlock()
-	}
-	return resp, err
-}
 
 // TestTrajectoryThroughTheSimulator drives trajectories through HTTP to
 // llmsim with a model that rambles before every command: each segment cut
@@ -46,52 +19,33 @@ func (s *segmentLog) Chat(ctx context.Context, req llm.Request) (*llm.Response, 
 // 3,000-token budget the trajectory stops once it is spent.
 func TestTrajectoryThroughTheSimulator(t *testing.T) {
 	t.Parallel()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	demo := agenttest.Demo(t)
 	noise := llmsim.DefaultNoise()
 	noise.Ramble = 1
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 4, Noise: noise})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(sim)
-	t.Cleanup(ts.Close)
-	client, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: "r1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := &sqlite.Set{}
-	t.Cleanup(func() { set.Close() })
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	_, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 4, Noise: noise}, "r1")
 	for _, id := range []string{"local001", "local010"} {
-		e, _ := ds.Example(id)
-		wh, err := whs.For(e)
+		e, wh := demo.Example(t, id), demo.Warehouse(t, id)
+		info, err := dbinfo.ForExample(context.Background(), demo.Dataset, e, demo.Warehouses, dbinfo.DefaultOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := dbinfo.ForExample(context.Background(), ds, e, whs, dbinfo.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		seg := &segmentLog{Client: client}
+		seg := agenttest.Record(client)
 		s := &Steps{cfg: DefaultConfig(), llm: seg}
 		tr, err := s.Run(context.Background(), &Tools{Info: info, WH: wh, Cost: &cost.Cost{}}, e.Dialect, e.Question, e.ExternalKnowledge,
 			func(i int) int64 { return int64(100 + i) }, &cost.Cost{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lengths := 0
-		for i, f := range seg.finishes {
-			if f != "length" {
+		lengths, asked := 0, seg.Asked()
+		for i, r := range seg.Responses() {
+			if r == nil || r.FinishReason != "length" {
 				continue
 			}
 			lengths++
-			if seg.tokens[i] != 1400 {
-				t.Errorf("%s: a segment cut at %d tokens, not 1,400", id, seg.tokens[i])
+			if r.Usage.CompletionTokens != 1400 {
+				t.Errorf("%s: a segment cut at %d tokens, not 1,400", id, r.Usage.CompletionTokens)
 			}
-			if i+1 < len(seg.prefixes) && !strings.HasSuffix(seg.prefixes[i+1], "\n"+Nudge+"\n") {
+			if i+1 < len(asked) && !strings.HasSuffix(asked[i+1], "\n"+Nudge+"\n") {
 				t.Errorf("%s: the request after a cut segment does not end with the nudge", id)
 			}
 		}
@@ -112,5 +66,28 @@ func TestTrajectoryThroughTheSimulator(t *testing.T) {
 		if err != nil || tr.End != EndTokens || tr.Tokens < 3000 || tr.Tokens >= 3000+1400 {
 			t.Errorf("%s: with a 3,000-token budget: end %s after %d tokens (%v)", id, tr.End, tr.Tokens, err)
 		}
+	}
+}
+
+// TestSeamThroughTheSimulator runs the agent through the runtime's seam
+// in process (agenttest.Run, as quorum solve does) against llmsim: each
+// of two rounds' trajectory gives its four candidate slots (three finals
+// and the column post-process) in one dispatch, one vote decides, and
+// every call the simulator served is in the examples' ledgers.
+func TestSeamThroughTheSimulator(t *testing.T) {
+	t.Parallel()
+	demo := agenttest.Demo(t).Only(t, "local001", "local002", "local010")
+	sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 2}, "r1")
+	outs := agenttest.Run(t, Definition(), demo, agenttest.Options{LLM: client, Agent: map[string]string{OptRounds: "2"}, Seed: 1})
+	calls := 0
+	for id, o := range outs {
+		calls += o.Cost.Total().LLMCalls
+		if o.Decision.Winner == nil || o.Rounds != 1 || len(o.Candidates) != 2*4 {
+			t.Errorf("%s: %d rounds, %d candidates, decision %+v", id, o.Rounds, len(o.Candidates), o.Decision)
+		}
+		t.Logf("%s: %d candidates, %s (%s), %d calls", id, len(o.Candidates), o.Decision.Method, o.Decision.Confidence, o.Cost.Total().LLMCalls)
+	}
+	if st := sim.Stats(); int64(calls) != st.Requests || st.Unknown != 0 {
+		t.Errorf("%d calls in the ledgers, %d served, %d not recognised", calls, st.Requests, st.Unknown)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/warehouse"

@@ -3,8 +3,9 @@
 // and Column Exploration"): expected-answer-format restriction,
 // self-refining candidates, majority-vote consensus, column exploration for
 // low-confidence examples, regeneration from its findings, and the final
-// fallbacks. The distributed runtime calls these steps from its workers;
-// Solve runs them all in one process.
+// fallbacks (the shared vote of package vote). Its task kinds and decision
+// step (seam.go) plug these steps into the runtime through
+// pkg/runtime/agent, the one way it runs, on a cluster or in one process.
 //
 // Every step takes the LLM client and the warehouse through interfaces,
 // takes a seed, and reports its calls, tokens and warehouse queries.
@@ -12,12 +13,9 @@ package reforce
 
 import (
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
-
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -84,12 +82,16 @@ type Config struct {
 	ResultLimits warehouse.Limits
 }
 
+// defaultVotes is the candidates per round when the options name none:
+// the paper's 8.
+const defaultVotes = 8
+
 func (c *Config) defaults() {
 	if c.NoVote {
 		c.Votes = 1
 	}
 	if c.Votes <= 0 {
-		c.Votes = 8
+		c.Votes = defaultVotes
 	}
 	if c.MaxIter <= 0 {
 		c.MaxIter = 5
@@ -145,12 +147,3 @@ func New(cfg Config, client llm.Client) (*Agent, error) {
 
 // Config returns the effective configuration.
 func (a *Agent) Config() Config { return a.cfg }
-
-// Seed derives the seed of one LLM call from the run seed, the example, the
-// round, the candidate and the step, so that with a deterministic endpoint a
-// run's answers do not depend on scheduling, worker count or redeliveries.
-func Seed(run uint64, example string, round, candidate int, step string) int64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d\x00%s\x00%d\x00%d\x00%s", run, example, round, candidate, step)
-	return int64(h.Sum64() & (1<<63 - 1))
-}

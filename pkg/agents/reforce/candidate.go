@@ -12,6 +12,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -172,7 +173,7 @@ func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in Candid
 		cand.Iterations = iter + 1
 		var blocks []string
 		for try := 0; try < a.cfg.Reasks; try++ {
-			text, err := s.ask(ctx, prompt, Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, fmt.Sprintf("gen-%d-%d", iter, try)))
+			text, err := s.ask(ctx, prompt, agent.Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, fmt.Sprintf("gen-%d-%d", iter, try)))
 			if err != nil {
 				if ctx.Err() != nil {
 					return cand, ctx.Err()
@@ -340,7 +341,7 @@ func (a *Agent) cteRefine(ctx context.Context, wh warehouse.Warehouse, s *sessio
 // of the reply; a failed LLM call ends the refinement quietly unless the
 // context ended.
 func (a *Agent) cteAsk(ctx context.Context, s *session, in CandidateInput, prompt, tag string) (string, bool, error) {
-	text, err := s.ask(ctx, prompt, Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, tag))
+	text, err := s.ask(ctx, prompt, agent.Seed(uint64(in.Seed), in.Example.ID, in.Round, in.Index, tag))
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", false, ctx.Err()

@@ -8,6 +8,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
@@ -105,7 +106,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 	ex := &Exploration{Index: in.Index}
 	s := &session{a: a, role: llm.RoleExplore, c: &ex.Cost}
 	opt := in.Example.Dialect.LexOptions()
-	seed := func(step string) int64 { return Seed(uint64(in.Seed), in.Example.ID, 1, in.Index, step) }
+	seed := func(step string) int64 { return agent.Seed(uint64(in.Seed), in.Example.ID, 1, in.Index, step) }
 
 	var queue []string
 	prompt := ExplorePrompt(in)

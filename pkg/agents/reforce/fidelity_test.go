@@ -3,31 +3,20 @@ package reforce
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
-	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // This file pins the behaviours of issue 20 items 3 and 4 that follow the
 // paper and the reference code (docs/agents/reforce.md, D-R1…).
-
-// downLLM fails every call, as an endpoint that is down.
-type downLLM struct{}
-
-func (downLLM) Chat(context.Context, llm.Request) (*llm.Response, error) {
-	return nil, errors.New("endpoint down")
-}
 
 func sqlList(qs ...string) string {
 	return "```sql\n" + strings.Join(qs, ";\n") + ";\n```"
@@ -83,14 +72,14 @@ func TestExplorationFailStreakAsTheReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: tt.reply}
-			e, err := newAgent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			m := agenttest.Texts(tt.reply)
+			e, err := newAgent(t, Config{}, m).Explore(context.Background(), agenttest.SQLite(t, tSQL), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.n != tt.calls || e.Cost.Queries != tt.queries || e.Successes != tt.successes || e.Stopped != tt.stopped || e.Abandoned {
+			if m.Calls() != tt.calls || e.Cost.Queries != tt.queries || e.Successes != tt.successes || e.Stopped != tt.stopped || e.Abandoned {
 				t.Errorf("calls %d, queries %d, successes %d, stopped %q, abandoned %v; want %d, %d, %d, %q",
-					m.n, e.Cost.Queries, e.Successes, e.Stopped, e.Abandoned, tt.calls, tt.queries, tt.successes, tt.stopped)
+					m.Calls(), e.Cost.Queries, e.Successes, e.Stopped, e.Abandoned, tt.calls, tt.queries, tt.successes, tt.stopped)
 			}
 		})
 	}
@@ -111,19 +100,17 @@ func TestExplorationAbandons(t *testing.T) {
 		queries int
 		status  Status // the vote's slot; "" when it goes on to regeneration
 	}{
-		{"two queries after three asks", &scripted{reply: func(int, string) string {
-			return sqlList("SELECT id FROM t", "SELECT name FROM t")
-		}}, 3, 0, StatusAbandoned},
-		{"no query succeeds", &scripted{reply: func(int, string) string { return sqlList("SELECT nope FROM t", "SELECT x FROM t", "SELECT y FROM t") }},
+		{"two queries after three asks", agenttest.Replies(sqlList("SELECT id FROM t", "SELECT name FROM t")), 3, 0, StatusAbandoned},
+		{"no query succeeds", agenttest.Replies(sqlList("SELECT nope FROM t", "SELECT x FROM t", "SELECT y FROM t")),
 			1 + 3 + 3, 8, StatusAbandoned},
-		{"one query succeeds", &scripted{reply: func(int, string) string { return sqlList("SELECT id FROM t", "SELECT nope FROM t", "SELECT x FROM t") }},
+		{"one query succeeds", agenttest.Replies(sqlList("SELECT id FROM t", "SELECT nope FROM t", "SELECT x FROM t")),
 			1 + 3 + 3, 8 + 1, ""},
-		{"the LLM fails", downLLM{}, 1, 0, StatusGaveUp},
+		{"the LLM fails", agenttest.Down(errors.New("endpoint down")), 1, 0, StatusGaveUp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e, err := newAgent(t, Config{}, tt.model).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			e, err := newAgent(t, Config{}, tt.model).Explore(context.Background(), agenttest.SQLite(t, tSQL), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,12 +130,6 @@ func TestExplorationAbandons(t *testing.T) {
 	}
 }
 
-func rcand(round, i int, csv string) *Candidate {
-	c := cand(i, csv)
-	c.Round = round
-	return c
-}
-
 // TestDecideFinalPools pins which candidates the final vote is over: the
 // exploration round alone (paper eq. 7, the reference's step 2 replacing
 // step 1), both rounds with pool-rounds, round 0 without exploration, and
@@ -156,9 +137,11 @@ func rcand(round, i int, csv string) *Candidate {
 func TestDecideFinalPools(t *testing.T) {
 	t.Parallel()
 	A, B, C, zero := "x\n1\n", "x\n2\n", "x\n3\n", "x\n0\n"
-	abandoned := func(i int) *Candidate { return &Candidate{Round: 1, Index: i, Status: StatusAbandoned} }
-	vote := &Candidate{Round: 2, Index: 16, Status: StatusVote}
-	within := func(d Decision, pos ...int) bool {
+	abandoned := func(i int) *agent.Candidate {
+		return &agent.Candidate{Round: 1, Index: i, Status: string(StatusAbandoned)}
+	}
+	modelVote := &agent.Candidate{Round: 2, Index: 16, Status: string(StatusVote)}
+	within := func(d vote.Decision, pos ...int) bool {
 		for _, g := range d.Clusters {
 			for _, p := range g {
 				if !slices.Contains(pos, p) {
@@ -169,265 +152,178 @@ func TestDecideFinalPools(t *testing.T) {
 		return d.Winner != nil
 	}
 	// Round 0 tied A/B; round 1: A, C and an abandoned vote.
-	all := []*Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(1, 2, A), rcand(1, 3, C), abandoned(4), vote}
+	all := []*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(1, 2, A), rcand(1, 3, C), abandoned(4), modelVote}
 
 	d := DecideFinal(all, Pool{Explored: true}, 1, nil)
-	if d.Method != MethodRandomTie || d.Valid != 2 || !within(d, 2, 3) {
+	if d.Method != vote.MethodRandomTie || d.Valid != 2 || !within(d, 2, 3) {
 		t.Errorf("exploration round alone: %+v", d)
 	}
 	d = DecideFinal(all, Pool{Explored: true, Rounds: true}, 1, nil)
-	if d.Method != MethodMajorityExplore || d.Winner != all[0] || !slices.Equal(d.Clusters[0], []int{0, 2}) || d.Valid != 4 {
+	if d.Method != vote.MethodFinalMajority || d.Winner != all[0] || !slices.Equal(d.Clusters[0], []int{0, 2}) || d.Valid != 4 {
 		t.Errorf("pooled rounds: %+v", d)
 	}
 	d = DecideFinal(all, Pool{}, 1, nil)
-	if d.Method != MethodRandomTie || d.Valid != 2 || !within(d, 0, 1) {
+	if d.Method != vote.MethodRandomTie || d.Valid != 2 || !within(d, 0, 1) {
 		t.Errorf("no exploration: %+v", d)
 	}
 	// The model breaks the exploration round's tie, among its candidates.
 	var tied []int
-	d = DecideFinal(all, Pool{Explored: true}, 1, func(c []*Candidate) *Candidate {
+	d = DecideFinal(all, Pool{Explored: true}, 1, func(c []*agent.Candidate) *agent.Candidate {
 		for _, x := range c {
 			tied = append(tied, x.Index)
 		}
 		return c[1]
 	})
-	if d.Method != MethodModelVote || !slices.Equal(tied, []int{2, 3}) || d.Winner != all[3] {
+	if d.Method != vote.MethodModelVote || !slices.Equal(tied, []int{2, 3}) || d.Winner != all[3] {
 		t.Errorf("model vote: tied %v, %+v", tied, d)
 	}
 
 	// Every exploration vote abandoned: round 0 decides.
-	d = DecideFinal([]*Candidate{rcand(0, 0, A), rcand(0, 1, B), abandoned(2), abandoned(3)}, Pool{Explored: true}, 1, nil)
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), abandoned(2), abandoned(3)}, Pool{Explored: true}, 1, nil)
 	if d.Method != MethodFirstRound || !within(d, 0, 1) {
 		t.Errorf("all abandoned: %+v", d)
 	}
 	// Only an invalid answer explored: a valid first-round one is preferred…
-	d = DecideFinal([]*Candidate{rcand(0, 0, A), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, A), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
 	if d.Method != MethodFirstRound || d.Winner.Index != 0 {
 		t.Errorf("invalid exploration answer: %+v", d)
 	}
 	// …and with none valid anywhere, the explored invalid answer is taken.
-	d = DecideFinal([]*Candidate{rcand(0, 0, zero), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
-	if d.Method != MethodInvalidFallback || d.Winner.Index != 1 {
+	d = DecideFinal([]*agent.Candidate{rcand(0, 0, zero), rcand(1, 1, zero)}, Pool{Explored: true}, 1, nil)
+	if d.Method != vote.MethodInvalidFallback || d.Winner.Index != 1 {
 		t.Errorf("only invalid answers: %+v", d)
 	}
-	if d := DecideFinal([]*Candidate{abandoned(0)}, Pool{Explored: true}, 1, nil); d.Method != MethodNone || d.Winner != nil {
+	if d := DecideFinal([]*agent.Candidate{abandoned(0)}, Pool{Explored: true}, 1, nil); d.Method != vote.MethodNone || d.Winner != nil {
 		t.Errorf("nothing: %+v", d)
 	}
 }
 
-// routed answers the agent's prompts by kind, counting each kind, so a
-// test can script rounds whose candidates run in parallel.
-type routed struct {
-	mu     sync.Mutex
-	counts map[string]int
-	reply  func(kind string, n int) string
-}
-
-func (r *routed) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	last := req.Messages[len(req.Messages)-1].Content
-	kind := "generate"
+// promptKind names which of the agent's prompts a request is, so a test
+// can script rounds whose candidates run in parallel (agenttest.Model's
+// Count then counts each kind apart).
+func promptKind(req llm.Request) string {
+	last := agenttest.LastMessage(req).Content
 	switch {
 	case strings.Contains(last, "Write at most 10"):
-		kind = "explore"
+		return "explore"
 	case strings.Contains(last, "few-shot examples after column exploration"):
-		kind = "regenerate"
+		return "regenerate"
 	case strings.HasPrefix(last, "Input sql:"):
-		kind = "correct"
+		return "correct"
 	case strings.Contains(last, "SQL file name:"):
-		kind = "vote"
+		return "vote"
 	}
-	r.mu.Lock()
-	if r.counts == nil {
-		r.counts = map[string]int{}
-	}
-	n := r.counts[kind]
-	r.counts[kind]++
-	r.mu.Unlock()
-	return &llm.Response{Text: r.reply(kind, n), Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
+	return "generate"
 }
 
-// TestSolveFinalVoteOverExplorationRound runs Solve with two votes whose
-// first round ties: the final vote is over the regenerated candidates
-// (a tie again) unless pool-rounds lets the first round's join them (a
-// majority); abandoned explorations regenerate nothing and leave the
-// decision to the first round.
-func TestSolveFinalVoteOverExplorationRound(t *testing.T) {
+// TestFinalVoteOverExplorationRound runs two votes through the runtime's
+// seam whose first round ties: the final vote is over the regenerated
+// candidates (a tie again) unless pool-rounds lets the first round's join
+// them (a majority); abandoned explorations regenerate nothing and leave
+// the decision to the first round.
+func TestFinalVoteOverExplorationRound(t *testing.T) {
 	t.Parallel()
-	first := []string{"SELECT id FROM t", "SELECT name FROM t"}
-	regen := []string{"SELECT id FROM t", "SELECT v FROM t"}
-	explore := sqlList("SELECT id FROM t", "SELECT name FROM t", "SELECT v FROM t")
-	solve := func(t *testing.T, cfg Config, exploreReply string) *Outcome {
-		m := &routed{reply: func(kind string, n int) string {
-			switch kind {
+	first := []string{"SELECT 1 AS x", "SELECT 2 AS x"}
+	regen := []string{"SELECT 1 AS x", "SELECT 3 AS x"}
+	explore := sqlList("SELECT 1 AS x", "SELECT 2 AS x", "SELECT 3 AS x")
+	solve := func(t *testing.T, opts map[string]string, exploreReply string) *local.Outcome {
+		m := agenttest.Script(func(req llm.Request, n int) *llm.Response {
+			switch promptKind(req) {
 			case "explore":
-				return exploreReply
+				return agenttest.Text(exploreReply)
 			case "regenerate":
-				return sqlReply(regen[n%2])
+				return agenttest.Text(sqlReply(regen[n%2]))
 			case "correct":
-				return sqlReply("SELECT nope FROM t")
+				return agenttest.Text(sqlReply("SELECT nope FROM t"))
 			}
-			return sqlReply(first[n%2])
-		}}
-		cfg.Votes = 2
-		o, err := newAgent(t, cfg, m).Solve(context.Background(), testDB(t), SolveInput{Example: ex, Info: &dbinfo.Info{}, RunSeed: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.First.Confidence != Low || len(o.Candidates) != 4 {
-			t.Fatalf("first vote %+v, %d candidates", o.First, len(o.Candidates))
+			return agenttest.Text(sqlReply(first[n%2]))
+		})
+		m.Count = promptKind
+		o := runSeam(t, m, opts, 2, "local001")
+		if o.Rounds != 2 || len(o.Candidates) != 4 {
+			t.Fatalf("%d rounds, %d candidates", o.Rounds, len(o.Candidates))
 		}
 		return o
 	}
 	t.Run("exploration round alone", func(t *testing.T) {
 		t.Parallel()
-		o := solve(t, Config{}, explore)
-		if o.Decision.Method != MethodRandomTie || o.Decision.Valid != 2 || o.Final.Round != 1 {
-			t.Errorf("decision %+v, final round %d", o.Decision, o.Final.Round)
+		d := solve(t, nil, explore).Decision
+		if d.Method != string(vote.MethodRandomTie) || d.Valid != 2 || d.Winner.Round != 1 {
+			t.Errorf("decision %+v", d)
 		}
 	})
 	t.Run("pool-rounds", func(t *testing.T) {
 		t.Parallel()
-		o := solve(t, Config{PoolRounds: true}, explore)
-		if o.Decision.Method != MethodMajorityExplore || o.Final.SQL != "SELECT id FROM t" || o.Decision.Valid != 4 {
-			t.Errorf("decision %+v, final %q", o.Decision, o.Final.SQL)
+		d := solve(t, map[string]string{OptPoolRounds: "true"}, explore).Decision
+		if d.Method != string(vote.MethodFinalMajority) || d.Winner.SQL != "SELECT 1 AS x" || d.Valid != 4 {
+			t.Errorf("decision %+v", d)
 		}
 	})
 	t.Run("abandoned explorations", func(t *testing.T) {
 		t.Parallel()
-		o := solve(t, Config{}, sqlList("SELECT id FROM t", "SELECT name FROM t"))
+		o := solve(t, nil, sqlList("SELECT 1 AS x", "SELECT 2 AS x"))
 		for _, c := range o.Candidates[2:] {
-			if c.Status != StatusAbandoned || c.Round != 1 {
+			if c.Status != string(StatusAbandoned) || c.Round != 1 {
 				t.Errorf("round 1 candidate %+v", c)
 			}
 		}
-		if o.Cost["regenerate"].LLMCalls != 0 || o.Cost["explore"].LLMCalls != 2*3 {
-			t.Errorf("costs %+v", o.Cost)
+		if calls(o.Cost, "regenerate") != 0 || calls(o.Cost, "explore") != 2*3 {
+			t.Errorf("costs %v", o.Cost)
 		}
-		if o.Decision.Method != MethodFirstRound || o.Final.Round != 0 {
-			t.Errorf("decision %+v", o.Decision)
+		if d := o.Decision; d.Method != string(MethodFirstRound) || d.Winner.Round != 0 {
+			t.Errorf("decision %+v", d)
 		}
 	})
 }
 
-// demoRun is ReFoRCE over demo examples in process (Agent.Solve) and
-// through the runtime's seam (local.Solve), each against its own llmsim.
-type demoRun struct {
-	solve map[string]*Outcome
-	seam  map[string]*local.Outcome
-	sims  [2]*llmsim.Server
+// runSeam runs one demo example through the runtime's seam in process
+// (local.Solve), the agent answered by client.
+func runSeam(t *testing.T, client llm.Client, opts map[string]string, votes int, id string) *local.Outcome {
+	t.Helper()
+	return agenttest.Run(t, Definition(), agenttest.Demo(t).Only(t, id), agenttest.Options{LLM: client, Agent: opts, Votes: votes, Seed: 3})[id]
 }
 
-func runDemoBothWays(t *testing.T, cfg Config, opts map[string]string, ids []string) *demoRun {
-	t.Helper()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var examples []*dataset.Example
-	for _, id := range ids {
-		e, ok := ds.Example(id)
-		if !ok {
-			t.Fatalf("no example %s", id)
-		}
-		examples = append(examples, e)
-	}
-	if ids == nil {
-		examples = ds.Examples
-	}
-	client := func(i int, r *demoRun) llm.Client {
-		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(sim)
-		t.Cleanup(ts.Close)
-		r.sims[i] = sim
-		c, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: "gpt-4o"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	r := &demoRun{solve: map[string]*Outcome{}, seam: map[string]*local.Outcome{}}
-	set := &sqlite.Set{}
-	t.Cleanup(func() { set.Close() })
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+// demoRun is ReFoRCE over demo examples through the runtime's seam in
+// process (local.Solve), against llmsim, with its requests recorded.
+type demoRun struct {
+	seam map[string]*local.Outcome
+	sim  *llmsim.Server
+	log  *agenttest.Model
+}
 
-	a := newAgent(t, cfg, client(0, r))
-	def := Definition()
-	opts, err = def.CheckOptions(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := def.New(agent.Config{Options: opts, Votes: cfg.Votes, LLM: client(1, r)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	var failed atomic.Int32
-	for _, e := range examples {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			wh, err := whs.For(e)
-			if err != nil {
-				t.Error(err)
-				failed.Add(1)
-				return
-			}
-			info, err := dbinfo.ForExample(context.Background(), ds, e, whs, dbinfo.DefaultOptions())
-			if err != nil {
-				t.Error(err)
-				failed.Add(1)
-				return
-			}
-			o, err := a.Solve(context.Background(), wh, SolveInput{Example: exampleOf(e), Info: info, RunSeed: 1})
-			if err != nil {
-				t.Errorf("%s: solve: %v", e.ID, err)
-				failed.Add(1)
-				return
-			}
-			lo, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Dataset: ds, Warehouses: whs, Run: "t", Seed: 1, Votes: cfg.Votes}, e)
-			if err != nil {
-				t.Errorf("%s: seam: %v", e.ID, err)
-				failed.Add(1)
-				return
-			}
-			mu.Lock()
-			r.solve[e.ID], r.seam[e.ID] = o, lo
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
-		t.FailNow()
-	}
+func runDemo(t *testing.T, opts map[string]string, votes int, ids []string) *demoRun {
+	t.Helper()
+	demo := agenttest.Demo(t)
+	r := &demoRun{}
+	var client llm.Client
+	r.sim, client = agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 1}, "")
+	r.log = agenttest.Record(client)
+	r.seam = agenttest.Run(t, Definition(), demo.Only(t, ids...), agenttest.Options{LLM: r.log, Agent: opts, Votes: votes, Seed: 1})
 	return r
 }
 
-// sameAnswers checks that the seam and Agent.Solve chose the same answer
-// by the same method, and returns how many were decided by method m.
-func (r *demoRun) sameAnswers(t *testing.T, m Method) int {
-	t.Helper()
+// prompts are the generation prompts the agent sent: the first message
+// of each generation request that shows tables.
+func (r *demoRun) prompts() []string {
+	var out []string
+	for _, req := range r.log.Requests() {
+		if req.Role != llm.RoleGenerate {
+			continue
+		}
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "Table full name: ") {
+				out = append(out, m.Content)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// decidedBy counts the examples decided by method m.
+func (r *demoRun) decidedBy(m vote.Method) int {
 	n := 0
-	for id, o := range r.solve {
-		lo := r.seam[id]
-		sql := ""
-		if lo.Decision.Winner != nil {
-			sql = lo.Decision.Winner.SQL
-		}
-		want := ""
-		if o.Final != nil {
-			want = o.Final.SQL
-		}
-		method := string(o.Decision.Method)
-		if sql != want || lo.Decision.Method != method {
-			t.Errorf("%s: the seam chose %q by %s, Solve %q by %s", id, sql, lo.Decision.Method, want, method)
-		}
+	for _, lo := range r.seam {
 		if lo.Decision.Method == string(m) {
 			n++
 		}
@@ -438,28 +334,28 @@ func (r *demoRun) sameAnswers(t *testing.T, m Method) int {
 // TestModelVoteOnTheRuntime runs the model vote (v1 option model-vote)
 // through the runtime's seam: a tie of the final vote opens a round with
 // one vote task on the generate pool (the voter has no LLM), and the
-// decision after it takes the model's choice. Answers and methods match
-// Agent.Solve's, and the vote calls are accounted in the "vote" stage.
+// decision after it takes the model's choice. The vote calls are accounted
+// in the "vote" stage, as many as the simulator served.
 func TestModelVoteOnTheRuntime(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		opts map[string]string
+		name          string
+		opts          map[string]string
+		noExploration bool
 	}{
-		{"after exploration", Config{Votes: 8, ModelVote: true}, map[string]string{OptModelVote: "true"}},
-		{"without exploration", Config{Votes: 8, ModelVote: true, NoExploration: true}, map[string]string{OptModelVote: "true", OptNoExploration: "true"}},
+		{"after exploration", map[string]string{OptModelVote: "true"}, false},
+		{"without exploration", map[string]string{OptModelVote: "true", OptNoExploration: "true"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := runDemoBothWays(t, tc.cfg, tc.opts, demoIDs())
-			voted := r.sameAnswers(t, MethodModelVote)
+			r := runDemo(t, tc.opts, 8, demoIDs())
+			voted := r.decidedBy(vote.MethodModelVote)
 			if voted == 0 {
 				t.Fatal("no example was decided by the model vote")
 			}
 			calls := 0
 			for id, lo := range r.seam {
-				if lo.Decision.Method != string(MethodModelVote) {
+				if lo.Decision.Method != string(vote.MethodModelVote) {
 					continue
 				}
 				var voteRecords int
@@ -472,18 +368,15 @@ func TestModelVoteOnTheRuntime(t *testing.T) {
 					}
 				}
 				rounds := 3
-				if tc.cfg.NoExploration {
+				if tc.noExploration {
 					rounds = 2
 				}
 				if voteRecords != 1 || lo.Rounds != rounds || lo.Cost["vote"].LLMCalls == 0 {
 					t.Errorf("%s: %d vote records, %d rounds, vote stage %+v", id, voteRecords, lo.Rounds, lo.Cost["vote"])
 				}
-				if lo.Cost["vote"].LLMCalls != r.solve[id].Cost["vote"].LLMCalls {
-					t.Errorf("%s: vote calls %d on the seam, %d in Solve", id, lo.Cost["vote"].LLMCalls, r.solve[id].Cost["vote"].LLMCalls)
-				}
 				calls += lo.Cost["vote"].LLMCalls
 			}
-			if got := r.sims[1].Stats().ByKind[llmsim.KindVote]; got != int64(calls) {
+			if got := r.sim.Stats().ByKind[llmsim.KindVote]; got != int64(calls) {
 				t.Errorf("the simulator served %d vote calls, the ledgers say %d", got, calls)
 			}
 			t.Logf("%d of %d examples decided by the model vote", voted, len(r.seam))
@@ -507,21 +400,19 @@ func demoIDs() []string {
 	return lowAtSeed1
 }
 
-// TestPoolRoundsOnTheRuntime: with pool-rounds the seam and Solve still
-// agree, and the option changes which candidates vote.
+// TestPoolRoundsOnTheRuntime: with pool-rounds the final vote of an
+// explored example counts both rounds' valid candidates.
 func TestPoolRoundsOnTheRuntime(t *testing.T) {
 	t.Parallel()
-	r := runDemoBothWays(t, Config{Votes: 8, PoolRounds: true}, map[string]string{OptPoolRounds: "true"}, demoIDs())
-	r.sameAnswers(t, MethodMajorityExplore)
+	r := runDemo(t, map[string]string{OptPoolRounds: "true"}, 8, demoIDs())
 	explored := 0
 	for id, lo := range r.seam {
 		if lo.Rounds != 2 {
 			continue
 		}
 		explored++
-		// The pooled vote counts both rounds' valid candidates.
-		if lo.Decision.Valid <= 8 || lo.Decision.Valid != r.solve[id].Decision.Valid {
-			t.Errorf("%s: pooled vote counted %d valid candidates, Solve %d", id, lo.Decision.Valid, r.solve[id].Decision.Valid)
+		if lo.Decision.Valid <= 8 {
+			t.Errorf("%s: the pooled vote counted %d valid candidates", id, lo.Decision.Valid)
 		}
 	}
 	if explored == 0 {
@@ -532,17 +423,24 @@ func TestPoolRoundsOnTheRuntime(t *testing.T) {
 // TestSeamConfigFromOptions reads the options the manifest records.
 func TestSeamConfigFromOptions(t *testing.T) {
 	t.Parallel()
-	opts, err := Definition().CheckOptions(map[string]string{OptModelVote: "true", OptPoolRounds: "true", OptLinkBudget: "1234"})
+	opts, err := Definition().RunOptions(map[string]string{OptModelVote: "true", OptPoolRounds: "true", OptLinkBudget: "1234"}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, budget, err := ConfigFromOptions(opts, 8)
-	if err != nil || !cfg.ModelVote || !cfg.PoolRounds || budget != 1234 {
+	cfg, budget, err := ConfigFromOptions(opts)
+	if err != nil || !cfg.ModelVote || !cfg.PoolRounds || budget != 1234 || cfg.Votes != 4 {
 		t.Errorf("cfg %+v, budget %d, %v", cfg, budget, err)
 	}
 	opts, _ = Definition().CheckOptions(nil)
-	if cfg, _, _ := ConfigFromOptions(opts, 8); cfg.ModelVote || cfg.PoolRounds {
+	if cfg, _, _ := ConfigFromOptions(opts); cfg.ModelVote || cfg.PoolRounds || cfg.Votes != 8 {
 		t.Errorf("defaults %+v", cfg)
+	}
+	// The run's votes fill the option only when it is unset.
+	if opts, _ := Definition().RunOptions(map[string]string{OptVotes: "3"}, 4); opts[OptVotes] != "3" {
+		t.Errorf("votes %s, want the option's 3", opts[OptVotes])
+	}
+	if _, _, err := ConfigFromOptions(map[string]string{OptVotes: "0"}); err == nil {
+		t.Error("votes=0 was accepted")
 	}
 	if _, err := Definition().CheckOptions(map[string]string{"model_vote": "true"}); err == nil {
 		t.Error("an unknown option was accepted")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/testutil/golden"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -155,14 +156,14 @@ func TestReviewPromptHasTaskAndHints(t *testing.T) {
 		}
 	}
 	// The candidate loop sends the task.
-	m := &scripted{reply: func(n int, _ string) string {
+	m := agenttest.Texts(func(n int, _ string) string {
 		return sqlReply("SELECT id FROM t WHERE id = " + []string{"1", "2", "3"}[min(n, 2)])
-	}}
-	if _, err := newAgent(t, Config{SelfConsistency: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex}); err != nil {
+	})
+	if _, err := newAgent(t, Config{SelfConsistency: true}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex}); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.seen) < 2 || !strings.Contains(m.seen[1], "reviewing task:\n"+ex.Question+"\n") {
-		t.Errorf("self-consistency prompt %q", m.seen[1:])
+	if len(m.Asked()) < 2 || !strings.Contains(m.Asked()[1], "reviewing task:\n"+ex.Question+"\n") {
+		t.Errorf("self-consistency prompt %q", m.Asked()[1:])
 	}
 }
 
@@ -177,7 +178,7 @@ func TestFormatExamplesKeepTypesOutOfTheHeader(t *testing.T) {
 			t.Errorf("format prompt lacks %q:\n%s", ex, p)
 		}
 	}
-	m := &scripted{reply: func(int, string) string { return "```csv\nproduct_name,product_id\nwidget:str,7:int\n```" }}
+	m := agenttest.Replies("```csv\nproduct_name,product_id\nwidget:str,7:int\n```")
 	got, _, err := newAgent(t, Config{}, m).Format(context.Background(), ex, 1)
 	if err != nil || got != "```csv\nproduct_name,product_id\n```" {
 		t.Errorf("format %q, %v", got, err)
@@ -220,32 +221,33 @@ func TestCTEPrefixQueryQuotesPerDialect(t *testing.T) {
 func TestCTERefinementAfterErrors(t *testing.T) {
 	t.Parallel()
 	stuck := "WITH a AS (SELECT id FROM t), b AS (SELECT nope FROM a) SELECT * FROM b"
-	m := &scripted{reply: func(n int, last string) string {
+	m := agenttest.Texts(func(n int, last string) string {
 		if strings.Contains(last, "intermediate results of each CTE") {
 			return sqlReply("WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a) SELECT * FROM b")
 		}
 		return sqlReply(stuck)
-	}}
-	c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+	})
+	c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Status != StatusOK || !c.CTERefined || c.Rows != 3 {
 		t.Fatalf("candidate %+v", c)
 	}
-	last := m.seen[len(m.seen)-1]
+	asked := m.Asked()
+	last := asked[len(asked)-1]
 	for _, w := range []string{"It failed with the error: ", "no such column: nope", "CTE 1 a: rows", "CTE 2 b: error: "} {
 		if !strings.Contains(last, w) {
 			t.Errorf("CTE prompt lacks %q:\n%s", w, last)
 		}
 	}
 	// Without the option nothing of this runs.
-	m2 := &scripted{reply: func(int, string) string { return sqlReply(stuck) }}
-	c, err = newAgent(t, Config{}, m2).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+	m2 := agenttest.Replies(sqlReply(stuck))
+	c, err = newAgent(t, Config{}, m2).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 	if err != nil || c.Status != StatusError || c.CTERefined {
 		t.Fatalf("without --cte-refine: %+v, %v", c, err)
 	}
-	for _, s := range m2.seen {
+	for _, s := range m2.Asked() {
 		if strings.Contains(s, "CTE") {
 			t.Errorf("CTE prompt without the option: %s", s)
 		}
@@ -267,7 +269,7 @@ func TestCTERefinementAsksForARewrite(t *testing.T) {
 		{"rewrite works", "WITH a AS (SELECT id FROM t) SELECT * FROM a", false, 3, 1},
 	} {
 		var cte []string
-		m := &scripted{reply: func(n int, last string) string {
+		m := agenttest.Texts(func(n int, last string) string {
 			switch {
 			case strings.Contains(last, "Rewrite the query as a chain of CTEs"):
 				cte = append(cte, last)
@@ -277,8 +279,8 @@ func TestCTERefinementAsksForARewrite(t *testing.T) {
 				return sqlReply("WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a WHERE id > 1) SELECT * FROM b")
 			}
 			return sqlReply("SELECT id FROM t WHERE id > 9")
-		}}
-		c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+		})
+		c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,70 +2,24 @@ package reforce
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	_ "modernc.org/sqlite"
-
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
-// scripted is a model whose replies a test writes: it answers each request
-// with reply(n, last user message), n counting from 0. It lets a test pin
-// one rule at a time; llmsim serves the end-to-end tests.
-type scripted struct {
-	mu    sync.Mutex
-	n     int
-	seen  []string
-	reply func(n int, last string) string
-	// finish gives a reply's finish reason ("stop" when nil).
-	finish func(text string) string
-}
+func sqlReply(q string) string { return "Thinking...\n" + agenttest.Fence("sql", q) }
 
-func (s *scripted) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	last := req.Messages[len(req.Messages)-1].Content
-	s.seen = append(s.seen, last)
-	r := s.reply(s.n, last)
-	s.n++
-	finish := "stop"
-	if s.finish != nil {
-		finish = s.finish(r)
-	}
-	return &llm.Response{Text: r, FinishReason: finish, Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}}, nil
-}
-
-func sqlReply(q string) string { return "Thinking...\n```sql\n" + q + "\n```" }
-
-// testDB is a small SQLite database for rule tests.
-func testDB(t *testing.T) warehouse.Warehouse {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "t.sqlite")
-	w, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Exec(`CREATE TABLE t (id INTEGER, name TEXT, v REAL);
-		INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0)`); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	db, err := sqlite.Open(sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+// tSQL is the small database of the rule tests (agenttest.SQLite).
+const tSQL = `CREATE TABLE t (id INTEGER, name TEXT, v REAL);
+	INSERT INTO t VALUES (1, 'a', 1.5), (2, 'b', 2.5), (3, 'c', 0)`
 
 func newAgent(t *testing.T, cfg Config, m llm.Client) *Agent {
 	t.Helper()
@@ -132,28 +86,39 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
-			m.finish = func(text string) string {
+			m := agenttest.Script(func(_ llm.Request, n int) *llm.Response {
+				text := tt.replies[min(n, len(tt.replies)-1)]
 				if strings.Count(text, "```")%2 == 1 {
-					return "length" // an open block: the reply was cut
+					return agenttest.Cut(text) // an open block: the reply was cut
 				}
-				return "stop"
-			}
-			c, err := newAgent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+				return agenttest.Text(text)
+			})
+			c, err := newAgent(t, Config{}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.n != tt.calls || c.Status != tt.status || c.SQL != tt.sql || c.Cost.LLMCalls != tt.calls {
-				t.Errorf("calls %d (ledger %d), status %s, sql %q", m.n, c.Cost.LLMCalls, c.Status, c.SQL)
+			if m.Calls() != tt.calls || c.Status != tt.status || c.SQL != tt.sql || c.Cost.LLMCalls != tt.calls {
+				t.Errorf("calls %d (ledger %d), status %s, sql %q", m.Calls(), c.Cost.LLMCalls, c.Status, c.SQL)
 			}
-			if strings.HasPrefix(tt.name, "cut") && (c.Cost.FormatReasks != 1 || !strings.Contains(m.seen[1], "```sql")) {
-				t.Errorf("a cut reply: %d format re-asks, re-asked %q; want 1 naming the fence", c.Cost.FormatReasks, m.seen[1])
+			if strings.HasPrefix(tt.name, "cut") && (c.Cost.FormatReasks != 1 || !strings.Contains(m.Asked()[1], "```sql")) {
+				t.Errorf("a cut reply: %d format re-asks, re-asked %q; want 1 naming the fence", c.Cost.FormatReasks, m.Asked()[1])
 			}
 			if tt.status == StatusGaveUp && c.Cost.FormatLost != 1 {
 				t.Errorf("a candidate lost to format counted %d times, want 1", c.Cost.FormatLost)
 			}
-			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.seen[1], "Please output one SQL only") && !strings.Contains(m.seen[1], "cut off") {
-				t.Errorf("second ask was %q", m.seen[1])
+			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.Asked()[1], "Please output one SQL only") && !strings.Contains(m.Asked()[1], "cut off") {
+				t.Errorf("second ask was %q", m.Asked()[1])
+			}
+		})
+	}
+	// Every shape real models write one query in is read at the first ask.
+	for _, shape := range agenttest.Shapes("SELECT name FROM t") {
+		t.Run(shape.Name, func(t *testing.T) {
+			t.Parallel()
+			m := agenttest.Script(func(llm.Request, int) *llm.Response { return shape.Reply })
+			c, err := newAgent(t, Config{}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
+			if err != nil || m.Calls() != 1 || c.Status != StatusOK || c.SQL != "SELECT name FROM t" {
+				t.Errorf("%d calls, status %s, sql %q (%v)", m.Calls(), c.Status, c.SQL, err)
 			}
 		})
 	}
@@ -181,137 +146,77 @@ func TestCandidateRefinesAndStops(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: func(n int, _ string) string { return tt.replies[min(n, len(tt.replies)-1)] }}
-			c, err := newAgent(t, tt.cfg, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+			m := agenttest.Replies(tt.replies...)
+			c, err := newAgent(t, tt.cfg, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.n != tt.calls || c.Cost.Queries != tt.queries || c.Status != tt.status {
-				t.Errorf("calls %d, queries %d, status %s (%s)", m.n, c.Cost.Queries, c.Status, c.Error)
+			if m.Calls() != tt.calls || c.Cost.Queries != tt.queries || c.Status != tt.status {
+				t.Errorf("calls %d, queries %d, status %s (%s)", m.Calls(), c.Cost.Queries, c.Status, c.Error)
 			}
 		})
 	}
 	// The feedback the model sees is the engine's error text verbatim.
-	m := &scripted{reply: func(n int, _ string) string {
-		return []string{sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t")}[min(n, 1)]
-	}}
-	if _, err := newAgent(t, Config{}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex}); err != nil {
+	m := agenttest.Replies(sqlReply("SELECT nope FROM t"), sqlReply("SELECT id FROM t"))
+	if _, err := newAgent(t, Config{}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(m.seen[1], "Input sql:\nSELECT nope FROM t\nThe error information is:\n") || !strings.Contains(m.seen[1], "no such column: nope") {
-		t.Errorf("refinement prompt %q", m.seen[1])
+	if !strings.Contains(m.Asked()[1], "Input sql:\nSELECT nope FROM t\nThe error information is:\n") || !strings.Contains(m.Asked()[1], "no such column: nope") {
+		t.Errorf("refinement prompt %q", m.Asked()[1])
 	}
 }
 
 func TestCTERefinementFindsWhereRowsDisappear(t *testing.T) {
 	t.Parallel()
 	stuck := "WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a WHERE id > 9) SELECT * FROM b"
-	m := &scripted{reply: func(n int, last string) string {
+	m := agenttest.Texts(func(n int, last string) string {
 		if strings.Contains(last, "intermediate results of each CTE") {
 			return sqlReply("WITH a AS (SELECT id FROM t), b AS (SELECT id FROM a WHERE id > 1) SELECT * FROM b")
 		}
 		return sqlReply(stuck)
-	}}
-	c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), testDB(t), CandidateInput{Example: ex})
+	})
+	c, err := newAgent(t, Config{CTERefine: true}, m).Candidate(context.Background(), agenttest.SQLite(t, tSQL), CandidateInput{Example: ex})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Status != StatusOK || !c.CTERefined || c.Rows != 2 {
 		t.Fatalf("candidate %+v", c)
 	}
-	last := m.seen[len(m.seen)-1]
+	asked := m.Asked()
+	last := asked[len(asked)-1]
 	if !strings.Contains(last, "CTE 1 a: rows") || !strings.Contains(last, "CTE 2 b: no rows") {
 		t.Errorf("CTE prompt:\n%s", last)
 	}
 }
 
-func cand(i int, csv string) *Candidate {
-	return &Candidate{Index: i, Status: StatusOK, CSV: csv, SQL: fmt.Sprintf("SELECT %d", i)}
+func rcand(round, i int, csv string) *agent.Candidate {
+	return &agent.Candidate{Round: round, Index: i, Status: agent.StatusOK, CSV: csv, SQL: fmt.Sprintf("SELECT %d", i)}
 }
 
-func TestVoteTieRule(t *testing.T) {
+// TestModelVoteBreaksTies: the model chooses among the tied candidates
+// by file name (v1's model vote), and the final vote takes its choice.
+func TestModelVoteBreaksTies(t *testing.T) {
 	t.Parallel()
-	A, B, C := "x\n1\n", "x\n2\n", "x\n3\n"
-	zero := "x\n0\n"
-	tests := []struct {
-		name    string
-		answers []string
-		conf    Confidence
-		winner  int // index of the winning candidate, -1 for none
-	}{
-		{"unique majority", []string{A, B, A}, High, 0},
-		{"2 of 8 beats singletons", []string{A, B, C, "x\n4\n", "x\n5\n", "x\n6\n", B, "x\n7\n"}, High, 1},
-		{"two clusters of two tie", []string{A, A, B, B}, Low, -1},
-		{"three beat two", []string{B, A, B, A, B}, High, 0},
-		{"all different", []string{A, B, C}, Low, -1},
-		{"one candidate is not a consensus", []string{A}, Low, -1},
-		{"nothing", nil, Low, -1},
-		{"invalid answers do not vote", []string{zero, zero, A}, Low, -1},
-		{"tolerance 0.001 agrees", []string{"x\n1.0004\n", "x\n1.0\n", B}, High, 0},
-		{"failed candidates ignored", []string{"", A, "", A}, High, 1},
-	}
-	for _, tt := range tests {
-		var cs []*Candidate
-		for i, a := range tt.answers {
-			c := cand(i, a)
-			if a == "" {
-				c.Status = StatusError
-			}
-			cs = append(cs, c)
-		}
-		d := Vote(cs)
-		if d.Confidence != tt.conf {
-			t.Errorf("%s: confidence %s, want %s", tt.name, d.Confidence, tt.conf)
-		}
-		if tt.winner >= 0 && (d.Winner == nil || d.Winner.Index != tt.winner) {
-			t.Errorf("%s: winner %+v, want candidate %d", tt.name, d.Winner, tt.winner)
-		}
-		if tt.winner < 0 && d.Winner != nil {
-			t.Errorf("%s: unexpected winner %d", tt.name, d.Winner.Index)
-		}
-	}
-}
-
-func TestFinalDecision(t *testing.T) {
-	t.Parallel()
-	a := newAgent(t, Config{}, &scripted{reply: func(int, string) string { return "" }})
 	A, B := "x\n1\n", "x\n2\n"
-	decide := func(seed int64, answers ...string) Decision {
-		var cs []*Candidate
-		for i, s := range answers {
-			cs = append(cs, cand(i, s))
+	mv := newAgent(t, Config{ModelVote: true}, agenttest.Replies("```plaintext\n1result.sql\n```"))
+	all := []*agent.Candidate{rcand(0, 0, A), rcand(0, 1, B), rcand(0, 2, A), rcand(0, 3, B)}
+	tieBreak := func(tied []*agent.Candidate) *agent.Candidate {
+		rc := make([]*Candidate, len(tied))
+		for i, c := range tied {
+			rc[i] = &Candidate{Round: c.Round, Index: c.Index, SQL: c.SQL, CSV: c.CSV, Status: StatusOK}
 		}
-		return a.Decide(context.Background(), cs, CandidateInput{Example: ex}, seed, &cost.Cost{})
-	}
-	if d := decide(1, A); d.Method != MethodLone || d.Winner.Index != 0 {
-		t.Errorf("lone candidate: %+v", d)
-	}
-	if d := decide(1, A, A, B); d.Method != MethodMajorityExplore {
-		t.Errorf("majority: %+v", d)
-	}
-	if d := decide(1, "x\n0\n"); d.Method != MethodInvalidFallback || d.Winner == nil {
-		t.Errorf("invalid fallback: %+v", d)
-	}
-	if d := decide(1); d.Method != MethodNone || d.Winner != nil {
-		t.Errorf("nothing: %+v", d)
-	}
-	// A tie is broken by the seed: the same seed always picks the same
-	// cluster, and different seeds reach both.
-	picked := map[int]bool{}
-	for seed := int64(0); seed < 20; seed++ {
-		d1, d2 := decide(seed, A, B, A, B), decide(seed, A, B, A, B)
-		if d1.Method != MethodRandomTie || d1.Winner.Index != d2.Winner.Index {
-			t.Fatalf("seed %d: %+v vs %+v", seed, d1, d2)
+		w, err := mv.modelVote(context.Background(), rc, CandidateInput{Example: ex}, 1, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		picked[d1.Winner.Index] = true
+		for _, c := range tied {
+			if c.Index == w.Index {
+				return c
+			}
+		}
+		return nil
 	}
-	if len(picked) != 2 {
-		t.Errorf("20 seeds picked only %v", picked)
-	}
-	// With ModelVote the model breaks the tie.
-	mv := newAgent(t, Config{ModelVote: true}, &scripted{reply: func(int, string) string { return "```plaintext\n1result.sql\n```" }})
-	cs := []*Candidate{cand(0, A), cand(1, B), cand(2, A), cand(3, B)}
-	if d := mv.Decide(context.Background(), cs, CandidateInput{Example: ex}, 1, &cost.Cost{}); d.Method != MethodModelVote || d.Winner.Index != 1 {
+	if d := DecideFinal(all, Pool{}, 1, tieBreak); d.Method != vote.MethodModelVote || d.Winner.Index != 1 {
 		t.Errorf("model vote: %+v", d)
 	}
 }
@@ -361,30 +266,17 @@ func TestExplorationStopRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := &scripted{reply: tt.reply}
-			e, err := newAgent(t, Config{}, m).Explore(context.Background(), testDB(t), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
+			m := agenttest.Texts(tt.reply)
+			e, err := newAgent(t, Config{}, m).Explore(context.Background(), agenttest.SQLite(t, tSQL), ExploreInput{Example: ex, TableInfo: "t", TableStruct: "['t']"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.Successes != tt.successes || m.n != tt.calls || e.Stopped != tt.stopped || e.Cost.LLMCalls != m.n {
-				t.Errorf("successes %d, calls %d (ledger %d), stopped %q", e.Successes, m.n, e.Cost.LLMCalls, e.Stopped)
+			if e.Successes != tt.successes || m.Calls() != tt.calls || e.Stopped != tt.stopped || e.Cost.LLMCalls != m.Calls() {
+				t.Errorf("successes %d, calls %d (ledger %d), stopped %q", e.Successes, m.Calls(), e.Cost.LLMCalls, e.Stopped)
 			}
 			if tt.successes > 0 && (!strings.HasPrefix(e.Transcript, "Query:\n") || !strings.Contains(e.Transcript, "\nAnswer:\n")) {
 				t.Errorf("transcript %q", e.Transcript)
 			}
 		})
-	}
-}
-
-func TestSeedDerivation(t *testing.T) {
-	t.Parallel()
-	a := Seed(1, "ex", 0, 3, "gen-0-0")
-	if a != Seed(1, "ex", 0, 3, "gen-0-0") || a < 0 {
-		t.Error("Seed must be deterministic and non-negative")
-	}
-	for _, b := range []int64{Seed(2, "ex", 0, 3, "gen-0-0"), Seed(1, "ex2", 0, 3, "gen-0-0"), Seed(1, "ex", 1, 3, "gen-0-0"), Seed(1, "ex", 0, 4, "gen-0-0"), Seed(1, "ex", 0, 3, "gen-1-0")} {
-		if a == b {
-			t.Error("Seed must change with each input")
-		}
 	}
 }

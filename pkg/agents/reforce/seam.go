@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -26,6 +27,8 @@ const (
 
 // Options of the agent, as recorded in a run's manifest.
 const (
+	// OptVotes is the candidates per round, the run's --votes.
+	OptVotes             = agent.OptVotes
 	OptNoExploration     = "no-exploration"
 	OptFormatRestriction = "format-restriction"
 	OptSelfConsistency   = "self-consistency"
@@ -51,16 +54,11 @@ const (
 // tie of the final vote opens one more round: a vote task on the generate
 // pool, whose choice the next decision applies.
 func Definition() *agent.Definition {
-	return &agent.Definition{
+	d := &agent.Definition{
 		Name: "reforce",
 		Doc:  "ReFoRCE (Deng et al.): compression and schema linking, self-refined candidates, majority vote, column exploration for low confidence",
-		Kinds: []agent.Kind{
-			{Name: KindLink, Pool: agent.Generator, Doc: "link the tables of a prompt over budget, then publish the candidates"},
-			{Name: KindGenerate, Pool: agent.Generator, Doc: "one self-refined candidate"},
-			{Name: KindExplore, Pool: agent.Explorer, Doc: "one column exploration, then its regeneration"},
-			{Name: KindVote, Pool: agent.Generator, Doc: "the model chooses among the tied answers of the final vote (model-vote)"},
-		},
 		Options: []agent.Option{
+			{Name: OptVotes, Default: strconv.Itoa(defaultVotes), Usage: "candidates per round (a run's --votes sets it)"},
 			{Name: OptNoExploration, Default: "false", Usage: "skip column exploration for low-confidence examples"},
 			{Name: OptFormatRestriction, Default: "false", Usage: "ask for the expected answer format first (v1 option)"},
 			{Name: OptSelfConsistency, Default: "false", Usage: "a candidate is the first answer seen twice (v1 option)"},
@@ -77,36 +75,48 @@ func Definition() *agent.Definition {
 			{Name: OptCompression, Default: dbinfo.CompressionPaper, Usage: "compression mode: paper (the digit-family rule and oversize rules) or structural (also groups tables of identical columns and collapses prompts to under the link budget)"},
 		},
 		New: newDistributed,
+		// Round 0 is votes candidates at once, of about two calls each.
+		Load: func(opts map[string]string) agent.Load {
+			cfg, _, _ := ConfigFromOptions(opts)
+			cfg.defaults()
+			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes}
+		},
 	}
+	agent.Register(&d.Kinds, KindLink, agent.Generator, "link the tables of a prompt over budget, then publish the candidates", (*distributed).link)
+	agent.Register(&d.Kinds, KindGenerate, agent.Generator, "one self-refined candidate", (*distributed).generate)
+	agent.Register(&d.Kinds, KindExplore, agent.Explorer, "one column exploration, then its regeneration", (*distributed).explore)
+	agent.Register(&d.Kinds, KindVote, agent.Generator, "the model chooses among the tied answers of the final vote (model-vote)", (*distributed).vote)
+	return d
 }
 
 // ConfigFromOptions reads the agent's options.
-func ConfigFromOptions(opts map[string]string, votes int) (Config, int, error) {
-	cfg := Config{Votes: votes}
-	var err error
-	get := func(name string) bool {
-		b, e := agent.OptionBool(opts, name)
-		err = errors.Join(err, e)
-		return b
-	}
-	cfg.NoExploration = get(OptNoExploration)
-	cfg.FormatRestriction = get(OptFormatRestriction)
-	cfg.SelfConsistency = get(OptSelfConsistency)
-	cfg.CTERefine = get(OptCTERefine)
-	cfg.ModelVote = get(OptModelVote)
-	cfg.PoolRounds = get(OptPoolRounds)
-	cfg.ExploreAll = get(OptExploreAll)
-	cfg.NoVote = get(OptNoVote)
-	cfg.NoRandomSelection = get(OptNoRandomSelection)
-	cfg.NoCompression = get(OptNoCompression)
-	cfg.GoldTables = get(OptGoldTables)
-	cfg.GoldSchema = get(OptGoldSchema)
+func ConfigFromOptions(opts map[string]string) (Config, int, error) {
+	var cfg Config
+	r := &agent.OptionReader{Agent: "reforce", Opts: opts}
+	r.Int(OptVotes, &cfg.Votes, 1)
+	r.Bool(OptNoExploration, &cfg.NoExploration)
+	r.Bool(OptFormatRestriction, &cfg.FormatRestriction)
+	r.Bool(OptSelfConsistency, &cfg.SelfConsistency)
+	r.Bool(OptCTERefine, &cfg.CTERefine)
+	r.Bool(OptModelVote, &cfg.ModelVote)
+	r.Bool(OptPoolRounds, &cfg.PoolRounds)
+	r.Bool(OptExploreAll, &cfg.ExploreAll)
+	r.Bool(OptNoVote, &cfg.NoVote)
+	r.Bool(OptNoRandomSelection, &cfg.NoRandomSelection)
+	r.Bool(OptNoCompression, &cfg.NoCompression)
+	r.Bool(OptGoldTables, &cfg.GoldTables)
+	r.Bool(OptGoldSchema, &cfg.GoldSchema)
+	budget := 0 // the linker's default
+	r.Int(OptLinkBudget, &budget, 1)
+	err := r.Err()
 	cfg.Compression = opts[OptCompression]
-	if _, e := cfg.DBInfoOptions(); e != nil {
+	if _, e := dbinfo.ModeOptions(cfg.Compression); e != nil {
 		err = errors.Join(err, fmt.Errorf("option %s: %w", OptCompression, e))
 	}
-	budget, e := agent.OptionInt(opts, OptLinkBudget)
-	return cfg, budget, errors.Join(err, e)
+	if cfg.NoCompression && cfg.Compression == dbinfo.CompressionStructural {
+		err = errors.Join(err, fmt.Errorf("options %s and %s=%s contradict each other", OptNoCompression, OptCompression, dbinfo.CompressionStructural))
+	}
+	return cfg, budget, err
 }
 
 type distributed struct {
@@ -120,7 +130,7 @@ type distributed struct {
 }
 
 func newDistributed(c agent.Config) (agent.Agent, error) {
-	cfg, budget, err := ConfigFromOptions(c.Options, c.Votes)
+	cfg, budget, err := ConfigFromOptions(c.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -311,38 +321,28 @@ func generateTasks(round, from, n int, p taskPayload) ([]agent.Task, error) {
 	return out, nil
 }
 
-// Execute runs one of ReFoRCE's tasks.
-func (d *distributed) Execute(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+// ready refuses a task in a process without an LLM client (the
+// coordinator's and the voter's agents make no calls).
+func (d *distributed) ready() error {
 	if d.steps == nil {
-		return nil, errors.New("reforce: this process has no LLM client")
+		return errors.New("reforce: this process has no LLM client")
 	}
-	var p taskPayload
-	if err := t.Decode(&p); err != nil {
-		return nil, agent.Permanent(err)
-	}
-	switch t.Kind {
-	case KindLink:
-		return d.link(ctx, c, t)
-	case KindGenerate:
-		return d.generate(ctx, c, t, p)
-	case KindExplore:
-		return d.explore(ctx, c, t, p)
-	case KindVote:
-		return d.vote(ctx, c, t, p)
-	}
-	return nil, agent.Permanent(fmt.Errorf("reforce has no task kind %q", t.Kind))
+	return nil
 }
 
 // link runs table-level schema linking, stores the linked prompt for every
 // later task, and continues into the round's generation tasks.
-func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) (*agent.Outcome, error) {
+func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task, _ taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	info, err := d.exampleInfo(ctx, c)
 	if err != nil {
 		return nil, agent.Permanent(err)
 	}
 	e := c.Example
 	linked, _, lc, err := d.linker.Link(ctx, info, dbinfo.LinkQuestion{ID: e.ID, Question: e.Question, ExternalKnowledge: e.ExternalKnowledge,
-		Seed: Seed(c.Seed, e.ID, 0, 0, "link")})
+		Seed: agent.Seed(c.Seed, e.ID, 0, 0, "link")})
 	c.Ledger.Stage("link").Add(lc)
 	if err != nil {
 		return nil, err
@@ -363,6 +363,9 @@ func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task) 
 }
 
 func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err
@@ -385,7 +388,7 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 		// Once per example across the cluster; the worker that computes it
 		// accounts for the call.
 		format, err = c.Store.Once(ctx, "format", func(ctx context.Context) (string, error) {
-			f, fc, err := d.steps.Format(ctx, ex, Seed(c.Seed, ex.ID, 0, 0, "format"))
+			f, fc, err := d.steps.Format(ctx, ex, agent.Seed(c.Seed, ex.ID, 0, 0, "format"))
 			c.Ledger.Stage("format").Add(fc)
 			return f, err
 		})
@@ -414,6 +417,9 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 // explore runs one column exploration and continues into the regeneration
 // of its vote from the transcript.
 func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err
@@ -446,6 +452,9 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 // vote asks the model to choose among the tied candidates of the final
 // vote (model-vote), and records its choice as the round's result.
 func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, p taskPayload) (*agent.Outcome, error) {
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	pr, err := loadPrompt(ctx, c, p.InfoRef)
 	if err != nil {
 		return nil, err
@@ -465,7 +474,7 @@ func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, 
 	ex := exampleOf(c.Example)
 	var vc cost.Cost
 	w, err := d.steps.modelVote(ctx, tied, CandidateInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct},
-		Seed(c.Seed, ex.ID, 2, 0, "tie"), &vc)
+		agent.Seed(c.Seed, ex.ID, 2, 0, "tie"), &vc)
 	c.Ledger.Stage("vote").Add(vc)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -490,23 +499,28 @@ func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, 
 // vote opens one more round with a vote task, and the decision after it
 // applies the model's choice (or, if it named none, the seeded pick).
 func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
-	rc, failed := fromRuntime(cands)
 	if round == 0 {
-		v := Vote(rc)
+		v := vote.Majority(cands)
+		failed := 0
+		for _, cand := range cands {
+			if cand.Status == agent.StatusFailed {
+				failed++
+			}
+		}
 		// Every task exhausted its deliveries: exploring would fail the same
 		// way, so the example ends with the reason.
-		if v.Confidence == High || (failed > 0 && failed == len(cands)) {
-			return toRuntime(cands, rc, v), nil
+		if v.Confidence == vote.High || (failed > 0 && failed == len(cands)) {
+			return v.Runtime(cands), nil
 		}
 		if d.cfg.pool().Explored {
 			return d.explore1(ctx, c, v)
 		}
 	}
-	return d.final(ctx, c, round, cands, rc)
+	return d.final(ctx, c, round, cands)
 }
 
 // explore1 opens round 1: one exploration (and regeneration) per vote.
-func (d *distributed) explore1(ctx context.Context, c *agent.Context, v Decision) (*agent.Decision, error) {
+func (d *distributed) explore1(ctx context.Context, c *agent.Context, v vote.Decision) (*agent.Decision, error) {
 	ref, _, err := c.Store.Get(ctx, infoKey)
 	if err != nil {
 		return nil, err
@@ -526,30 +540,30 @@ const MethodAwaitingModelVote = "awaiting_model_vote"
 // final is the final vote of a low-confidence example. Its candidates are
 // those of the rounds up to the last candidate round (0 without
 // exploration, else 1); a later round is the model vote's.
-func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate, rc []*Candidate) (*agent.Decision, error) {
+func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
 	last := 1
 	if !d.cfg.pool().Explored {
 		last = 0
 	}
-	tie := Seed(c.Seed, c.Example.ID, 2, 0, "tie")
-	voters := make([]*Candidate, len(rc))
+	tie := agent.Seed(c.Seed, c.Example.ID, 2, 0, "tie")
+	voters := make([]*agent.Candidate, len(cands))
 	var record *voteRecord
-	for i, r := range rc {
-		if r.Round <= last {
-			voters[i] = r
+	for i, cand := range cands {
+		if cand.Round <= last {
+			voters[i] = cand
 			continue
 		}
-		if r.Status == StatusVote {
+		if cand.Status == string(StatusVote) {
 			var vr voteRecord
-			if json.Unmarshal(cands[i].Payload, &vr) == nil {
+			if json.Unmarshal(cand.Payload, &vr) == nil {
 				record = &vr
 			}
 		}
 	}
-	var tied []*Candidate
-	var tieBreak func([]*Candidate) *Candidate
+	var tied []*agent.Candidate
+	var tieBreak func([]*agent.Candidate) *agent.Candidate
 	if d.cfg.ModelVote {
-		tieBreak = func(t []*Candidate) *Candidate {
+		tieBreak = func(t []*agent.Candidate) *agent.Candidate {
 			tied = t
 			for _, cand := range t {
 				if record != nil && cand.Index == record.Chosen {
@@ -560,8 +574,8 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 		}
 	}
 	v := DecideFinal(voters, d.cfg.pool(), tie, tieBreak)
-	v.Confidence = Low
-	if d.cfg.NoVote && v.Winner != nil && v.Method == MethodLone {
+	v.Confidence = vote.Low
+	if d.cfg.NoVote && v.Winner != nil && v.Method == vote.MethodLone {
 		v.Method = MethodNoVote
 	}
 	if tied != nil && round <= last {
@@ -569,10 +583,10 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 		// generate pool (the voter has no LLM client).
 		return d.openVote(ctx, c, round+1, tied, v)
 	}
-	return toRuntime(cands, rc, v), nil
+	return v.Runtime(cands), nil
 }
 
-func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int, tied []*Candidate, v Decision) (*agent.Decision, error) {
+func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int, tied []*agent.Candidate, v vote.Decision) (*agent.Decision, error) {
 	ref, _, err := c.Store.Get(ctx, infoKey)
 	if err != nil {
 		return nil, err
@@ -595,67 +609,5 @@ func (d *distributed) openVote(ctx context.Context, c *agent.Context, round int,
 		return nil, err
 	}
 	return &agent.Decision{Next: &agent.Dispatch{Round: round, Expect: 1, Tasks: []agent.Task{t}},
-		Confidence: string(Low), Method: MethodAwaitingModelVote, Valid: v.Valid}, nil
-}
-
-// VoteOnce is ReFoRCE's vote as another agent's final decision (PExA
-// votes over its passes this way, pexa §4.1): a unique largest cluster of
-// two or more wins with high confidence, else the seeded fallbacks.
-func VoteOnce(cands []*agent.Candidate, tieSeed int64) *agent.Decision {
-	rc, _ := fromRuntime(cands)
-	v := Vote(rc)
-	if v.Confidence != High {
-		v = Decide(rc, tieSeed)
-	}
-	return toRuntime(cands, rc, v)
-}
-
-func fromRuntime(cands []*agent.Candidate) (rc []*Candidate, failed int) {
-	rc = make([]*Candidate, len(cands))
-	for i, a := range cands {
-		rc[i] = &Candidate{Round: a.Round, Index: a.Index, SQL: a.SQL, Status: Status(a.Status), Error: a.Error, Rows: a.Rows, CSV: a.CSV}
-		if a.Status == agent.StatusFailed {
-			failed++
-		}
-	}
-	return rc, failed
-}
-
-// toRuntime turns a vote into the runtime's decision, naming the
-// candidates that agree with the winner.
-func toRuntime(cands []*agent.Candidate, rc []*Candidate, v Decision) *agent.Decision {
-	out := &agent.Decision{Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid, Voted: []int{}}
-	for _, g := range v.Clusters {
-		for _, pos := range g {
-			out.Voted = append(out.Voted, cands[pos].Index)
-		}
-	}
-	for i, r := range rc {
-		if r == v.Winner {
-			out.Winner = cands[i]
-		}
-	}
-	if out.Winner == nil {
-		return out
-	}
-	out.Agreed = []int{out.Winner.Index} // a fallback winner agrees with itself only
-	for _, g := range v.Clusters {
-		if slices.ContainsFunc(g, func(pos int) bool { return rc[pos] == v.Winner }) {
-			out.Agreed = out.Agreed[:0]
-			for _, pos := range g {
-				out.Agreed = append(out.Agreed, cands[pos].Index)
-			}
-		}
-	}
-	return out
-}
-
-// Clusters groups the runtime's candidates by answer agreement with
-// ReFoRCE's rule (the first member of a cluster represents it); it returns
-// positions in cands, largest cluster first. Candidates without a valid
-// result are in no cluster.
-func Clusters(cands []*agent.Candidate) [][]int {
-	rc, _ := fromRuntime(cands)
-	groups, _ := clusters(rc)
-	return groups
+		Confidence: string(vote.Low), Method: MethodAwaitingModelVote, Valid: v.Valid}, nil
 }

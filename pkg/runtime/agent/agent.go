@@ -1,13 +1,14 @@
 // Package agent is the seam between quorum's runtime and the Text-to-SQL
-// agents it runs. An agent names its task kinds and the worker pool each
-// runs on, executes one task at a time, and decides an example from what its
-// tasks recorded. The runtime owns everything around that: delivery over
+// agents it runs. An agent registers its task kinds, each with the worker
+// pool it runs on, its payload type and the handler that executes one
+// task, and decides an example from what its tasks recorded. The runtime owns everything around that: delivery over
 // JetStream, idempotency, redelivery and give-up, resume, round deadlines,
 // the shared quotas and the cost ledger. No agent code does any of those.
 //
-// The shape follows River's typed job kinds and asynq's handler mux: a task
-// kind is declared once, with its pool, and tasks are dispatched to the
-// agent by name.
+// The shape follows River's typed job kinds (AddWorker[T]): a task kind is
+// registered once, with its pool, its payload type and its handler
+// (Register), and the runtime decodes each task's payload and dispatches
+// it to the handler (Definition.Execute).
 package agent
 
 import (
@@ -15,6 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,18 +41,18 @@ const (
 	Explorer  Pool = "explore"  // warehouse-heavy tasks
 )
 
-// Kind declares one kind of task.
-type Kind struct {
-	Name string
-	Pool Pool
-	Doc  string
-}
-
 // Option declares one agent option, set with --agent-option NAME=VALUE and
 // recorded in the run's manifest.
 type Option struct {
 	Name, Default, Usage string
 }
+
+// OptVotes names the option of an agent whose candidate count is the
+// run's: an agent that declares it (or a member's, MEMBER.votes, under a
+// composite agent) gets a run's --votes, or a question's votes, there
+// unless the options set it (RunOptions). Agents that count their
+// candidates otherwise (PExA's passes, RAISE's rounds) do not declare it.
+const OptVotes = "votes"
 
 // Task is one unit of an agent's work. The runtime wraps it in an envelope
 // with the run, the example, the agent, the seed and the cost carried so
@@ -100,14 +104,6 @@ func NewTask(kind, id string, round int, slots []int, payload any) (Task, error)
 		t.Payload = b
 	}
 	return t, nil
-}
-
-// Decode reads the task's payload into v.
-func (t Task) Decode(v any) error {
-	if err := json.Unmarshal(t.Payload, v); err != nil {
-		return fmt.Errorf("task %s (%s): malformed payload: %w", t.ID, t.Kind, err)
-	}
-	return nil
 }
 
 // Result statuses. Only StatusOK results take part in a vote; StatusFailed
@@ -224,8 +220,6 @@ type Cache interface {
 type Context struct {
 	Run  string
 	Seed uint64
-	// Votes is the run's candidate count, for agents that have one.
-	Votes int
 	// Dataset and Example hold no gold (View.Context builds them).
 	Dataset *dataset.Dataset
 	Example *dataset.Example
@@ -244,13 +238,11 @@ type Context struct {
 	Log    *zap.Logger
 }
 
-// Agent is what the runtime runs.
+// Agent is what the runtime runs: its tasks run with the handlers its
+// definition registered (Register, Definition.Execute).
 type Agent interface {
 	// Start returns an example's first round (in the coordinator).
 	Start(ctx context.Context, c *Context) (*Dispatch, error)
-	// Execute runs one task (in a worker of its kind's pool). An error asks
-	// for a redelivery unless it is Permanent.
-	Execute(ctx context.Context, c *Context, t Task) (*Outcome, error)
 	// Decide is called once a round's expected results are in (or its
 	// deadline passed) with every candidate of this and earlier rounds, by
 	// round then index.
@@ -261,7 +253,6 @@ type Agent interface {
 // the process's clients. LLM is nil in roles that make no calls.
 type Config struct {
 	Options map[string]string
-	Votes   int
 	LLM     llm.Client
 	Cache   Cache
 	Log     *zap.Logger
@@ -269,15 +260,16 @@ type Config struct {
 
 // Definition registers an agent.
 type Definition struct {
-	Name    string
-	Doc     string
-	Kinds   []Kind
+	Name string
+	Doc  string
+	// Kinds are the agent's task kinds, each registered with its pool,
+	// payload type and handler (Register).
+	Kinds   Kinds
 	Options []Option
 	New     func(cfg Config) (Agent, error)
 	// Load estimates what one example asks of the pools and quotas under
-	// these options (checked); nil is ReFoRCE's shape, votes candidates of
-	// about two calls each.
-	Load func(opts map[string]string, votes int) Load
+	// these options (checked); nil counts one task of one call.
+	Load func(opts map[string]string) Load
 }
 
 // Load is an example's demand: Width tasks in flight at once at its
@@ -287,26 +279,41 @@ type Load struct {
 	Width, Calls int
 }
 
-// LoadOf is def's estimate for these options, or the default shape.
-func (d *Definition) LoadOf(opts map[string]string, votes int) Load {
+// LoadOf is def's estimate for these options, or one task of one call
+// when it declares none.
+func (d *Definition) LoadOf(opts map[string]string) Load {
 	if d.Load != nil {
-		if l := d.Load(opts, votes); l.Width > 0 && l.Calls > 0 {
+		if l := d.Load(opts); l.Width > 0 && l.Calls > 0 {
 			return l
 		}
 	}
-	v := max(1, votes)
-	return Load{Width: v, Calls: 2 * v}
+	return Load{Width: 1, Calls: 1}
 }
 
-// Kind returns the declared kind called name.
-func (d *Definition) Kind(name string) (Kind, bool) {
-	for _, k := range d.Kinds {
-		if k.Name == name {
-			return k, true
+// TakesVotes reports whether the agent declares OptVotes: its candidate
+// count is the run's.
+func (d *Definition) TakesVotes() bool {
+	return slices.ContainsFunc(d.Options, func(o Option) bool { return o.Name == OptVotes })
+}
+
+// RunOptions are the options an agent runs with in a run (or question) of
+// votes candidates: each declared OptVotes, its own or a member's, that
+// opts leave unset takes votes (when positive); then CheckOptions.
+func (d *Definition) RunOptions(opts map[string]string, votes int) (map[string]string, error) {
+	out := maps.Clone(opts)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, o := range d.Options {
+		if _, set := out[o.Name]; !set && votes > 0 && o.Name[strings.LastIndexByte(o.Name, '.')+1:] == OptVotes {
+			out[o.Name] = strconv.Itoa(votes)
 		}
 	}
-	return Kind{}, false
+	return d.CheckOptions(out)
 }
+
+// Kind returns the registered kind called name.
+func (d *Definition) Kind(name string) (Kind, bool) { return d.Kinds.Lookup(name) }
 
 // CheckOptions refuses options the agent does not declare and fills in the
 // defaults, so the manifest records every option in effect.
@@ -331,20 +338,23 @@ func (d *Definition) CheckOptions(opts map[string]string) (map[string]string, er
 // Registry holds the agents a process can run.
 type Registry struct {
 	defs map[string]*Definition
+	def  string
 }
 
-// NewRegistry registers defs; a duplicate name or a kind without a pool is
-// a programming error reported at once.
+// NewRegistry registers defs, the first of them the default agent (the one
+// a run or a question uses when it names none); a duplicate name or a kind
+// without a pool is a programming error reported at once.
 func NewRegistry(defs ...*Definition) (*Registry, error) {
 	r := &Registry{defs: map[string]*Definition{}}
+	if len(defs) > 0 {
+		r.def = defs[0].Name
+	}
 	for _, d := range defs {
 		if _, dup := r.defs[d.Name]; dup {
 			return nil, fmt.Errorf("agent %s registered twice", d.Name)
 		}
-		for _, k := range d.Kinds {
-			if k.Pool != Generator && k.Pool != Explorer {
-				return nil, fmt.Errorf("agent %s: task kind %s has no pool (generate or explore)", d.Name, k.Name)
-			}
+		if err := d.Kinds.Err(); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", d.Name, err)
 		}
 		r.defs[d.Name] = d
 	}
@@ -358,6 +368,14 @@ func (r *Registry) Lookup(name string) (*Definition, error) {
 		return d, nil
 	}
 	return nil, fmt.Errorf("unknown agent %q: the agents are %s", name, strings.Join(r.Names(), ", "))
+}
+
+// Default is the name of the default agent: the first registered.
+func (r *Registry) Default() string {
+	if r == nil {
+		return ""
+	}
+	return r.def
 }
 
 // Names lists the registered agents in order.
@@ -399,6 +417,16 @@ func Unrunnable(err error) error { return unrunnable{err} }
 func IsUnrunnable(err error) bool {
 	var u unrunnable
 	return errors.As(err, &u)
+}
+
+// Seed derives the seed of one LLM call (or tie-break) from the run seed,
+// the example, the round, the candidate and the step, so that with a
+// deterministic endpoint a run's answers do not depend on scheduling,
+// worker count or redeliveries.
+func Seed(run uint64, example string, round, candidate int, step string) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d\x00%d\x00%s", run, example, round, candidate, step)
+	return int64(h.Sum64() & (1<<63 - 1))
 }
 
 // Range returns the slots from..from+n-1.

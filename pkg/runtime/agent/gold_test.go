@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 func TestGoldAblation(t *testing.T) {
@@ -107,13 +107,8 @@ func set(xs []string) map[string]bool {
 // runtime's dataset keeps its gold.
 func TestViewHidesGold(t *testing.T) {
 	t.Parallel()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools := &sqlite.Set{}
-	t.Cleanup(func() { pools.Close() })
-	whs := &dataset.Warehouses{DS: ds, SQLite: pools}
+	demo := agenttest.Demo(t)
+	ds, whs, pools := demo.Dataset, demo.Warehouses, demo.Warehouses.SQLite
 	e, ok := ds.Example("local001")
 	if !ok || e.Gold.SQL == "" || len(e.Gold.Results) == 0 || ds.GoldDir == "" {
 		t.Fatalf("demo local001: found %v, gold %+v, gold dir %q: the test would prove nothing", ok, e.Gold, ds.GoldDir)

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -61,19 +62,14 @@ func TestFinishedRunExpiresUnfinishedDoesNot(t *testing.T) {
 		_, err := coordinator.Run(ictx, coordinator.Config{Env: env, Manifest: m, Out: out, Retain: retain})
 		stopped <- err
 	}()
-	for started := 0; started < len(examples); {
-		started = 0
+	wait.For(t, time.Minute, "every example's first round published", func() bool {
 		for _, ex := range examples {
-			if n, err := env.State.Current(ctx, "ret", ex, "toy"); err == nil && n >= 0 {
-				started++
+			if n, err := env.State.Current(ctx, "ret", ex, "toy"); err != nil || n < 0 {
+				return false
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the examples were never started")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return true
+	})
 	interrupt()
 	if err := <-stopped; !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v", err)

@@ -1,16 +1,13 @@
 // Package local runs an agent's examples in one process, through the same
 // seam as the cluster (Start, Execute, Decide, joins, the Store) but with
 // the queue and Redis replaced by goroutines and memory: what `quorum
-// solve` uses for agents other than ReFoRCE. Nothing survives the process;
+// solve` runs every agent with. Nothing survives the process;
 // for durability, quotas shared across machines and resume, use the
 // cluster.
 package local
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -26,8 +23,8 @@ import (
 // Config is what Solve runs with.
 type Config struct {
 	Agent agent.Agent
-	// Def declares the agent's kinds (unknown kinds are refused as in the
-	// cluster).
+	// Def is the agent's definition: its kinds run the tasks (unknown
+	// kinds are refused as in the cluster).
 	Def *agent.Definition
 	// Options are the agent's checked options: a gold ablation among them
 	// (agent.GoldAblation) is the only way the agent sees any gold.
@@ -36,7 +33,6 @@ type Config struct {
 	Warehouses *dataset.Warehouses
 	Run        string
 	Seed       uint64
-	Votes      int
 	// Tasks is how many tasks of one example run at once (default 8).
 	Tasks int
 	// Attempts per task before it is given up (default 3), as the queue's
@@ -68,7 +64,7 @@ func Solve(ctx context.Context, cfg Config, e *dataset.Example) (*Outcome, error
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	x := &example{cfg: cfg, e: e, view: agent.NewView(cfg.Dataset, cfg.Warehouses, cfg.Options), store: newStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
+	x := &example{cfg: cfg, e: e, view: agent.NewView(cfg.Dataset, cfg.Warehouses, cfg.Options), store: NewStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
 		results: map[int]map[int]*agent.Candidate{}, expect: map[int]int{}, decided: make(chan error, 1)}
 	d, err := cfg.Agent.Start(ctx, x.context(ctx))
 	if err != nil {
@@ -90,7 +86,7 @@ type example struct {
 	e   *dataset.Example
 	// view hides the gold of cfg.Dataset from the agent.
 	view  *agent.View
-	store *store
+	store *Store
 	sem   chan struct{}
 	wg    sync.WaitGroup
 
@@ -107,7 +103,7 @@ type example struct {
 
 func (x *example) context(ctx context.Context) *agent.Context {
 	c := x.view.Context(x.e)
-	c.Run, c.Seed, c.Votes = x.cfg.Run, x.cfg.Seed, x.cfg.Votes
+	c.Run, c.Seed = x.cfg.Run, x.cfg.Seed
 	c.Store, c.Ledger, c.Worker = x.store, cost.Ledger{}, "local"
 	c.Warehouse = func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) }
 	c.Log = x.cfg.Log.With(zap.String("example", x.e.ID))
@@ -173,7 +169,7 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 	var err error
 	for attempt := 0; attempt < x.cfg.Attempts; attempt++ {
 		ac := x.context(ctx)
-		out, err = x.cfg.Agent.Execute(ctx, ac, t)
+		out, err = x.cfg.Def.Execute(ctx, x.cfg.Agent, ac, t)
 		x.mu.Lock()
 		x.out.Cost.Merge(ac.Ledger)
 		x.mu.Unlock()
@@ -209,7 +205,7 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 
 // joined records a part; the part that completes the join starts Then.
 func (x *example) joined(ctx context.Context, t agent.Task, p agent.Part) {
-	if x.store.addPart(t.Join.Group, p) == t.Join.Of {
+	if x.store.AddPart(t.Join.Group, p) == t.Join.Of {
 		x.spawn(ctx, t.Join.Then)
 	}
 }
@@ -274,93 +270,4 @@ func (x *example) finish(err error) {
 	}
 	x.done = true
 	x.decided <- err
-}
-
-// store is agent.Store in memory.
-type store struct {
-	mu    sync.Mutex
-	vals  map[string]string
-	once  map[string]*sync.Mutex
-	blobs map[string][]byte
-	parts map[string]map[int]agent.Part
-}
-
-func newStore() *store {
-	return &store{vals: map[string]string{}, once: map[string]*sync.Mutex{}, blobs: map[string][]byte{}, parts: map[string]map[int]agent.Part{}}
-}
-
-func (s *store) Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error) {
-	s.mu.Lock()
-	l, ok := s.once[name]
-	if !ok {
-		l = &sync.Mutex{}
-		s.once[name] = l
-	}
-	s.mu.Unlock()
-	l.Lock()
-	defer l.Unlock()
-	if v, ok, _ := s.Get(ctx, "once:"+name); ok {
-		return v, nil
-	}
-	v, err := fn(ctx)
-	if err != nil {
-		return "", err
-	}
-	return v, s.Set(ctx, "once:"+name, v)
-}
-
-func (s *store) Get(_ context.Context, name string) (string, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.vals[name]
-	return v, ok, nil
-}
-
-func (s *store) Set(_ context.Context, name, value string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.vals[name] = value
-	return nil
-}
-
-func (s *store) PutBlob(_ context.Context, b []byte) (string, error) {
-	sum := sha256.Sum256(b)
-	ref := "sha256:" + hex.EncodeToString(sum[:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.blobs[ref] = append([]byte(nil), b...)
-	return ref, nil
-}
-
-func (s *store) GetBlob(_ context.Context, ref string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.blobs[ref]
-	if !ok {
-		return nil, errors.New("blob " + ref + " not found")
-	}
-	return b, nil
-}
-
-func (s *store) addPart(group string, p agent.Part) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.parts[group] == nil {
-		s.parts[group] = map[int]agent.Part{}
-	}
-	if _, dup := s.parts[group][p.Index]; !dup {
-		s.parts[group][p.Index] = p
-	}
-	return len(s.parts[group])
-}
-
-func (s *store) Parts(_ context.Context, group string) ([]agent.Part, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]agent.Part, 0, len(s.parts[group]))
-	for _, p := range s.parts[group] {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
-	return out, nil
 }

@@ -2,15 +2,16 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
-	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
-	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // TestLocalRunsTheSeam: the toy agent runs in process through the same
@@ -19,12 +20,7 @@ import (
 // decision per example.
 func TestLocalRunsTheSeam(t *testing.T) {
 	t.Parallel()
-	ds, err := dataset.Load("../../../examples/demo", dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := &sqlite.Set{}
-	t.Cleanup(func() { set.Close() })
+	demo := agenttest.Demo(t)
 	for _, tt := range []struct {
 		name   string
 		toy    toyagent.Config
@@ -41,13 +37,12 @@ func TestLocalRunsTheSeam(t *testing.T) {
 			var execs atomic.Int64
 			tt.toy.Executions = &execs
 			def := toyagent.Definition(tt.toy)
-			ag, err := def.New(agent.Config{Votes: 3})
+			ag, err := def.New(agent.Config{Options: map[string]string{agent.OptVotes: "3"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			e, _ := ds.Example(tt.ex)
-			out, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Dataset: ds,
-				Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "t", Seed: 1, Votes: 3}, e)
+			out, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Dataset: demo.Dataset,
+				Warehouses: demo.Warehouses, Run: "t", Seed: 1}, demo.Example(t, tt.ex))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,5 +64,56 @@ func TestLocalRunsTheSeam(t *testing.T) {
 				t.Errorf("a failed example has winner %+v", out.Decision.Winner)
 			}
 		})
+	}
+}
+
+// TestStore: Once computes a value once however many ask at once; blobs
+// are content-addressed; a join's parts come back by index, a part
+// recorded twice counted once.
+func TestStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := local.NewStore()
+	var computed atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := s.Once(ctx, "info", func(context.Context) (string, error) { computed.Add(1); return "built", nil })
+			if err != nil || v != "built" {
+				t.Errorf("Once: %q, %v", v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if computed.Load() != 1 {
+		t.Errorf("computed %d times, want once", computed.Load())
+	}
+	if _, err := s.Once(ctx, "failing", func(context.Context) (string, error) { return "", errors.New("no") }); err == nil {
+		t.Error("Once hid the computation's error")
+	}
+	if v, err := s.Once(ctx, "failing", func(context.Context) (string, error) { return "second try", nil }); err != nil || v != "second try" {
+		t.Errorf("a failed Once is not computed again: %q, %v", v, err)
+	}
+	ref, _ := s.PutBlob(ctx, []byte("a\n1\n"))
+	if again, _ := s.PutBlob(ctx, []byte("a\n1\n")); again != ref || !strings.HasPrefix(ref, "sha256:") {
+		t.Errorf("blob refs %s and %s", ref, again)
+	}
+	if b, err := s.GetBlob(ctx, ref); err != nil || string(b) != "a\n1\n" {
+		t.Errorf("GetBlob: %q, %v", b, err)
+	}
+	if _, err := s.GetBlob(ctx, "sha256:none"); err == nil {
+		t.Error("a missing blob was found")
+	}
+	for _, p := range []agent.Part{{Index: 2, Lost: "gone"}, {Index: 0, Value: []byte(`1`)}, {Index: 2, Value: []byte(`2`)}} {
+		s.AddPart("g", p)
+	}
+	if n := s.AddPart("g", agent.Part{Index: 1, Value: []byte(`1`)}); n != 3 {
+		t.Errorf("%d parts, want 3", n)
+	}
+	parts, _ := s.Parts(ctx, "g")
+	if len(parts) != 3 || parts[0].Index != 0 || parts[2].Lost != "gone" {
+		t.Errorf("parts %+v: want by index, the first record of part 2 kept", parts)
 	}
 }

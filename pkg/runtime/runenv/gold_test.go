@@ -18,9 +18,8 @@ import (
 // spyDef declares an agent with a gold ablation option; it is never run,
 // only handed contexts.
 func spyDef() *agent.Definition {
-	return &agent.Definition{Name: "spy", Kinds: []agent.Kind{{Name: "t", Pool: agent.Generator}},
-		Options: []agent.Option{{Name: agent.OptGoldTables, Default: "false"}},
-		New:     func(agent.Config) (agent.Agent, error) { return nil, nil }}
+	return &agent.Definition{Name: "spy", Options: []agent.Option{{Name: agent.OptGoldTables, Default: "false"}},
+		New: func(agent.Config) (agent.Agent, error) { return nil, nil }}
 }
 
 // TestContextHidesGold: the context a worker or the voter hands an agent

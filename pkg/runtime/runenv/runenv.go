@@ -161,11 +161,13 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
-	opts, err := def.CheckOptions(m.AgentOptions)
+	// The manifest's Votes fills an agent's votes option that its options
+	// leave unset (a question's votes; a run recorded before the option).
+	opts, err := def.RunOptions(m.AgentOptions, m.Votes)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
-	ag, err := def.New(agent.Config{Options: opts, Votes: m.Votes, LLM: e.LLM, Cache: e.Cache, Log: e.Log})
+	ag, err := def.New(agent.Config{Options: opts, LLM: e.LLM, Cache: e.Cache, Log: e.Log})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: agent %s: %w", id, m.Agent, err)
 	}
@@ -278,7 +280,7 @@ func (e *Env) Example(ctx context.Context, runID, exampleID string) (*Run, *data
 // no gold, unless the run's options turn on a gold ablation (agent.View).
 func (e *Env) Context(run *Run, ex *dataset.Example, agentName string) *agent.Context {
 	c := run.view.Context(ex)
-	c.Run, c.Seed, c.Votes = run.Manifest.Run, run.Manifest.Seed, run.Manifest.Votes
+	c.Run, c.Seed = run.Manifest.Run, run.Manifest.Seed
 	c.Warehouse = func(ctx context.Context) (warehouse.Warehouse, error) { return run.Warehouse(ctx, ex) }
 	c.Store = &store{env: e, run: run.Manifest.Run, ex: ex.ID, agent: agentName}
 	c.Ledger, c.Worker = cost.Ledger{}, e.Name

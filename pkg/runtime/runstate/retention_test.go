@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/runtime/message"
 	"github.com/quorumsql/quorum/pkg/runtime/runstate"
@@ -200,10 +201,16 @@ func TestLateWriteAfterTheStateExpired(t *testing.T) {
 	if _, _, err := s.CreateManifest(ctx, &runstate.Manifest{Run: "r", Examples: []string{"a"}, Agent: "x"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.MarkDone(ctx, "r", "a", "x", "t0"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Retire(ctx, "r", runstate.Retention{State: 50 * time.Millisecond, Answers: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	wait.For(t, time.Minute, "the retired run's state to expire", func() bool {
+		done, err := s.Done(ctx, "r", "a", "x", "t0")
+		return err == nil && !done
+	})
 	if err := s.MarkDone(ctx, "r", "a", "x", "t1"); err != nil {
 		t.Fatal(err)
 	}

@@ -28,10 +28,12 @@ func TestOnceComputesOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// The scenario: callers arrive over a few milliseconds,
+				// some just as the holder lets go of its lease.
 				time.Sleep(time.Duration(i%4) * time.Millisecond)
 				v, err := s.Once(ctx, "run", "ex", "agent", name, func(context.Context) (string, error) {
 					computed.Add(1)
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // the scenario: a computation that takes a while
 					return name + "!", nil
 				})
 				if err != nil || v != name+"!" {

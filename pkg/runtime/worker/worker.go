@@ -121,7 +121,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	executed := time.Now()
 	ectx, stopWatch := w.watchCancel(ctx, run)
 	var used llm.Meter
-	out, err := ag.Execute(llm.WithMeter(run.Priority(ectx), &used), ac, t.Task)
+	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
 	stopWatch()
 	m.Since("execute", executed)
 	stopBeat()

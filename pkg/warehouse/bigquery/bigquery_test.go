@@ -16,6 +16,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"cloud.google.com/go/civil"
 
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -240,17 +241,11 @@ func TestCancelCallsJobsCancel(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.For(t, time.Minute, "jobs.cancel to be called after the context ended", func() bool {
 		f.mu.Lock()
-		n := f.cancels
-		f.mu.Unlock()
-		if n == 1 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Error("jobs.cancel was not called after the context ended")
+		defer f.mu.Unlock()
+		return f.cancels == 1
+	})
 }
 
 type budget struct{ spent int64 }

@@ -11,7 +11,7 @@ import (
 	_ "modernc.org/sqlite" // registers "sqlite" for the read-write test connection
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
-	"github.com/quorumsql/quorum/pkg/agents/reforce/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -183,17 +184,11 @@ func TestCancelAbortsTheQueryOnTheServer(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the deadline", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.For(t, time.Minute, "an abort-request to reach the server after the context ended", func() bool {
 		f.mu.Lock()
-		n := f.aborts
-		f.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Error("no abort-request reached the server after the context ended")
+		defer f.mu.Unlock()
+		return f.aborts > 0
+	})
 }
 
 func TestKeyPairLogin(t *testing.T) {

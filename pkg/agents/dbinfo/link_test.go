@@ -2,13 +2,12 @@ package dbinfo
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
@@ -49,16 +48,7 @@ func TestLinkAgainstSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Noise: llmsim.Noise{Gold: 1, Link: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(sim)
-	defer ts.Close()
-	client, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: "gpt-4o"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, client := agenttest.Sim(t, llmsim.Config{Dataset: ds, Noise: llmsim.Noise{Gold: 1, Link: 1}}, "")
 	srv := redistest.Start(t)
 	linker := &Linker{LLM: client, Cache: &RedisLinkCache{Client: srv.Client(t)}, Budget: 1000}
 	e, _ := ds.Example("local011") // inventory joined with warehouses

@@ -1,7 +1,8 @@
-// Package dbinfo builds ReFoRCE's database-information prompt ("table_info")
-// and compresses it: pattern-based table grouping, the oversize rules for
-// sample rows and descriptions, and LLM table-level schema linking when a
-// prompt is still over budget.
+// Package dbinfo builds the database-information prompt ("table_info")
+// that ReFoRCE introduced and PExA and RAISE also show, and compresses it:
+// pattern-based table grouping, the oversize rules for sample rows and
+// descriptions, and LLM table-level schema linking when a prompt is still
+// over budget. No agent owns it.
 //
 // The prompt grammar follows the reference code (see
 // shared/research/reforce-reference.md §2): one block per table with its full
@@ -58,7 +59,7 @@ func DefaultOptions() Options {
 	return Options{Group: true, GroupMin: 11, Descriptions: true, SampleRows: true, Threshold: 200_000, ClearLongDescriptions: true}
 }
 
-// Compression modes of the CLI's --compression.
+// Compression modes (ReFoRCE's option compression).
 const (
 	CompressionPaper      = "paper"
 	CompressionStructural = "structural"

@@ -13,8 +13,8 @@ import (
 )
 
 const (
-	demoDir   = "../../../../examples/demo"
-	subsetDir = "../../../../../shared/data/spider2-lite-subset"
+	demoDir   = "../../../examples/demo"
+	subsetDir = "../../../../shared/data/spider2-lite-subset"
 )
 
 func TestGroupKeyAndFamilies(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
-const birdMiniDir = "../../../../examples/bird-mini"
+const birdMiniDir = "../../../examples/bird-mini"
 
 // TestFromSQLiteWithBirdDescriptions: BIRD's column documentation reaches
 // the live-SQLite prompt, and is left out without it.

@@ -5,25 +5,17 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
-// recorder answers every linking request "Y" and records the requests.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []llm.Request
-}
-
-func (r *recorder) Chat(_ context.Context, req llm.Request) (*llm.Response, error) {
-	r.mu.Lock()
-	r.reqs = append(r.reqs, req)
-	r.mu.Unlock()
-	return &llm.Response{Text: "```json\n{\"think\": \"t\", \"answer\": \"Y\", \"columns\": []}\n```"}, nil
+// yes is a model that answers every linking request "Y".
+func yes() *agenttest.Model {
+	return agenttest.Replies("```json\n{\"think\": \"t\", \"answer\": \"Y\", \"columns\": []}\n```")
 }
 
 // blockOf is the table block a linking prompt shows.
@@ -51,15 +43,15 @@ func oversized() *Info {
 func TestLinkBlocksShowTheOversizeRules(t *testing.T) {
 	t.Parallel()
 	info := oversized()
-	rec := &recorder{}
+	rec := yes()
 	l := &Linker{LLM: rec, Budget: 1}
 	if _, _, _, err := l.Link(context.Background(), info, LinkQuestion{ID: "x", Question: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.reqs) != 2 {
-		t.Fatalf("%d link calls for 2 blocks", len(rec.reqs))
+	if rec.Calls() != 2 {
+		t.Fatalf("%d link calls for 2 blocks", rec.Calls())
 	}
-	for _, req := range rec.reqs {
+	for _, req := range rec.Requests() {
 		if req.Temperature == nil || *req.Temperature != 0 || req.Role != llm.RoleLink {
 			t.Errorf("link request role %s, temperature %v; want link at 0", req.Role, req.Temperature)
 		}
@@ -77,13 +69,13 @@ func TestLinkBlocksShowTheOversizeRules(t *testing.T) {
 	}
 	// Temperature is the linker's to set.
 	half := 0.5
-	rec = &recorder{}
+	rec = yes()
 	l = &Linker{LLM: rec, Budget: 1, Temperature: &half}
 	if _, _, _, err := l.Link(context.Background(), info, LinkQuestion{ID: "x", Question: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	if *rec.reqs[0].Temperature != 0.5 {
-		t.Errorf("temperature %v, want 0.5", *rec.reqs[0].Temperature)
+	if *rec.Request(0).Temperature != 0.5 {
+		t.Errorf("temperature %v, want 0.5", *rec.Request(0).Temperature)
 	}
 }
 

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestRunOptions: a run's votes fill the votes option of an agent that
+// declares it, its own or a member's, unless the options set it; an agent
+// without one is untouched.
+func TestRunOptions(t *testing.T) {
+	t.Parallel()
+	counted := &Definition{Name: "c", Options: []Option{{Name: OptVotes, Default: "8"}, {Name: "x", Default: "1"}}}
+	composite := &Definition{Name: "e", Options: []Option{{Name: "c." + OptVotes, Default: "8"}, {Name: "p.passes", Default: "4"}}}
+	other := &Definition{Name: "p", Options: []Option{{Name: "passes", Default: "4"}}}
+	for _, tc := range []struct {
+		def   *Definition
+		opts  map[string]string
+		votes int
+		want  map[string]string
+	}{
+		{counted, nil, 3, map[string]string{OptVotes: "3", "x": "1"}},
+		{counted, map[string]string{OptVotes: "5"}, 3, map[string]string{OptVotes: "5", "x": "1"}},
+		{counted, nil, 0, map[string]string{OptVotes: "8", "x": "1"}},
+		{composite, nil, 2, map[string]string{"c.votes": "2", "p.passes": "4"}},
+		{other, nil, 3, map[string]string{"passes": "4"}},
+	} {
+		got, err := tc.def.RunOptions(tc.opts, tc.votes)
+		if err != nil || len(got) != len(tc.want) {
+			t.Errorf("%s %v votes %d: %v, %v; want %v", tc.def.Name, tc.opts, tc.votes, got, err, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s %v votes %d: %v; want %v", tc.def.Name, tc.opts, tc.votes, got, tc.want)
+			}
+		}
+	}
+	if !counted.TakesVotes() || composite.TakesVotes() || other.TakesVotes() {
+		t.Error("only an agent declaring votes itself takes the run's count")
+	}
+	if _, err := other.RunOptions(map[string]string{OptVotes: "3"}, 3); err == nil {
+		t.Error("an undeclared votes option was accepted")
+	}
+}
+
+// TestLoadOf: an agent's declared load, or one task of one call.
+func TestLoadOf(t *testing.T) {
+	t.Parallel()
+	d := &Definition{Name: "d"}
+	if l := d.LoadOf(nil); l != (Load{Width: 1, Calls: 1}) {
+		t.Errorf("undeclared load %+v", l)
+	}
+	d.Load = func(opts map[string]string) Load { return Load{Width: len(opts), Calls: 3} }
+	if l := d.LoadOf(map[string]string{"a": "1", "b": "2"}); l != (Load{Width: 2, Calls: 3}) {
+		t.Errorf("declared load %+v", l)
+	}
+}
+
+func TestSeedDerivation(t *testing.T) {
+	t.Parallel()
+	a := Seed(1, "ex", 0, 3, "gen-0-0")
+	if a != Seed(1, "ex", 0, 3, "gen-0-0") || a < 0 {
+		t.Error("Seed must be deterministic and non-negative")
+	}
+	for _, b := range []int64{Seed(2, "ex", 0, 3, "gen-0-0"), Seed(1, "ex2", 0, 3, "gen-0-0"), Seed(1, "ex", 1, 3, "gen-0-0"), Seed(1, "ex", 0, 4, "gen-0-0"), Seed(1, "ex", 0, 3, "gen-1-0")} {
+		if a == b {
+			t.Error("Seed must change with each input")
+		}
+	}
+}
+
+type kindsAgent struct{ seen []string }
+
+func (*kindsAgent) Start(context.Context, *Context) (*Dispatch, error) { return &Dispatch{}, nil }
+func (*kindsAgent) Decide(context.Context, *Context, int, []*Candidate) (*Decision, error) {
+	return &Decision{}, nil
+}
+
+type otherAgent struct{ kindsAgent }
+
+type genPayload struct {
+	Ref string `json:"ref"`
+}
+
+func (a *kindsAgent) generate(_ context.Context, _ *Context, t Task, p genPayload) (*Outcome, error) {
+	a.seen = append(a.seen, t.ID+":"+p.Ref)
+	return &Outcome{Results: []Result{{Index: t.Slots[0], SQL: p.Ref, Status: StatusOK}}}, nil
+}
+
+// TestRegisteredKinds: the runtime decodes a task's payload into its
+// kind's type and calls the kind's handler; a malformed payload, an
+// undeclared kind or another agent's instance fails for good, and a kind
+// without a pool or registered twice fails the registry.
+func TestRegisteredKinds(t *testing.T) {
+	t.Parallel()
+	d := &Definition{Name: "k"}
+	Register(&d.Kinds, "generate", Generator, "one candidate", (*kindsAgent).generate)
+	Register(&d.Kinds, "noop", Explorer, "", func(*kindsAgent, context.Context, *Context, Task, struct{}) (*Outcome, error) { return nil, nil })
+	if _, err := NewRegistry(d); err != nil {
+		t.Fatal(err)
+	}
+	if k, ok := d.Kind("generate"); !ok || k.Pool != Generator || k.Doc != "one candidate" || len(d.Kinds.List()) != 2 {
+		t.Errorf("kinds %+v", d.Kinds.List())
+	}
+	a := &kindsAgent{}
+	task, err := NewTask("generate", "g1", 0, []int{3}, genPayload{Ref: "blob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Execute(context.Background(), a, &Context{}, task)
+	if err != nil || len(out.Results) != 1 || out.Results[0].SQL != "blob" || len(a.seen) != 1 || a.seen[0] != "g1:blob" {
+		t.Errorf("outcome %+v, %v, seen %v", out, err, a.seen)
+	}
+	if out, err := d.Execute(context.Background(), a, &Context{}, Task{Kind: "noop", ID: "n"}); err != nil || out == nil {
+		t.Errorf("a handler's nil outcome: %v, %v", out, err)
+	}
+	for _, tc := range []struct {
+		name string
+		ag   Agent
+		task Task
+		want string
+	}{
+		{"malformed payload", a, Task{Kind: "generate", ID: "g2", Payload: []byte(`{"ref":1}`)}, "malformed payload"},
+		{"undeclared kind", a, Task{Kind: "nosuch", ID: "x"}, `agent k has no task kind "nosuch"`},
+		{"another agent", &otherAgent{}, task, "is for agents of type"},
+	} {
+		_, err := d.Execute(context.Background(), tc.ag, &Context{}, tc.task)
+		if err == nil || !IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a permanent error with %q", tc.name, err, tc.want)
+		}
+	}
+
+	bad := &Definition{Name: "bad"}
+	Register(&bad.Kinds, "x", Pool("gpu"), "", (*kindsAgent).generate)
+	Register(&bad.Kinds, "y", Generator, "", (*kindsAgent).generate)
+	Register(&bad.Kinds, "y", Explorer, "", (*kindsAgent).generate)
+	_, err = NewRegistry(bad)
+	if err == nil || !strings.Contains(err.Error(), "task kind x has no pool") || !strings.Contains(err.Error(), "task kind y registered twice") {
+		t.Errorf("registry: %v", err)
+	}
+}
