@@ -42,6 +42,7 @@ type clusterFlags struct {
 	warehouses                 []string
 	ackWait                    time.Duration
 	maxDeliver                 int
+	streamReplicas             int
 	llmRPM, llmTPM             float64
 	whQPS                      float64
 	whConcurrent               int
@@ -65,6 +66,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
+	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
 	fl.StringVar(&f.whConfig, "warehouses-config", "", "YAML/JSON file naming the warehouses with their kind, connection and quotas (default: one per kind, Snowflake and BigQuery from the environment)")
 	if withWork {
 		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks handled at once")
@@ -235,7 +237,7 @@ func (f *clusterFlags) process(role string) (cluster.Config, error) {
 		}
 	}
 	return cluster.Config{Role: role, Name: f.name, NATSURL: f.natsURL, RedisURL: f.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
-		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM},
+		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver, Replicas: f.streamReplicas}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM},
 		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log}, nil
 }
 

@@ -132,7 +132,7 @@ do, so that it can be resumed.`,
 func runsFlags(cmd *cobra.Command, cf *clusterFlags, stateDir *string, nats bool) {
 	cf.register(cmd, false)
 	cmd.Flags().StringVar(stateDir, "state-dir", "", "the --state-dir of a quorum run (default <out>/.state) or serve (default ~/.local/state/quorum/serve) whose own Redis holds the runs: the running one's, or one started over its files for this command")
-	unused := []string{"ack-wait", "max-deliver", "http-addr", "name", "log-level", "warehouses-config"}
+	unused := []string{"ack-wait", "max-deliver", "stream-replicas", "http-addr", "name", "log-level", "warehouses-config"}
 	if !nats {
 		unused = append(unused, "nats-url", "nats-creds", "nats-nkey", "nats-tls-ca", "nats-tls-cert", "nats-tls-key")
 	}

@@ -186,3 +186,14 @@ func TestRunsOverAStateDir(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReplicasNeedACluster: --stream-replicas reaches the streams; on
+// quorum run's single embedded server, 3 replicas are refused before any
+// work, saying what they need.
+func TestStreamReplicasNeedACluster(t *testing.T) {
+	t.Parallel()
+	_, err := run(t, "run", "--dataset", demo, "--limit", "1", "--votes", "1", "--stream-replicas", "3", "--out", t.TempDir(), "--log-level", "error")
+	if err == nil || !strings.Contains(err.Error(), "cluster of at least 3 servers") {
+		t.Errorf("--stream-replicas 3 on one server: %v, want an error naming the cluster it needs", err)
+	}
+}
