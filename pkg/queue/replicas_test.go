@@ -70,6 +70,7 @@ func jsCluster(t *testing.T) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("the JetStream cluster has no leader after 30s: %v", err)
 		}
+		time.Sleep(50 * time.Millisecond) // between polls: no leader yet answers at once
 	}
 }
 
