@@ -57,7 +57,7 @@ deps: deps-demo
 	@[ -x $(REDOCLY) ] || { command -v npm >/dev/null 2>&1 && \
 		echo "installing @redocly/cli@$(REDOCLY_VERSION) (npm, into bin/): lints docs/openapi.yaml" && \
 		npm install --silent --no-audit --no-fund --prefix bin/redocly-$(REDOCLY_VERSION) @redocly/cli@$(REDOCLY_VERSION) >/dev/null; } || \
-		echo "npm not found: docs/openapi.yaml is not linted (pkg/serve's OpenAPI tests still parse it)"
+		echo "npm not found: docs/openapi.yaml is not linted (internal/app/serve's OpenAPI tests still parse it)"
 
 # test runs three steps, each even when an earlier one failed: go test
 # (a line per package as it finishes; the roles' JSON logs are kept out),
@@ -87,7 +87,7 @@ deploy-check:
 # test that starts and stops every role process 20 times and finds no
 # goroutine left.
 race:
-	$(GO) test -count=1 -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./pkg/ratelimit/... ./pkg/llm/... ./pkg/llmsim/... ./pkg/agents/... ./pkg/queue/... ./pkg/runtime/... ./pkg/serve/...
+	$(GO) test -count=1 -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./internal/ratelimit/... ./pkg/llm/... ./internal/llmsim/... ./pkg/agents/... ./internal/queue/... ./pkg/runtime/... ./internal/app/serve/...
 	$(GO) test -count=1 -race -run TestClusterRoleProcessesLeaveNoGoroutine ./internal/cli/
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8

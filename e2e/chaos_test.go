@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/localredis"
-	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/internal/localredis"
+	"github.com/quorumsql/quorum/internal/queue"
 )
 
 // natsProcess is a nats-server process with JetStream on a file store, so

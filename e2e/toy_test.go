@@ -16,18 +16,18 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/blob"
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/coordinator"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/runtime/voter"
+	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
-	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
-	"github.com/quorumsql/quorum/pkg/runtime/runenv"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
-	"github.com/quorumsql/quorum/pkg/runtime/voter"
-	"github.com/quorumsql/quorum/pkg/runtime/worker"
 )
 
 // toyEnv connects one process's environment with the toy agent.

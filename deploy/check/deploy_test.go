@@ -30,7 +30,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quorumsql/quorum/pkg/metrics"
+	"github.com/quorumsql/quorum/internal/metrics"
 )
 
 const k8sDir = "../k8s"

@@ -15,13 +15,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/blob"
+	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
-	"github.com/quorumsql/quorum/pkg/blob"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/message"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // The password start.sh is given; the shape openssl rand -hex 32 makes.

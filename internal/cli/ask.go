@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/serve"
 )
 
 // askClient asks one question of a quorum serve API.

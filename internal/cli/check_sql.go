@@ -78,7 +78,7 @@ that cannot be read).`,
 			enc.SetEscapeHTML(false)
 			refused := 0
 			for i, f := range files {
-				v := sqltext.Classify(texts[i], sqltext.Dialect(d))
+				v := sqltext.Classify(texts[i], d)
 				if !v.Allowed {
 					refused++
 				}

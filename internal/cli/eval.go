@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
 	"os"
 	"path/filepath"
@@ -38,9 +39,9 @@ const evalQueryTimeout = 60 * time.Second
 // queries interrupted after timeout and their results capped at
 // eval.ResultLimits (a result beyond them scores 0 as too large rather
 // than being compared cut).
-func evalWarehouses(ds *dataset.Dataset, timeout time.Duration) (*dataset.Warehouses, *sqlite.Set) {
+func evalWarehouses(ds *dataset.Dataset, timeout time.Duration) (*localdb.Warehouses, *sqlite.Set) {
 	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: timeout}}
-	return &dataset.Warehouses{DS: ds, SQLite: set, Limits: eval.ResultLimits}, set
+	return &localdb.Warehouses{DS: ds, SQLite: set, Limits: eval.ResultLimits}, set
 }
 
 func newEvalCmd() *cobra.Command {

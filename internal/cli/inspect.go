@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
 	"sort"
 	"strings"
@@ -198,7 +199,7 @@ type promptMode struct {
 func promptModes(ctx context.Context, ds *dataset.Dataset, sizes []promptSize) []promptMode {
 	set := &sqlite.Set{}
 	defer set.Close()
-	open := &dataset.Warehouses{DS: ds, SQLite: set}
+	open := &localdb.Warehouses{DS: ds, SQLite: set}
 	type pair struct{ paper, structural *dbinfo.Info }
 	infos := map[string]*pair{}
 	byID := map[string]*dataset.Example{}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // TestRunInterruptedResumes: quorum run interrupted mid-run says what it is

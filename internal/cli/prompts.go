@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
 	"sort"
 	"text/tabwriter"
@@ -30,7 +31,7 @@ type promptSize struct {
 func promptSizes(ctx context.Context, ds *dataset.Dataset, model string) ([]promptSize, []string) {
 	set := &sqlite.Set{}
 	defer set.Close()
-	open := &dataset.Warehouses{DS: ds, SQLite: set}
+	open := &localdb.Warehouses{DS: ds, SQLite: set}
 	tok := llm.NewTokenizer()
 	type pair struct{ before, after *dbinfo.Info }
 	infos := map[string]*pair{}
@@ -122,7 +123,7 @@ func showPrompts(ctx context.Context, w io.Writer, ds *dataset.Dataset, ids []st
 	}
 	set := &sqlite.Set{}
 	defer set.Close()
-	open := &dataset.Warehouses{DS: ds, SQLite: set}
+	open := &localdb.Warehouses{DS: ds, SQLite: set}
 	for _, e := range examples {
 		info, err := dbinfo.ForExample(ctx, ds, e, open, dbinfo.DefaultOptions())
 		if err != nil {

@@ -19,9 +19,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/quorumsql/quorum/pkg/localredis"
-	"github.com/quorumsql/quorum/pkg/queue"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/localredis"
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
 )
 
 // retainFlags set how long a finished run's keys stay in Redis (run,

@@ -15,11 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
-	"github.com/quorumsql/quorum/pkg/serve"
 )
 
 // serveFlags configure quorum serve (and quorum ask in process).
@@ -175,7 +175,7 @@ func (s *serving) close() {
 }
 
 // start brings up the runtime (embedded, or joined with --nats-url and
-// --redis-url) with the question API in it (pkg/serve.Start): the flags
+// --redis-url) with the question API in it (internal/app/serve.Start): the flags
 // checked, the databases read, the LLM resolved, the rest is theirs.
 func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tenants) (*serving, error) {
 	if f.votes < 1 || f.votes > serve.MaxVotes {

@@ -22,9 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/serve"
 )
 
 // killDemo is the demo dataset, relative to this package.

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/llmsim"
-	"github.com/quorumsql/quorum/pkg/serve"
 
 	_ "modernc.org/sqlite" // database/sql driver, to change a schema
 )

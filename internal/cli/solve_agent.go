@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
 	"path/filepath"
 	"strings"
@@ -23,14 +24,14 @@ func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset
 	writer *outputs.Writer, seed uint64, atOnce int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
 	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
-	whs := &dataset.Warehouses{DS: ds, SQLite: set}
+	whs := &localdb.Warehouses{DS: ds, SQLite: set}
 	return solveEach(examples, atOnce, w, func(e *dataset.Example) outputs.Example {
 		return solveExample(ctx, ds, e, def, ag, opts, whs, writer, seed)
 	})
 }
 
 func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
-	whs *dataset.Warehouses, writer *outputs.Writer, seed uint64) outputs.Example {
+	whs *localdb.Warehouses, writer *outputs.Writer, seed uint64) outputs.Example {
 	start := time.Now()
 	r := outputs.Example{InstanceID: e.ID, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	defer func() { r.LatencySeconds = time.Since(start).Seconds() }()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/pkg/serve"
+	"github.com/quorumsql/quorum/internal/app/serve"
 )
 
 // TestEvalAndAskUsageErrorsExit2, through the binary: every error of

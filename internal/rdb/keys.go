@@ -13,7 +13,7 @@
 // and the answer ones --retain-answers (runstate.DefaultAnswers, 14 days).
 //
 //	key (after quorum:)               owner (writer)             holds                                     TTL / retention
-//	run:<run>:manifest                pkg/runtime/runstate       the run's manifest (JSON)                 none; retired: answers
+//	run:<run>:manifest                internal/runtime/runstate       the run's manifest (JSON)                 none; retired: answers
 //	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
 //	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
 //	run:<run>:cancelled               runstate (serve's cancel)  the reason                                CancelTTL (14 days); retired: ≤ state
@@ -32,14 +32,14 @@
 //	link:<key>                        agents/dbinfo              schema-linking answers (RedisLinkCache)   its TTL, default CacheTTL
 //	schema:<key>:<digest>             pkg/warehouse/schema       a live schema and its fingerprint         schema.Cache.TTL (24 h)
 //	schema:<key>:<digest>:lock        warehouse/schema           a Lease while one process reads it        schema.Cache.LockTTL (2 min)
-//	blob:sha256:<hex>                 pkg/blob                   content-addressed payloads                blob.New's ttl, BlobTTL (14 days)
-//	rl:<claim>                        pkg/ratelimit              a claim's GCRA schedule (µs); claims:     until idle again, + 1 s
+//	blob:sha256:<hex>                 internal/blob                   content-addressed payloads                blob.New's ttl, BlobTTL (14 days)
+//	rl:<claim>                        internal/ratelimit              a claim's GCRA schedule (µs); claims:     until idle again, + 1 s
 //	                                                             llm:<group>:rpm|tpm, wh:<name>:qps,
 //	                                                             serve:<tenant>:req
 //	rl:cooldown:<group>               ratelimit                  a pause after a provider's 429            the pause
 //	rl:sem:<name>                     ratelimit                  sorted set of slot leases token → expiry  twice the lease, renewed
 //	rl:bytes:<run>                    ratelimit                  bytes a run scanned (ByteBudget)          BytesTTL (14 days)
-//	serve:q:<id>                      pkg/serve                  a question and its answer (JSON)          serve's --retain, every write
+//	serve:q:<id>                      internal/app/serve                  a question and its answer (JSON)          serve's --retain, every write
 //	serve:pending                     serve                      sorted set of unfinished questions        none; members leave at the end
 //	serve:lease:<id>                  serve                      a Lease: the process driving it           10 s, renewed
 //	serve:idem:<hash>                 serve                      Idempotency-Key → question id             serve's --retain
@@ -63,7 +63,7 @@ import (
 // Prefix starts every key quorum writes.
 const Prefix = "quorum:"
 
-// Runs: pkg/runtime/runstate.
+// Runs: internal/runtime/runstate.
 
 // runPrefix starts every key of every run.
 const runPrefix = Prefix + "run:"
@@ -137,7 +137,7 @@ const SchemaPrefix = Prefix + "schema:"
 // name) with digest (of the dialect, database and options).
 func SchemaKey(key, digest string) string { return SchemaPrefix + key + ":" + digest }
 
-// Blobs: pkg/blob.
+// Blobs: internal/blob.
 
 // BlobPrefix starts every blob's key.
 const BlobPrefix = Prefix + "blob:"
@@ -149,7 +149,7 @@ func BlobKey(ref string) string { return BlobPrefix + ref }
 // so runstate.DefaultAnswers does not exceed it.
 const BlobTTL = 14 * 24 * time.Hour
 
-// Rate limits: pkg/ratelimit. The names below are relative to the
+// Rate limits: internal/ratelimit. The names below are relative to the
 // limiter's prefix (RateLimitPrefix by default).
 
 // RateLimitPrefix is the limiter's default prefix.
@@ -186,7 +186,7 @@ func TenantGroup(tenant string) string { return "serve:" + tenant }
 // TenantRequestsName is a serve tenant's requests per minute.
 func TenantRequestsName(tenant string) string { return TenantGroup(tenant) + ":req" }
 
-// Questions: pkg/serve.
+// Questions: internal/app/serve.
 
 const servePrefix = Prefix + "serve:"
 

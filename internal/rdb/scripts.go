@@ -41,7 +41,7 @@ func ExpireIfEquals(ctx context.Context, c redis.Cmdable, key, value string, ttl
 	return n == 1, err
 }
 
-// ---- Runs: pkg/runtime/runstate ----
+// ---- Runs: internal/runtime/runstate ----
 //
 // Every write to a run's key goes through a script starting with
 // trackLua: the key joins the run's index (RunIndexKey), a run's first key
@@ -254,7 +254,7 @@ func ForgetRun(ctx context.Context, c redis.Cmdable, run string) error {
 	return err
 }
 
-// ---- Questions: pkg/serve ----
+// ---- Questions: internal/app/serve ----
 
 // chargeScript raises what a question has been charged (KEYS[1]) to
 // ARGV[1] tokens, adding the difference to the tenant's day (KEYS[2]): run
@@ -276,7 +276,7 @@ func Charge(ctx context.Context, c redis.Cmdable, tenant, id string, tokens int)
 	return chargeScript.Run(ctx, c, []string{ChargedKey(id), TokensKey(tenant, time.Now())}, tokens, TokensTTL.Milliseconds()).Int64()
 }
 
-// ---- Rate limits: pkg/ratelimit ----
+// ---- Rate limits: internal/ratelimit ----
 
 // reserveScript admits every claim together now, or none of them and says
 // how long until they would all fit: nothing is booked for later, so a

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 const birdMini = "../../examples/bird-mini"
@@ -29,7 +29,7 @@ func TestLoadBirdMini(t *testing.T) {
 	count := map[string]int{}
 	for _, e := range ds.Examples {
 		count[e.Difficulty]++
-		if !ds.Runnable(e.ID) || e.Gold.SQL == "" || e.ExternalKnowledge == "" || e.Dialect != warehouse.SQLite {
+		if !ds.Runnable(e.ID) || e.Gold.SQL == "" || e.ExternalKnowledge == "" || e.Dialect != sqltext.SQLite {
 			t.Errorf("%s: %+v", e.ID, e)
 		}
 	}

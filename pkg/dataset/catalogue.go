@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // catalogue registers the databases no example names: each metadata folder
@@ -13,7 +13,7 @@ import (
 // looks for them. Names that are not safe are left out.
 func (ds *Dataset) catalogue(opt Options) {
 	base := filepath.Join(ds.Root, "resource", "databases")
-	for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
+	for _, d := range []sqltext.Dialect{sqltext.SQLite, sqltext.Snowflake, sqltext.BigQuery} {
 		entries, _ := os.ReadDir(filepath.Join(base, string(d)))
 		for _, en := range entries {
 			dir := filepath.Join(base, string(d), en.Name())
@@ -31,7 +31,7 @@ func (ds *Dataset) catalogue(opt Options) {
 		for _, en := range entries {
 			name, ok := strings.CutSuffix(en.Name(), ".sqlite")
 			if ok && !en.IsDir() && CheckName(name) == nil {
-				ds.register(warehouse.SQLite, name, opt)
+				ds.register(sqltext.SQLite, name, opt)
 			}
 		}
 	}
@@ -40,7 +40,7 @@ func (ds *Dataset) catalogue(opt Options) {
 // register adds a database unless it is known, resolving it as an
 // example's would be. A database without its file is just not askable; one
 // refused (a link out of the dataset, a file over its limit) is reported.
-func (ds *Dataset) register(d warehouse.Dialect, name string, opt Options) {
+func (ds *Dataset) register(d sqltext.Dialect, name string, opt Options) {
 	key := string(d) + "/" + name
 	if _, ok := ds.Databases[key]; ok {
 		return
@@ -53,7 +53,7 @@ func (ds *Dataset) register(d warehouse.Dialect, name string, opt Options) {
 		ds.problem(filepath.Join(ds.Root, "resource", "databases"), 0, "", "%v", err)
 		return
 	}
-	if d == warehouse.SQLite && db.SQLitePath == "" {
+	if d == sqltext.SQLite && db.SQLitePath == "" {
 		delete(ds.Databases, key)
 	}
 }

@@ -21,8 +21,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/eval"
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // Layout is the folder convention a dataset follows.
@@ -38,7 +37,7 @@ const (
 type Example struct {
 	ID       string
 	DB       string
-	Dialect  warehouse.Dialect
+	Dialect  sqltext.Dialect
 	Question string
 	// ExternalKnowledge is the text of the referenced document, if any.
 	ExternalKnowledge     string
@@ -60,14 +59,14 @@ type Gold struct {
 	Results []string
 	Single  bool
 	// Spec holds condition_cols and ignore_order from the eval config.
-	Spec    eval.Spec
+	Spec    Spec
 	HasSpec bool
 }
 
 // Database is one database that examples refer to.
 type Database struct {
 	Name    string
-	Dialect warehouse.Dialect
+	Dialect sqltext.Dialect
 	// MetaDir holds Spider 2.0 metadata (DDL.csv and per-table JSON); empty
 	// when the dataset has none for this database.
 	MetaDir string
@@ -135,7 +134,7 @@ type Options struct {
 	// SQLiteDir is searched first for <db>.sqlite files.
 	SQLiteDir string
 	// Dialect overrides the dialect derived from instance id prefixes.
-	Dialect warehouse.Dialect
+	Dialect sqltext.Dialect
 	// Catalogue registers every database of resource/databases (metadata
 	// folders per dialect, and SQLite files), not only those the task file
 	// names: what quorum serve can be asked about.
@@ -245,7 +244,7 @@ func (ds *Dataset) Database(e *Example) (*Database, bool) {
 // Filter selects examples.
 type Filter struct {
 	IDs      []string
-	Dialect  warehouse.Dialect
+	Dialect  sqltext.Dialect
 	Database string
 	Limit    int
 }
@@ -288,14 +287,14 @@ func (ds *Dataset) Select(f Filter) ([]*Example, error) {
 
 // DialectFromID derives the dialect from a Spider 2.0 instance id prefix:
 // sf/sf_bq Snowflake, bq/ga BigQuery, local SQLite.
-func DialectFromID(id string) (warehouse.Dialect, bool) {
+func DialectFromID(id string) (sqltext.Dialect, bool) {
 	switch {
 	case strings.HasPrefix(id, "sf"):
-		return warehouse.Snowflake, true
+		return sqltext.Snowflake, true
 	case strings.HasPrefix(id, "bq"), strings.HasPrefix(id, "ga"):
-		return warehouse.BigQuery, true
+		return sqltext.BigQuery, true
 	case strings.HasPrefix(id, "local"):
-		return warehouse.SQLite, true
+		return sqltext.SQLite, true
 	}
 	return "", false
 }

@@ -9,7 +9,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 const subset = "../../../shared/data/spider2-lite-subset"
@@ -26,11 +26,11 @@ func TestLoadSpider2LiteSubset(t *testing.T) {
 	if len(ds.Examples) != 173 {
 		t.Fatalf("%d examples, want 173", len(ds.Examples))
 	}
-	counts := map[warehouse.Dialect]int{}
+	counts := map[sqltext.Dialect]int{}
 	for _, e := range ds.Examples {
 		counts[e.Dialect]++
 	}
-	if counts[warehouse.SQLite] != 135 || counts[warehouse.BigQuery] != 37 || counts[warehouse.Snowflake] != 1 {
+	if counts[sqltext.SQLite] != 135 || counts[sqltext.BigQuery] != 37 || counts[sqltext.Snowflake] != 1 {
 		t.Errorf("dialects %v, want sqlite 135, bigquery 37, snowflake 1", counts)
 	}
 	// The subset ships no .sqlite files: every local example is blocked
@@ -174,7 +174,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 	if ds.Runnable("local004") {
 		t.Error("local004 references a missing document and must not be runnable")
 	}
-	sel, err := ds.Select(Filter{Dialect: warehouse.SQLite})
+	sel, err := ds.Select(Filter{Dialect: sqltext.SQLite})
 	if err != nil || len(sel) != 3 {
 		t.Errorf("select sqlite: %d %v", len(sel), err)
 	}
@@ -225,7 +225,7 @@ func TestLoadSpider1AndBIRD(t *testing.T) {
 		t.Fatalf("layout %s, %d examples", ds.Layout, len(ds.Examples))
 	}
 	bird, ok := ds.Example("dev_7")
-	if !ok || bird.ExternalKnowledge != "name is the singer's name" || bird.Gold.SQL != "SELECT name FROM singer" || bird.Dialect != warehouse.SQLite {
+	if !ok || bird.ExternalKnowledge != "name is the singer's name" || bird.Gold.SQL != "SELECT name FROM singer" || bird.Dialect != sqltext.SQLite {
 		t.Errorf("BIRD entry: %+v", bird)
 	}
 	if len(ds.Problems) != 1 || !strings.Contains(ds.Problems[0].Message, "missing sqlite file database/missing/missing.sqlite") {
@@ -262,7 +262,7 @@ func TestLoadSnowLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, ok := ds.Example("sf_bq001")
-	if !ok || e.Dialect != warehouse.Snowflake || e.Question != "Count visits." || e.DB != "GA360" || len(ds.Problems) > 0 {
+	if !ok || e.Dialect != sqltext.Snowflake || e.Question != "Count visits." || e.DB != "GA360" || len(ds.Problems) > 0 {
 		t.Fatalf("example %+v problems %v", e, ds.Problems)
 	}
 	db, _ := ds.Database(e)

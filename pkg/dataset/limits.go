@@ -1,7 +1,5 @@
 package dataset
 
-import "github.com/quorumsql/quorum/pkg/eval"
-
 // Limits on what a dataset may hold. Every file is checked against its
 // limit before it is read into memory (os.Stat, then a bounded read), so a
 // hostile or broken dataset costs an error naming the file and the limit,
@@ -36,7 +34,8 @@ const (
 	MaxDescriptionBytes = 16 << 20
 	// MaxGoldSQLBytes bounds one gold SQL file.
 	MaxGoldSQLBytes = 1 << 20
-	// MaxGoldCSVBytes bounds one gold result CSV: the evaluator's own
-	// limit, so a file the loader accepts is one quorum eval can read.
-	MaxGoldCSVBytes = eval.DefaultMaxBytes
+	// MaxGoldCSVBytes bounds one gold result CSV, and is the evaluator's
+	// own default limit (eval.DefaultMaxBytes), so a file the loader
+	// accepts is one quorum eval can read.
+	MaxGoldCSVBytes = 64 << 20
 )

@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // Question is an example asked online (quorum serve) rather than read from
 // a task file: it runs on one of the dataset's databases.
 type Question struct {
-	ID                string            `json:"id"`
-	DB                string            `json:"db"`
-	Dialect           warehouse.Dialect `json:"dialect"`
-	Question          string            `json:"question"`
-	ExternalKnowledge string            `json:"external_knowledge,omitempty"`
+	ID                string          `json:"id"`
+	DB                string          `json:"db"`
+	Dialect           sqltext.Dialect `json:"dialect"`
+	Question          string          `json:"question"`
+	ExternalKnowledge string          `json:"external_knowledge,omitempty"`
 }
 
 // Check validates a question against ds: a safe id, a database ds has, a

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 func TestWithQuestions(t *testing.T) {
@@ -13,7 +13,7 @@ func TestWithQuestions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := Question{ID: "q1", DB: "shop", Dialect: warehouse.SQLite, Question: "How many customers?"}
+	q := Question{ID: "q1", DB: "shop", Dialect: sqltext.SQLite, Question: "How many customers?"}
 	got, err := ds.WithQuestions(q)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestWithQuestions(t *testing.T) {
 		want string
 	}{
 		{func(q *Question) { q.DB = "nope" }, "db: "},
-		{func(q *Question) { q.Dialect = warehouse.BigQuery }, "db: "},
+		{func(q *Question) { q.Dialect = sqltext.BigQuery }, "db: "},
 		{func(q *Question) { q.ID = "../x" }, "id "},
 		{func(q *Question) { q.Question = "  " }, "question: empty"},
 		{func(q *Question) { q.Question = strings.Repeat("x", MaxQuestionBytes+1) }, "question: "},

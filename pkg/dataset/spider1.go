@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // spider1Entry holds the fields of Spider 1.0 (query) and BIRD (SQL,
@@ -92,7 +92,7 @@ func (ds *Dataset) loadSpider1(opt Options) error {
 			continue
 		}
 		seen[id] = true
-		e := &Example{ID: id, DB: en.DBID, Dialect: warehouse.SQLite, Question: en.Question,
+		e := &Example{ID: id, DB: en.DBID, Dialect: sqltext.SQLite, Question: en.Question,
 			ExternalKnowledge: en.Evidence, Difficulty: strings.ToLower(strings.TrimSpace(en.Difficulty)),
 			Source: fmt.Sprintf("%s[%d]", task, i)}
 		if err := checkQuestion(e.Question); err != nil {

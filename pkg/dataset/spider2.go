@@ -11,8 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/eval"
-	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // taskLine holds the fields of both Spider 2.0 task files: lite uses db and
@@ -61,13 +60,13 @@ func (ds *Dataset) loadSpider2(opt Options) error {
 	}
 	defer f.Close()
 	gold := filepath.Join(ds.Root, "evaluation_suite", "gold")
-	var specs map[string]eval.Spec
+	var specs map[string]Spec
 	if st, err := os.Stat(gold); err == nil && st.IsDir() {
 		ds.GoldDir = gold
-		if specFile, err := eval.FindSpecFile(gold); err == nil {
+		if specFile, err := FindSpecFile(gold); err == nil {
 			if _, err := resolveInside(ds.Root, specFile); err != nil {
 				ds.skip(specFile, 0, "", "eval config left out: it %v", err)
-			} else if specs, err = eval.LoadSpecs(specFile); err != nil {
+			} else if specs, err = LoadSpecs(specFile); err != nil {
 				ds.problem(specFile, 0, "", "%v", err)
 			}
 		}
@@ -120,7 +119,7 @@ func (ds *Dataset) openTaskFile(task string) (*os.File, error) {
 // dataset, a file or question over its limit) are left out; an example
 // with a problem that does not endanger anything (a missing file) is kept
 // but blocked.
-func (ds *Dataset) taskLine(task string, line int, text []byte, seen map[string]int, specs map[string]eval.Spec, opt Options) {
+func (ds *Dataset) taskLine(task string, line int, text []byte, seen map[string]int, specs map[string]Spec, opt Options) {
 	if len(text) == 0 {
 		return
 	}
@@ -231,7 +230,7 @@ func (ds *Dataset) resolveDatabase(e *Example, opt Options, blocking *[]string) 
 		return false, err
 	}
 	switch {
-	case e.Dialect == warehouse.SQLite && db.SQLitePath == "":
+	case e.Dialect == sqltext.SQLite && db.SQLitePath == "":
 		var where []string
 		if opt.SQLiteDir != "" {
 			where = append(where, opt.SQLiteDir)
@@ -239,7 +238,7 @@ func (ds *Dataset) resolveDatabase(e *Example, opt Options, blocking *[]string) 
 		where = append(where, filepath.Join(ds.Root, "resource", "databases", "spider2-localdb"), filepath.Join(ds.Root, "resource", "databases"))
 		*blocking = append(*blocking, fmt.Sprintf("missing sqlite file %s.sqlite for database %q (looked in %s); put the Spider 2.0 local databases in resource/databases/spider2-localdb/ or pass --sqlite-dir",
 			e.DB, e.DB, strings.Join(where, ", ")))
-	case e.Dialect != warehouse.SQLite && db.MetaDir == "":
+	case e.Dialect != sqltext.SQLite && db.MetaDir == "":
 		*blocking = append(*blocking, fmt.Sprintf("unknown database %q: no folder resource/databases/%s/%s (or resource/databases/%s)", e.DB, e.Dialect, e.DB, e.DB))
 	}
 	return true, nil
@@ -249,7 +248,7 @@ func (ds *Dataset) resolveDatabase(e *Example, opt Options, blocking *[]string) 
 // metadata folder and, for SQLite, its file. A database whose files lead
 // out of the dataset or are over their limits is refused, with the file
 // named.
-func (ds *Dataset) database(d warehouse.Dialect, name string, opt Options) (*Database, error) {
+func (ds *Dataset) database(d sqltext.Dialect, name string, opt Options) (*Database, error) {
 	key := string(d) + "/" + name
 	if err, ok := ds.refused[key]; ok {
 		return nil, err
@@ -274,7 +273,7 @@ func (ds *Dataset) database(d warehouse.Dialect, name string, opt Options) (*Dat
 			break
 		}
 	}
-	if err == nil && d == warehouse.SQLite {
+	if err == nil && d == sqltext.SQLite {
 		var where string
 		db.SQLitePath, where = findSQLite(ds.Root, opt.SQLiteDir, name)
 		err = checkSQLite(where, db.SQLitePath)
@@ -404,7 +403,7 @@ func findSQLite(root, sqliteDir, db string) (path, base string) {
 // attachGold reads e's gold SQL and lists its result CSVs. A gold file
 // that leads out of the dataset or is over its limit is an error naming
 // it: agents may see gold (the gold ablations) and llmsim answers from it.
-func (ds *Dataset) attachGold(e *Example, specs map[string]eval.Spec) error {
+func (ds *Dataset) attachGold(e *Example, specs map[string]Spec) error {
 	if ds.GoldDir == "" {
 		return nil
 	}
@@ -415,7 +414,7 @@ func (ds *Dataset) attachGold(e *Example, specs map[string]eval.Spec) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if files, single, err := eval.GoldFiles(filepath.Join(ds.GoldDir, "exec_result"), e.ID); err == nil {
+	if files, single, err := GoldFiles(filepath.Join(ds.GoldDir, "exec_result"), e.ID); err == nil {
 		for _, f := range files {
 			if _, err := statInside(ds.Root, f, MaxGoldCSVBytes, "gold CSV"); err != nil {
 				return err

@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,7 @@ func birdMiniRunner(t *testing.T) (*dataset.Dataset, *countingRunner) {
 	}
 	set := &sqlite.Set{}
 	t.Cleanup(func() { _ = set.Close() })
-	return ds, &countingRunner{SQLRunner: &dataset.Warehouses{DS: ds, SQLite: set, Limits: eval.ResultLimits}, runs: map[string]int{}}
+	return ds, &countingRunner{SQLRunner: &localdb.Warehouses{DS: ds, SQLite: set, Limits: eval.ResultLimits}, runs: map[string]int{}}
 }
 
 // write creates files under dir from relative paths.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"hash/maphash"
 	"math"
 	"slices"
@@ -382,44 +383,18 @@ func compareTable(pred []vector, gold *Frame, cond []int, o matchOptions, b *bud
 	return everyColumnMatched(prepareFrame(g, o), pred, o, b)
 }
 
-// Conditions is the raw condition_cols value of an eval config line: null,
-// an int, a flat list of ints, or a list of lists (one per gold variant).
-type Conditions struct {
-	raw json.RawMessage
-}
-
-// UnmarshalJSON keeps the raw value; its meaning depends on the number of
-// gold variants.
-func (c *Conditions) UnmarshalJSON(b []byte) error {
-	c.raw = append(json.RawMessage(nil), b...)
-	return nil
-}
-
-// MarshalJSON writes the raw value back.
-func (c Conditions) MarshalJSON() ([]byte, error) {
-	if len(c.raw) == 0 {
-		return []byte("null"), nil
-	}
-	return c.raw, nil
-}
-
-// ConditionsOf builds Conditions from a Go value (for generated eval files).
-func ConditionsOf(v any) Conditions {
-	b, _ := json.Marshal(v)
-	return Conditions{raw: b}
-}
-
-// perVariant resolves condition_cols for each of g gold variants with the
+// variantConds resolves condition_cols for each of g gold variants with the
 // official multi-variant rules (spider2-formats.md §3.4). An entry of nil
 // means "all columns"; errs[i] is set where variant i would raise.
-func (c Conditions) perVariant(g int) (conds [][]int, errs []error) {
+func variantConds(c dataset.Conditions, g int) (conds [][]int, errs []error) {
+	raw := c.Raw()
 	conds = make([][]int, g)
 	errs = make([]error, g)
 	var v any
-	if len(c.raw) > 0 {
-		if err := json.Unmarshal(c.raw, &v); err != nil {
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &v); err != nil {
 			for i := range errs {
-				errs[i] = fmt.Errorf("condition_cols %s: %w", c.raw, err)
+				errs[i] = fmt.Errorf("condition_cols %s: %w", raw, err)
 			}
 			return conds, errs
 		}
@@ -457,13 +432,14 @@ func (c Conditions) perVariant(g int) (conds [][]int, errs []error) {
 	return conds, errs
 }
 
-// single resolves condition_cols for a single gold file: the raw value is
+// singleConds resolves condition_cols for a single gold file: the raw value is
 // used as given.
-func (c Conditions) single() ([]int, error) {
+func singleConds(c dataset.Conditions) ([]int, error) {
+	raw := c.Raw()
 	var v any
-	if len(c.raw) > 0 {
-		if err := json.Unmarshal(c.raw, &v); err != nil {
-			return nil, fmt.Errorf("condition_cols %s: %w", c.raw, err)
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("condition_cols %s: %w", raw, err)
 		}
 	}
 	return truthyColumns(v)
@@ -508,13 +484,13 @@ func truthyColumns(v any) ([]int, error) {
 // file uses the raw condition; several variants are tried in order and the
 // first match wins, an error on a variant ending the search with 0. It
 // works within the default Limits.
-func CompareGold(pred *Frame, golds []*Frame, single bool, cond Conditions, ignoreOrder bool) (bool, error) {
+func CompareGold(pred *Frame, golds []*Frame, single bool, cond dataset.Conditions, ignoreOrder bool) (bool, error) {
 	return CompareGoldLimited(pred, golds, single, cond, ignoreOrder, Limits{})
 }
 
 // CompareGoldLimited is CompareGold within lim.MaxCompare value comparisons
 // over all variants. The prediction is prepared (sorted) once for them all.
-func CompareGoldLimited(pred *Frame, golds []*Frame, single bool, cond Conditions, ignoreOrder bool, lim Limits) (bool, error) {
+func CompareGoldLimited(pred *Frame, golds []*Frame, single bool, cond dataset.Conditions, ignoreOrder bool, lim Limits) (bool, error) {
 	lim = lim.withDefaults()
 	o := evalOptions(ignoreOrder)
 	b := newBudget(lim.MaxCompare)
@@ -522,13 +498,13 @@ func CompareGoldLimited(pred *Frame, golds []*Frame, single bool, cond Condition
 		if len(golds) != 1 {
 			return false, fmt.Errorf("single gold mode needs one gold table, got %d", len(golds))
 		}
-		cols, err := cond.single()
+		cols, err := singleConds(cond)
 		if err != nil {
 			return false, err
 		}
 		return compareTable(prepareFrame(pred, o), golds[0], cols, o, b)
 	}
-	conds, errs := cond.perVariant(len(golds))
+	conds, errs := variantConds(cond, len(golds))
 	var prepared []vector
 	for i, g := range golds {
 		if errs[i] != nil {

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"encoding/json"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"testing"
 )
 
@@ -140,7 +141,7 @@ func scoreStrings(pred string, golds []string, single bool, cond string, ignoreO
 		}
 		gs = append(gs, f)
 	}
-	var c Conditions
+	var c dataset.Conditions
 	if cond != "" {
 		if err := json.Unmarshal([]byte(cond), &c); err != nil {
 			return false, err

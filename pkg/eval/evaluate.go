@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,11 +84,11 @@ type Report struct {
 // Like the official evaluator, any failure on an instance scores 0 and is
 // recorded; only problems with the folders themselves return an error.
 func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
-	specPath, err := FindSpecFile(cfg.GoldDir)
+	specPath, err := dataset.FindSpecFile(cfg.GoldDir)
 	if err != nil {
 		return nil, err
 	}
-	specs, err := LoadSpecs(specPath)
+	specs, err := dataset.LoadSpecs(specPath)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, spec Spec) (bool, error) {
+func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, spec dataset.Spec) (bool, error) {
 	lim := cfg.Limits.withDefaults()
 	var pred *Frame
 	if cfg.Mode == ModeSQL {

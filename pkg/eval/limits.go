@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"io"
 	"os"
 
@@ -37,13 +38,13 @@ type Limits struct {
 // well under a million cells; 5 million cells is about 500 MB at the peak
 // of reading one table, and 5×10^8 comparisons take one to two seconds.
 const (
-	DefaultMaxBytes   = 64 << 20
+	DefaultMaxBytes   = dataset.MaxGoldCSVBytes
 	DefaultMaxCells   = 5_000_000
 	DefaultMaxCompare = 500_000_000
 )
 
 // ResultLimits are the warehouse limits sql mode runs predictions under
-// (set them as dataset.Warehouses.Limits, and as Config.ResultLimits so
+// (set them as localdb.Warehouses.Limits, and as Config.ResultLimits so
 // errors name them). A result they cut scores 0 as too large rather than
 // being compared truncated. 500,000 rows and 32 MiB of cell data are far
 // above any Spider 2.0 or BIRD gold result; 32 MiB of cells renders to at

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -162,7 +163,7 @@ func TestCompareBudget(t *testing.T) {
 		{"no limit", near, -1, true, false},
 	}
 	for _, tt := range tests {
-		ok, err := CompareGoldLimited(pred, []*Frame{tt.gold}, true, Conditions{}, false, Limits{MaxCompare: tt.limit})
+		ok, err := CompareGoldLimited(pred, []*Frame{tt.gold}, true, dataset.Conditions{}, false, Limits{MaxCompare: tt.limit})
 		if ok != tt.want || (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrTooLarge)) {
 			t.Errorf("%s: %v, %v; want %v, error %v", tt.name, ok, err, tt.want, tt.wantErr)
 		}
@@ -175,7 +176,7 @@ func TestDuplicateConditionColumns(t *testing.T) {
 	// Not parallel: it measures the process's allocations.
 	pred, _ := ReadCSV([]byte("x\n1\n2\n"))
 	gold, _ := ReadCSV([]byte("a,b\n1,7\n2,8\n"))
-	cond := ConditionsOf(slices.Repeat([]int{0}, 1_000_000))
+	cond := dataset.ConditionsOf(slices.Repeat([]int{0}, 1_000_000))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	ok, err := CompareGold(pred, []*Frame{gold}, true, cond, false)
@@ -190,7 +191,7 @@ func TestDuplicateConditionColumns(t *testing.T) {
 	if alloc > 128<<20 {
 		t.Errorf("allocated %d MB", alloc>>20)
 	}
-	if _, err := CompareGold(pred, []*Frame{gold}, true, ConditionsOf([]int{0, 0, 5}), false); err == nil {
+	if _, err := CompareGold(pred, []*Frame{gold}, true, dataset.ConditionsOf([]int{0, 0, 5}), false); err == nil {
 		t.Error("an out-of-range position among duplicates must still fail")
 	}
 }

@@ -20,8 +20,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/pkg/priority"
-	"github.com/quorumsql/quorum/pkg/redact"
 )
 
 // DefaultEndpoint names the endpoint Config's top-level fields describe:

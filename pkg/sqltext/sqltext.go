@@ -12,6 +12,7 @@
 package sqltext
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -34,16 +35,34 @@ type Options struct {
 	Dialect Dialect
 }
 
-// Dialect names a SQL engine whose lexical rules the lexer knows. The values
-// are those of warehouse.Dialect.
+// Dialect names a SQL engine family: the one dialect type of quorum
+// (warehouse.Dialect is this type), kept in this leaf package so that what
+// only names a dialect (a dataset's examples) need not import the warehouses.
 type Dialect string
 
-// The dialects the lexer and the classifier know.
+// The dialects Spider 2.0 uses, which the lexer and the classifier know.
 const (
 	SQLite    Dialect = "sqlite"
 	Snowflake Dialect = "snowflake"
 	BigQuery  Dialect = "bigquery"
 )
+
+// ParseDialect accepts a dialect name in any case.
+func ParseDialect(s string) (Dialect, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	case "snowflake", "sf":
+		return Snowflake, nil
+	case "bigquery", "bq":
+		return BigQuery, nil
+	}
+	return "", fmt.Errorf("unknown dialect %q: use sqlite, snowflake or bigquery", s)
+}
+
+// LexOptions are the options for d's quotes, comments and identifiers
+// (DialectOptions).
+func (d Dialect) LexOptions() Options { return DialectOptions(d) }
 
 // Known reports whether d is one of the dialects above.
 func (d Dialect) Known() bool { return d == SQLite || d == Snowflake || d == BigQuery }

@@ -8,40 +8,24 @@ package warehouse
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
-// Dialect names a SQL engine family.
-type Dialect string
+// Dialect names a SQL engine family (sqltext.Dialect: one type for the
+// whole project).
+type Dialect = sqltext.Dialect
 
 // The dialects Spider 2.0 uses.
 const (
-	SQLite    Dialect = "sqlite"
-	Snowflake Dialect = "snowflake"
-	BigQuery  Dialect = "bigquery"
+	SQLite    = sqltext.SQLite
+	Snowflake = sqltext.Snowflake
+	BigQuery  = sqltext.BigQuery
 )
 
 // ParseDialect accepts a dialect name in any case.
-func ParseDialect(s string) (Dialect, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "sqlite", "sqlite3":
-		return SQLite, nil
-	case "snowflake", "sf":
-		return Snowflake, nil
-	case "bigquery", "bq":
-		return BigQuery, nil
-	}
-	return "", fmt.Errorf("unknown dialect %q: use sqlite, snowflake or bigquery", s)
-}
-
-// LexOptions are the sqltext options for the dialect's quotes, comments and
-// identifiers (sqltext.DialectOptions).
-func (d Dialect) LexOptions() sqltext.Options {
-	return sqltext.DialectOptions(sqltext.Dialect(d))
-}
+func ParseDialect(s string) (Dialect, error) { return sqltext.ParseDialect(s) }
 
 // Limits bound what one query may return and how long it may run. Zero
 // means no limit of that kind (a warehouse's own timeout still applies). A
@@ -129,7 +113,7 @@ func CheckReadOnly(d Dialect, sql string) (string, error) {
 // MULTI_STATEMENT_COUNT=1 and a read-only role, BigQuery's dry-run statement
 // type).
 func Admit(d Dialect, sql string) (sqltext.Verdict, error) {
-	v := sqltext.Classify(sql, sqltext.Dialect(d))
+	v := sqltext.Classify(sql, d)
 	if v.Allowed {
 		return v, nil
 	}

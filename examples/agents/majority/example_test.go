@@ -3,6 +3,7 @@ package majority_test
 import (
 	"context"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 
 	"github.com/quorumsql/quorum/examples/agents/majority"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
@@ -47,7 +48,7 @@ func Example() {
 	defer set.Close()
 	e, _ := ds.Example("local001")
 	out, err := local.Solve(context.Background(), local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds,
-		Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Run: "example", Seed: 1}, e)
+		Warehouses: &localdb.Warehouses{DS: ds, SQLite: set}, Run: "example", Seed: 1}, e)
 	if err != nil {
 		panic(err)
 	}

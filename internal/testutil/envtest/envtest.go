@@ -12,14 +12,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/blob"
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
-	"github.com/quorumsql/quorum/pkg/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/runenv"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 // Options shape the environment.

@@ -5,7 +5,7 @@ package natstest
 import (
 	"testing"
 
-	"github.com/quorumsql/quorum/pkg/queue"
+	"github.com/quorumsql/quorum/internal/queue"
 )
 
 // Start returns a running server.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/pkg/localredis"
+	"github.com/quorumsql/quorum/internal/localredis"
 )
 
 // Server is a running redis-server.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,7 @@ func writeSQLite(t testing.TB, path, script string) {
 // (SQLite pools closed when the test ends) and the examples Run runs.
 type Fixture struct {
 	Dataset    *dataset.Dataset
-	Warehouses *dataset.Warehouses
+	Warehouses *localdb.Warehouses
 	// Examples are the examples Run runs: all the dataset's unless Only
 	// picked some.
 	Examples []*dataset.Example
@@ -143,7 +144,7 @@ func Load(t testing.TB, dir string) *Fixture {
 	}
 	set := &sqlite.Set{}
 	t.Cleanup(func() { set.Close() })
-	return &Fixture{Dataset: ds, Warehouses: &dataset.Warehouses{DS: ds, SQLite: set}, Examples: ds.Examples}
+	return &Fixture{Dataset: ds, Warehouses: &localdb.Warehouses{DS: ds, SQLite: set}, Examples: ds.Examples}
 }
 
 // Demo is the repository's demo dataset (examples/demo: a shop database,

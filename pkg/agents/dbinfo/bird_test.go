@@ -2,6 +2,7 @@ package dbinfo
 
 import (
 	"context"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"strings"
 	"testing"
 
@@ -74,7 +75,7 @@ func TestFromSQLiteWithBirdDescriptions(t *testing.T) {
 	// ForExample passes the dataset's descriptions on.
 	set := &sqlite.Set{}
 	defer set.Close()
-	viaDS, err := ForExample(context.Background(), ds, e, &dataset.Warehouses{DS: ds, SQLite: set}, DefaultOptions())
+	viaDS, err := ForExample(context.Background(), ds, e, &localdb.Warehouses{DS: ds, SQLite: set}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

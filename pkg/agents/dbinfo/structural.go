@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quorumsql/quorum/pkg/pyrepr"
+	"github.com/quorumsql/quorum/internal/pyrepr"
 )
 
 // DefaultEKReserve is the room a structural Info leaves for an example's

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -227,7 +228,7 @@ type Context struct {
 	// for a gold ablation (GoldAblation); nil otherwise.
 	GoldIdentifiers []string
 	// Schema opens the run's warehouses for live schema reads.
-	Schema *dataset.Warehouses
+	Schema *localdb.Warehouses
 	// Warehouse opens the example's warehouse within its quota; nil where
 	// no warehouse is served (the voter).
 	Warehouse func(ctx context.Context) (warehouse.Warehouse, error)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"regexp"
 	"sort"
 	"strconv"
@@ -66,14 +67,14 @@ func GoldIdentifiers(sql string) []string {
 // its gold for scoring. Build one per run: it copies the examples.
 type View struct {
 	ds   *dataset.Dataset
-	whs  *dataset.Warehouses
+	whs  *localdb.Warehouses
 	gold bool
 }
 
 // NewView builds the agents' view of ds; whs (nil where no warehouse is
 // served) is copied over the view, sharing its pools. opts are the run's
 // agent options.
-func NewView(ds *dataset.Dataset, whs *dataset.Warehouses, opts map[string]string) *View {
+func NewView(ds *dataset.Dataset, whs *localdb.Warehouses, opts map[string]string) *View {
 	v := &View{ds: ds.WithoutGold(), gold: GoldAblation(opts)}
 	if whs != nil {
 		w := *whs

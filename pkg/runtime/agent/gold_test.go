@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"reflect"
 	"slices"
 	"sort"
@@ -117,7 +118,7 @@ func TestViewHidesGold(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		opts    map[string]string
-		whs     *dataset.Warehouses
+		whs     *localdb.Warehouses
 		wantIDs []string
 	}{
 		{"no ablation", map[string]string{"no-vote": "true"}, whs, nil},

@@ -15,16 +15,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/localredis"
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/coordinator"
+	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/localredis"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/queue"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
-	"github.com/quorumsql/quorum/pkg/runtime/coordinator"
-	"github.com/quorumsql/quorum/pkg/runtime/message"
-	"github.com/quorumsql/quorum/pkg/runtime/runstate"
 )
 
 const demo = "../../../examples/demo"

@@ -9,6 +9,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"sort"
 	"sync"
 
@@ -30,7 +31,7 @@ type Config struct {
 	// (agent.GoldAblation) is the only way the agent sees any gold.
 	Options    map[string]string
 	Dataset    *dataset.Dataset
-	Warehouses *dataset.Warehouses
+	Warehouses *localdb.Warehouses
 	Run        string
 	Seed       uint64
 	// Tasks is how many tasks of one example run at once (default 8).

@@ -7,6 +7,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"os"
 	"strings"
 	"sync"
@@ -14,8 +15,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/bigquery"
 	"github.com/quorumsql/quorum/pkg/warehouse/snowflake"
@@ -141,7 +142,7 @@ type Registry struct {
 // Open returns the warehouse an example runs on: its SQLite file through
 // local, or the process's connection to its Snowflake or BigQuery
 // warehouse, within the warehouse's quota.
-func (r *Registry) Open(ctx context.Context, e *dataset.Example, local *dataset.Warehouses) (warehouse.Warehouse, error) {
+func (r *Registry) Open(ctx context.Context, e *dataset.Example, local *localdb.Warehouses) (warehouse.Warehouse, error) {
 	name, err := r.File.Route(e)
 	if err != nil {
 		return nil, err

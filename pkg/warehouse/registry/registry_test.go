@@ -3,15 +3,16 @@ package registry
 import (
 	"context"
 	"errors"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/pkg/dataset"
-	"github.com/quorumsql/quorum/pkg/ratelimit"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/snowflake"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
@@ -109,7 +110,7 @@ func TestOpenGatesAndReusesConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := &dataset.Warehouses{DS: ds, SQLite: &sqlite.Set{}}
+	local := &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}
 	e, _ := ds.Example("local001")
 	wh, err := r.Open(context.Background(), e, local)
 	if err != nil {
@@ -155,7 +156,7 @@ func TestSlotReleasedWhenAQueryIsStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := &dataset.Warehouses{DS: ds, SQLite: &sqlite.Set{}}
+	local := &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}
 	defer local.SQLite.Close()
 	e, _ := ds.Example("local001")
 	wh, err := r.Open(context.Background(), e, local)

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/quorumsql/quorum/pkg/dataset"
+)
+
+func TestMakeDataset(t *testing.T) {
+	t.Parallel()
+	dir, err := MakeDataset("../../../examples/demo", 50, filepath.Join(t.TempDir(), "ds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := dataset.Load(dir, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Examples) != 50 || len(ds.Problems) != 0 {
+		t.Fatalf("%d examples, problems %v", len(ds.Examples), ds.Problems)
+	}
+	first, _ := ds.Example("localbench00000")
+	copy, _ := ds.Example("localbench00044")
+	if !strings.HasPrefix(copy.Question, first.Question) || copy.Question == first.Question || len(copy.Gold.Results) == 0 {
+		t.Errorf("copy %q of %q, gold %v", copy.Question, first.Question, copy.Gold.Results)
+	}
+}
+
+// TestBenchRunsThroughTheRealPieces runs a small limited scenario and two
+// scaling points through embedded NATS, redis-server and llmsim.
+func TestBenchRunsThroughTheRealPieces(t *testing.T) {
+	t.Parallel()
+	sc := Standard()
+	sc.Dataset = "../../../examples/demo"
+	sc.Examples, sc.Votes, sc.RPM = 12, 4, 600
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
+	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 4, 1, 4
+	sc.Scaling, sc.ScalingExamples, sc.ScalingConcurrency = []int{1, 2}, 4, 2
+	var progress bytes.Buffer
+	rep, err := Run(context.Background(), sc, t.TempDir(), &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examples != 12 || rep.Candidates < 48 || rep.FailedExamples != 0 || rep.LLMCalls == 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.RateLimited != 0 {
+		t.Errorf("%d 429s with the limiter set to the provider's quota", rep.RateLimited)
+	}
+	if rep.QuotaBound <= 0 || rep.QuotaRatio <= 0 || rep.QuotaRatio > 1.2 || rep.BindingLimit != "llm requests/min" {
+		t.Errorf("quota bound %.1fs ratio %.2f (%s)", rep.QuotaBound, rep.QuotaRatio, rep.BindingLimit)
+	}
+	if rep.PerStage["generate"].LLMCalls <= 0 || rep.ChainP50 <= 0 || rep.LatencyP50 < rep.ChainP50/2 {
+		t.Errorf("stages %v, chain p50 %.2f, latency p50 %.2f", rep.PerStage, rep.ChainP50, rep.LatencyP50)
+	}
+	// Time in service sits between one chain and the latency with queueing.
+	if rep.ServiceP50 < rep.ChainP50*0.9 || rep.ServiceP50 > rep.LatencyP50+0.01 {
+		t.Errorf("service p50 %.2f outside chain p50 %.2f .. latency p50 %.2f", rep.ServiceP50, rep.ChainP50, rep.LatencyP50)
+	}
+	checkRedis(t, rep.Redis, 1)
+	if len(rep.Scaling) != 2 || rep.Scaling[0].CallsPerMinute <= 0 || rep.BindsAt+rep.BindsAtEstimate == 0 {
+		t.Errorf("scaling %+v", rep.Scaling)
+	}
+	var html bytes.Buffer
+	if err := WriteHTML(&html, rep.Run, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "Accuracy by dialect", "Throughput over time", "quota ratio", "SIMULATED LLM", "generator workers"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestLoadScenario(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: small\nexamples: 10\nrpm: 100\nfirst_token_ms: 50\n"), 0o644)
+	sc, err := LoadScenario(p)
+	if err != nil || sc.Examples != 10 || sc.RPM != 100 || sc.FirstTokenMS != 50 || sc.Votes != 8 {
+		t.Errorf("%+v %v", sc, err)
+	}
+	os.WriteFile(p, []byte("exmples: 10\n"), 0o644)
+	if _, err := LoadScenario(p); err == nil {
+		t.Error("a misspelt field was accepted")
+	}
+}
+
+// The example scenario documents the standard one; they must not drift.
+func TestExampleScenarioIsStandard(t *testing.T) {
+	t.Parallel()
+	sc, err := LoadScenario(filepath.Join("..", "..", "examples", "bench", "spider2-size.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Standard(); !reflect.DeepEqual(sc, want) {
+		t.Errorf("examples/bench/spider2-size.yaml = %+v, Standard() = %+v", sc, want)
+	}
+}
+
+func TestScenarioValidate(t *testing.T) {
+	t.Parallel()
+	if err := Standard().Validate(); err != nil {
+		t.Fatalf("the standard scenario: %v", err)
+	}
+	for _, tc := range []struct {
+		want   string
+		change func(*Scenario)
+	}{
+		{"examples (--examples) is 0", func(s *Scenario) { s.Examples = 0 }},
+		{"votes (--votes) is -1", func(s *Scenario) { s.Votes = -1 }},
+		{"generators (--generators) is 0", func(s *Scenario) { s.Generators = 0 }},
+		{"rpm (--rpm) is -5", func(s *Scenario) { s.RPM = -5 }},
+	} {
+		sc := Standard()
+		tc.change(&sc)
+		if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,595 @@
+package serve_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
+	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/cluster"
+)
+
+const demo = "../../../examples/demo"
+
+// pageIDs are the elements the page promises (tests and users rely on
+// them).
+var pageIDs = []string{"db", "question", "ask", "cancel", "progress", "sql", "result", "confidence", "agreed", "cost", "error", "status"}
+
+// TestPageServed: GET / is the page, as HTML, under a Content-Security-
+// Policy that allows nothing from elsewhere, with every element the page
+// promises. No runtime is needed to serve it.
+func TestPageServed(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:9"}) // never dialled
+	defer rdb.Close()
+	srv, err := serve.New(serve.Config{Env: &runenv.Env{Agents: agents.Builtin()}, Redis: rdb, Dataset: demo, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	res, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /: %s", res.Status)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	csp := res.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "http") || strings.Contains(csp, "*") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	page := string(body)
+	for _, id := range pageIDs {
+		if !strings.Contains(page, `id="`+id+`"`) {
+			t.Errorf("no element #%s", id)
+		}
+	}
+	if !strings.Contains(page, `<table id="result"`) {
+		t.Error("#result is not a table")
+	}
+	// Everything is in the page: nothing fetched from another origin.
+	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:)?//`).FindString(page); m != "" {
+		t.Errorf("the page loads an external resource: %s", m)
+	}
+	// Server data is written as text, never as markup.
+	if strings.Contains(page, "innerHTML") || strings.Contains(page, "outerHTML") || strings.Contains(page, "insertAdjacentHTML") {
+		t.Error("the page writes HTML from strings")
+	}
+}
+
+// TestPageAsksInBrowser drives the page in headless Chromium, as a user
+// would, against the real thing in process: an in-process cluster
+// (embedded NATS, a spawned redis-server, the workers) whose LLM is
+// llmsim, and the serve API over it with one tenant. The page first says
+// a key is needed; the key is pasted, a database picked, a question typed
+// and Ask clicked; the answer must be on the page (SQL, result table,
+// confidence, agreement, cost) with the progress the event stream
+// delivered. Asking again is answered from the cache; a slower question
+// is cancelled with Cancel; and a link with the question in its query
+// string asks it on load.
+func TestPageAsksInBrowser(t *testing.T) {
+	bin := chromiumBin(t)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	ds, err := dataset.Load(demo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Always right, and slow enough per call that a question can be
+	// cancelled while it runs.
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1, Noise: llmsim.Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1},
+		Latency: llmsim.Latency{FirstToken: 150 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
+		LLM:        llm.Config{BaseURL: simSrv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
+		Generators: 1, GeneratorConcurrency: 4, Explorers: 1, ExplorerConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ropt, err := redis.ParseURL(cl.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	const key = "page-test-key-0123456789"
+	tenants, err := serve.ParseKeys(strings.NewReader("acme:"+key), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(serve.Config{Env: cl.Env, Redis: rdb, Dataset: demo, Votes: 2, StateDir: t.TempDir(),
+		RoundTimeout: time.Minute, Tenants: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	t.Logf("cluster and server up in %s", time.Since(start).Round(time.Millisecond))
+
+	b := startBrowser(t, bin)
+	b.navigate(ts.URL + "/")
+
+	// No key: the page says one is needed and opens the key box.
+	b.waitFor(`document.getElementById("error").textContent.includes("a valid API key is required")`, 10*time.Second)
+	if !b.evalBool(`document.getElementById("keybox").open && document.body.dataset.state === "idle"`) {
+		t.Error("without a key: the key box is not open, or the page is not idle")
+	}
+	b.typeInto("apikey", key)
+	b.click("savekey")
+	b.waitFor(`Array.from(document.getElementById("db").options).some(o => o.value === "shop")`, 10*time.Second)
+	if b.evalBool(`document.getElementById("error").hidden === false`) {
+		t.Errorf("#error still shown with a key: %s", b.evalString(`document.getElementById("error").textContent`))
+	}
+	if !b.evalBool(`sessionStorage.getItem("quorum.apiKey") === ` + jsString(key) + ` && !location.href.includes(` + jsString(key) + `)`) {
+		t.Error("the key is not in sessionStorage, or it is in the URL")
+	}
+	if got := b.evalString(`document.getElementById("db").selectedOptions[0].textContent`); !regexp.MustCompile(`^shop \(sqlite, \d+ tables\)$`).MatchString(got) {
+		t.Errorf("database option %q", got)
+	}
+
+	// Ask.
+	b.eval(`(() => { const s = document.getElementById("db"); s.value = "shop"; s.dispatchEvent(new Event("change")); })()`)
+	b.typeInto("question", "How many customers does the shop have?")
+	asked := time.Now()
+	b.click("ask")
+	b.waitFor(`document.body.dataset.state !== "idle"`, 5*time.Second)
+	if !b.evalBool(`document.getElementById("ask").disabled || document.body.dataset.state === "answered"`) {
+		t.Error("Ask is not disabled while asking")
+	}
+	state := b.waitState(60 * time.Second)
+	t.Logf("asked and answered through the page in %s", time.Since(asked).Round(time.Millisecond))
+	dom := b.dom()
+	if state != "answered" {
+		t.Fatalf("the question ended %s on the page:\n%s", state, pageText(dom))
+	}
+	checkAnswer(t, dom, "customer_count", []string{"300"})
+	progress := regexp.MustCompile(`(?s)<ol id="progress"[^>]*>(.*?)</ol>`).FindStringSubmatch(dom)
+	if progress == nil {
+		t.Fatal("no #progress")
+	}
+	// The progress came from the event stream (polling shows statuses
+	// only): tasks, the candidates executed, the vote.
+	for _, want := range []string{"Task started: ", "Task done: ", "Candidate 0 (round 0): ok, 1 row", "Vote, round 0: final answer chosen"} {
+		if !strings.Contains(progress[1], want) {
+			t.Errorf("#progress has no %q:\n%s", want, pageText(progress[1]))
+		}
+	}
+	if strings.Contains(progress[1], "Streaming did not work") {
+		t.Errorf("the page fell back to polling:\n%s", pageText(progress[1]))
+	}
+	if !regexp.MustCompile(`<button id="cancel"[^>]*hidden`).MatchString(dom) || regexp.MustCompile(`<button id="ask"[^>]*disabled`).MatchString(dom) {
+		t.Error("after the answer: Cancel still shown or Ask still disabled")
+	}
+	if !regexp.MustCompile(`<span id="cached"[^>]*hidden`).MatchString(dom) {
+		t.Error("a fresh answer is badged cached")
+	}
+
+	// The same question again: the cache answers.
+	b.click("ask")
+	b.waitFor(`document.getElementById("progress").textContent.includes("cached answer")`, 10*time.Second)
+	if state := b.waitState(10 * time.Second); state != "answered" {
+		t.Fatalf("asked again: %s\n%s", state, pageText(b.dom()))
+	}
+	dom = b.dom()
+	checkAnswer(t, dom, "customer_count", []string{"300"})
+	if regexp.MustCompile(`<span id="cached"[^>]*hidden`).MatchString(dom) {
+		t.Error("a cached answer is not badged cached")
+	}
+
+	// Another question, cancelled while it runs.
+	b.typeInto("question", "Which five products sold the most units, not counting cancelled orders? Give the product name and the units sold.")
+	b.click("ask")
+	b.waitFor(`!document.getElementById("cancel").hidden || document.body.dataset.state !== "asking"`, 10*time.Second)
+	b.click("cancel")
+	if state := b.waitState(30 * time.Second); state != "cancelled" {
+		t.Fatalf("cancelled question ended %s:\n%s", state, pageText(b.dom()))
+	}
+	if got := b.evalString(`document.getElementById("error").hidden ? "" : document.getElementById("error").textContent`); !strings.Contains(got, "cancelled") {
+		t.Errorf("cancelled: #error %q", got)
+	}
+	if !b.evalBool(`document.getElementById("answer").hidden`) {
+		t.Error("a cancelled question shows an answer")
+	}
+
+	// A link asks on load (the key stays in the tab's session storage).
+	q := url.Values{"db": {"shop"}, "q": {"How many orders came through each sales channel?"}, "ask": {"1"}}
+	b.navigate(ts.URL + "/?" + q.Encode())
+	if state := b.waitState(60 * time.Second); state != "answered" {
+		t.Fatalf("the linked question ended %s:\n%s", state, pageText(b.dom()))
+	}
+	dom = b.dom()
+	if got := b.evalString(`document.getElementById("question").value`); got != q.Get("q") {
+		t.Errorf("the question from the link is %q", got)
+	}
+	if n := len(regexp.MustCompile(`<tr><td>`).FindAllString(dom, -1)); n < 2 {
+		t.Errorf("the sales channels answer has %d rows:\n%s", n, pageText(dom))
+	}
+	b.checkNoErrors()
+	t.Logf("test ran %s", time.Since(start).Round(time.Millisecond))
+}
+
+// checkAnswer checks the answer on the page: the SQL, the result table's
+// one column and its rows, the confidence, the agreement and the cost.
+func checkAnswer(t *testing.T, dom, column string, rows []string) {
+	t.Helper()
+	if m := regexp.MustCompile(`(?s)<pre id="sql"[^>]*>(.*?)</pre>`).FindStringSubmatch(dom); m == nil || !strings.Contains(strings.ToUpper(m[1]), "SELECT") {
+		t.Errorf("#sql holds no SELECT: %v", m)
+	}
+	table := regexp.MustCompile(`(?s)<table id="result"[^>]*>(.*?)</table>`).FindStringSubmatch(dom)
+	if table == nil {
+		t.Fatal("no #result table")
+	}
+	if !regexp.MustCompile(`<thead><tr><th scope="col">` + column + `</th></tr></thead>`).MatchString(table[1]) {
+		t.Errorf("#result's header is not %s: %s", column, table[1])
+	}
+	body := "<tbody>"
+	for _, r := range rows {
+		body += "<tr><td>" + r + "</td></tr>"
+	}
+	if !strings.Contains(table[1], body+"</tbody>") {
+		t.Errorf("#result's rows are not %v: %s", rows, table[1])
+	}
+	for id, want := range map[string]string{
+		"confidence": `^(high|low)$`,
+		"agreed":     `^[12] of 2 candidates agreed`,
+		"cost":       `^Cost: \d+ LLM calls?, \d+ tokens .*\d+ warehouse quer`,
+		"status":     `^Answered`,
+	} {
+		m := regexp.MustCompile(`<[a-z]+ id="` + id + `"[^>]*>([^<]*)<`).FindStringSubmatch(dom)
+		if m == nil || !regexp.MustCompile(want).MatchString(m[1]) {
+			t.Errorf("#%s: %v, want %s", id, m, want)
+		}
+	}
+	if m := regexp.MustCompile(`<div id="error"[^>]*>`).FindString(dom); !strings.Contains(m, "hidden") {
+		t.Errorf("#error shown: %s", pageText(dom))
+	}
+}
+
+// chromiumBin finds Chromium or skips the test.
+func chromiumBin(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if bin, err := exec.LookPath(name); err == nil {
+			return bin
+		}
+	}
+	t.Skip("chromium not installed (apt-get install -y chromium): the page is not checked in a browser")
+	return ""
+}
+
+// browser is headless Chromium driven over the DevTools protocol on
+// --remote-debugging-pipe (JSON messages ended by NUL on fds 3 and 4), with
+// one page attached. internal/testutil/chromium only dumps a file's DOM
+// once virtual time runs out, which does not wait for a question that
+// takes real time; this waits in real time, types and clicks.
+type browser struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	w       io.WriteCloser
+	stderr  bytes.Buffer
+	session string
+	mu      sync.Mutex
+	next    int
+	pending map[int]chan cdpMessage
+	errs    []string
+	closed  chan struct{}
+}
+
+type cdpMessage struct {
+	ID        int             `json:"id,omitempty"`
+	Method    string          `json:"method,omitempty"`
+	Params    json.RawMessage `json:"params,omitempty"`
+	SessionID string          `json:"sessionId,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *struct {
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+func startBrowser(t *testing.T, bin string) *browser {
+	t.Helper()
+	toR, toW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromR, fromW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, w: toW, pending: map[int]chan cdpMessage{}, closed: make(chan struct{})}
+	// No sandbox (tests run as root in containers), no background
+	// services, a fresh profile.
+	b.cmd = exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+		"--user-data-dir="+t.TempDir(), "--window-size=1200,900", "--remote-debugging-pipe", "about:blank")
+	b.cmd.ExtraFiles = []*os.File{toR, fromW} // fds 3 and 4
+	b.cmd.Stderr = &b.stderr
+	b.cmd.WaitDelay = 5 * time.Second
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	toR.Close()
+	fromW.Close()
+	go b.read(fromR)
+	t.Cleanup(b.close)
+
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	b.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target)
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	b.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &att)
+	b.session = att.SessionID
+	for _, m := range []string{"Runtime.enable", "Log.enable", "Page.enable"} {
+		b.call(b.session, m, nil, nil)
+	}
+	return b
+}
+
+// read dispatches Chromium's messages: answers to their callers, and the
+// page's errors (exceptions, console errors, CSP violations) to errs.
+func (b *browser) read(r io.ReadCloser) {
+	defer close(b.closed)
+	defer r.Close()
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadBytes(0)
+		if err != nil {
+			return
+		}
+		var m cdpMessage
+		if json.Unmarshal(line[:len(line)-1], &m) != nil {
+			continue
+		}
+		b.mu.Lock()
+		if ch, ok := b.pending[m.ID]; ok && m.ID != 0 {
+			delete(b.pending, m.ID)
+			ch <- m
+		}
+		switch m.Method {
+		case "Runtime.exceptionThrown":
+			var p struct {
+				Details struct {
+					Text      string `json:"text"`
+					Exception struct {
+						Description string `json:"description"`
+					} `json:"exception"`
+				} `json:"exceptionDetails"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			b.errs = append(b.errs, "exception: "+p.Details.Text+" "+p.Details.Exception.Description)
+		case "Runtime.consoleAPICalled":
+			var p struct {
+				Type string            `json:"type"`
+				Args []json.RawMessage `json:"args"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			if p.Type == "error" || p.Type == "assert" {
+				b.errs = append(b.errs, fmt.Sprintf("console.%s: %s", p.Type, p.Args))
+			}
+		case "Log.entryAdded":
+			var p struct {
+				Entry struct {
+					Source, Level, Text, URL string
+				} `json:"entry"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			// Failed requests are logged by the network; the 401 before the
+			// key is pasted is expected.
+			if p.Entry.Level == "error" && p.Entry.Source != "network" {
+				b.errs = append(b.errs, p.Entry.Source+": "+p.Entry.Text)
+			}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// call sends one command (to the page when session is set) and decodes
+// its result into out.
+func (b *browser) call(session, method string, params, out any) {
+	b.t.Helper()
+	b.mu.Lock()
+	b.next++
+	id := b.next
+	ch := make(chan cdpMessage, 1)
+	b.pending[id] = ch
+	b.mu.Unlock()
+	p, _ := json.Marshal(params)
+	if params == nil {
+		p = []byte("{}")
+	}
+	msg, _ := json.Marshal(cdpMessage{ID: id, Method: method, Params: p, SessionID: session})
+	if _, err := b.w.Write(append(msg, 0)); err != nil {
+		b.t.Fatalf("chromium %s: %v\n%s", method, err, b.stderr.String())
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			b.t.Fatalf("chromium %s: %s", method, m.Error.Message)
+		}
+		if out != nil {
+			if err := json.Unmarshal(m.Result, out); err != nil {
+				b.t.Fatalf("chromium %s: %v", method, err)
+			}
+		}
+	case <-b.closed:
+		b.t.Fatalf("chromium exited during %s\n%s", method, b.stderr.String())
+	case <-time.After(30 * time.Second):
+		b.t.Fatalf("chromium %s: no answer in 30s", method)
+	}
+}
+
+// eval evaluates a JS expression in the page (awaiting a promise) and
+// returns its value as JSON.
+func (b *browser) eval(expr string) json.RawMessage {
+	b.t.Helper()
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		Exception *struct {
+			Text      string `json:"text"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	b.call(b.session, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": true}, &r)
+	if r.Exception != nil {
+		b.t.Fatalf("evaluating %s: %s %s", expr, r.Exception.Text, r.Exception.Exception.Description)
+	}
+	return r.Result.Value
+}
+
+func (b *browser) evalBool(expr string) bool {
+	b.t.Helper()
+	var v bool
+	_ = json.Unmarshal(b.eval(expr), &v)
+	return v
+}
+
+func (b *browser) evalString(expr string) string {
+	b.t.Helper()
+	var v string
+	_ = json.Unmarshal(b.eval(expr), &v)
+	return v
+}
+
+// waitFor waits until a JS expression is true.
+func (b *browser) waitFor(expr string, timeout time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !b.evalBool(expr) {
+		if time.Now().After(deadline) {
+			b.mu.Lock()
+			errs := strings.Join(b.errs, "\n")
+			b.mu.Unlock()
+			b.t.Fatalf("waited %s for %s; the page's errors:\n%s\nthe page:\n%s", timeout, expr, errs, pageText(b.dom()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitState waits until the question on the page ends and returns how.
+func (b *browser) waitState(timeout time.Duration) string {
+	b.t.Helper()
+	b.waitFor(`["answered", "failed", "cancelled"].includes(document.body.dataset.state)`, timeout)
+	return b.evalString(`document.body.dataset.state`)
+}
+
+// navigate loads u and waits for the page's script to have started.
+func (b *browser) navigate(u string) {
+	b.t.Helper()
+	b.call(b.session, "Page.navigate", map[string]any{"url": u}, nil)
+	b.waitFor(`document.readyState === "complete" && location.href === `+jsString(u)+` && !!document.body.dataset.state`, 10*time.Second)
+}
+
+// typeInto focuses an input, clears it and types text as keyboard input.
+func (b *browser) typeInto(id, text string) {
+	b.t.Helper()
+	b.eval(`(() => { const e = document.getElementById(` + jsString(id) + `); e.scrollIntoView({block: "center"}); e.focus(); e.select(); })()`)
+	b.call(b.session, "Input.insertText", map[string]any{"text": text}, nil)
+}
+
+// click clicks the middle of an element with the mouse.
+func (b *browser) click(id string) {
+	b.t.Helper()
+	var xy []float64
+	_ = json.Unmarshal(b.eval(`(() => { const e = document.getElementById(`+jsString(id)+`); e.scrollIntoView({block: "center"});
+		const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`), &xy)
+	if len(xy) != 2 {
+		b.t.Fatalf("#%s has no position", id)
+	}
+	for _, typ := range []string{"mouseMoved", "mousePressed", "mouseReleased"} {
+		b.call(b.session, "Input.dispatchMouseEvent", map[string]any{"type": typ, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1}, nil)
+	}
+}
+
+// dom is the page's DOM as serialized now.
+func (b *browser) dom() string {
+	b.t.Helper()
+	return b.evalString(`document.documentElement.outerHTML`)
+}
+
+// checkNoErrors fails the test on the page's script errors, console
+// errors and policy violations.
+func (b *browser) checkNoErrors() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errs {
+		b.t.Errorf("page error: %s", e)
+	}
+}
+
+func (b *browser) close() {
+	done := make(chan struct{})
+	go func() {
+		msg, _ := json.Marshal(cdpMessage{ID: 1 << 30, Method: "Browser.close", Params: json.RawMessage("{}")})
+		_, _ = b.w.Write(append(msg, 0))
+		_ = b.w.Close()
+		_ = b.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// pageText is a DOM's text, for failure messages.
+func pageText(dom string) string {
+	s := regexp.MustCompile(`(?s)<style.*?</style>|<script.*?</script>|<!--.*?-->`).ReplaceAllString(dom, "")
+	s = regexp.MustCompile(`<[^>]*>`).ReplaceAllString(s, " ")
+	s = regexp.MustCompile(`[ \t]+`).ReplaceAllString(s, " ")
+	s = regexp.MustCompile(`\n\s*\n+`).ReplaceAllString(s, "\n")
+	if len(s) > 4000 {
+		s = s[:4000] + "…"
+	}
+	return strings.TrimSpace(s)
+}

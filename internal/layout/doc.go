@@ -1,0 +1,18 @@
+// Package layout holds no code: its test checks the import rules that keep
+// quorum's folders reading as its data flow (docs/architecture.md, "Where
+// things are"):
+//
+//   - pkg/ is what users may import: the agent seam (pkg/runtime/agent), the
+//     in-process runner and the role assembly (pkg/runtime/local, cluster),
+//     the agents and their test kit (pkg/agents/...), and the libraries they
+//     stand on (llm, reply, warehouse/..., dataset, eval, cost, outputs,
+//     sqltext, priority).
+//   - internal/ is the machinery (the roles, their messages and state, the
+//     queue, Redis, quotas, the simulator) and the applications built on it
+//     (internal/app/bench, internal/app/serve), which only the commands
+//     (internal/cli) start.
+//   - a dataset is data: pkg/dataset names dialects (pkg/sqltext) and imports
+//     neither the warehouses nor the evaluator.
+//   - the seam imports no machinery, and an agent reaches the runtime only
+//     through it.
+package layout

@@ -1,0 +1,793 @@
+// Package coordinator starts or resumes a run: it routes each example to
+// its warehouse, publishes the first round its agent asks for, collects the
+// final answers, and writes the outputs — one
+// <instance_id>.sql and .csv per answered example in Spider 2.0's submission
+// layout, and run.json. Resuming a run skips finished examples and
+// re-publishes only what is missing; deduplicated message ids make the rest
+// a no-op. With RetryFailed, a resume runs the examples that failed again,
+// from scratch.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
+)
+
+// Config configures a coordinator.
+type Config struct {
+	Env *runenv.Env
+	// Manifest of a new run; for a resume only Manifest.Run is needed and
+	// the stored manifest is used.
+	Manifest *runstate.Manifest
+	Out      string
+	// Progress receives a progress bar (terminal) or log lines.
+	Progress io.Writer
+	Terminal bool
+	// AbortAfter stops the run when this many examples in a row failed
+	// on LLM calls (an endpoint failing every call), so a broken endpoint
+	// does not burn through the dataset (default 5, -1 never).
+	AbortAfter int
+	// MaxInFlight is the admission window: at most this many examples are
+	// started and unfinished at once, the next admitted in dataset order as
+	// one finishes (0: all at once). Examples then finish steadily from the
+	// start, and a crash leaves little half-done.
+	MaxInFlight int
+	// Warnings are said at the run's start (logged) and kept in run.json:
+	// a setup that departs from the agent's paper, found where the LLM
+	// configuration is resolved.
+	Warnings []string
+	// Retain is how long the run's Redis keys stay once it finished (its
+	// outputs written); an unfinished run's never expire, so it can be
+	// resumed. Zero fields take runstate's defaults.
+	Retain runstate.Retention
+	// RetryFailed runs the examples recorded as failed again on a resume;
+	// their new outcome replaces the failure.
+	RetryFailed bool
+}
+
+// Window is the admission window for generators taking slots tasks at
+// once in all, within an LLM quota: about twice the examples whose widest
+// fan-out fills the slots, no more than the quota serves in a minute, at
+// least 4.
+func Window(slots int, load agent.Load, rpm, tpm float64) int {
+	width, calls := max(1, load.Width), max(1, load.Calls)
+	w := (2*slots + width - 1) / width
+	// About a compressed prompt per call.
+	const tokensPerCall = 12_000
+	if rpm > 0 {
+		w = min(w, int(math.Ceil(rpm/float64(calls))))
+	}
+	if tpm > 0 {
+		w = min(w, int(math.Ceil(tpm/float64(calls*tokensPerCall))))
+	}
+	return max(4, w)
+}
+
+// Run drives the run to its end and returns its report.
+func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
+	env := cfg.Env
+	if err := queue.CheckToken("run id", cfg.Manifest.Run); err != nil {
+		return nil, err
+	}
+	m, created, err := env.State.CreateManifest(ctx, cfg.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	if !created && cfg.Manifest.Dataset != "" && filepath.Clean(cfg.Manifest.Dataset) != filepath.Clean(m.Dataset) {
+		return nil, fmt.Errorf("run %s exists over dataset %s, not %s: resume it with the same dataset or choose another --run-id", m.Run, m.Dataset, cfg.Manifest.Dataset)
+	}
+	log := env.Log.With(zap.String("run", m.Run))
+	if created {
+		log.Info("starting run", zap.Int("examples", len(m.Examples)), zap.Int("votes", m.Votes))
+	} else {
+		log.Info("resuming run", zap.Int("examples", len(m.Examples)))
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	run, err := env.Run(ctx, m.Run)
+	if err != nil {
+		return nil, err
+	}
+	w, err := outputs.NewWriter(cfg.Out)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AbortAfter == 0 {
+		cfg.AbortAfter = 5
+	}
+	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
+		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings,
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
+	started := time.Now()
+	c.started = started
+	if err := c.collectKnown(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.retryFailed(ctx, cfg.RetryFailed); err != nil {
+		return nil, err
+	}
+	if err := c.resumeStarted(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.admit(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.awaitFinals(ctx); err != nil {
+		return nil, err
+	}
+	rep := c.report(started)
+	if err := w.Report(rep); err != nil {
+		return nil, err
+	}
+	c.retire(context.WithoutCancel(ctx), cfg.Retain)
+	c.retireRetry(context.WithoutCancel(ctx), cfg.Retain)
+	return rep, nil
+}
+
+// retire starts a finished run's retention: what is left on its subjects
+// is purged first (so no late task writes to it), then its keys get their
+// expiry. The outputs are written, so a failure is only logged: the keys
+// then stay until quorum runs delete removes them.
+func (c *coord) retire(ctx context.Context, r runstate.Retention) {
+	if _, err := c.env.Queue.PurgeRun(ctx, c.m.Run); err != nil {
+		c.log.Warn("purging the finished run's subjects", zap.Error(err))
+	}
+	r = r.WithDefaults()
+	n, err := c.env.State.Retire(ctx, c.m.Run, r)
+	if err != nil {
+		c.log.Warn("the finished run's keys keep no expiry: remove them with quorum runs delete", zap.Error(err))
+		return
+	}
+	c.log.Info("run finished: its keys expire", zap.Int("keys", n), zap.Duration("state", r.State), zap.Duration("answers", r.Answers))
+}
+
+type coord struct {
+	env      *runenv.Env
+	run      *runenv.Run
+	m        *runstate.Manifest
+	w        *outputs.Writer
+	log      *zap.Logger
+	progress io.Writer
+	terminal bool
+
+	window     int
+	abortAfter int
+	warnings   []string
+
+	// retry is the run that re-runs the failed examples in retrying (see
+	// retryFailed); nil when none are retried.
+	retry    *runenv.Run
+	retrying map[string]bool
+
+	mu sync.Mutex
+	// llmFailures counts the latest finals in a row that failed on LLM
+	// calls; aborted is set when they reach abortAfter.
+	llmFailures int
+	aborted     error
+	finals      map[string]*message.FinalAnswer
+	arrived     map[string]time.Time
+	// flying are the examples started and not final.
+	flying map[string]bool
+
+	// progressMu guards the progress line's running totals.
+	progressMu                 sync.Mutex
+	started                    time.Time
+	notAnswered, calls, tokens int
+	arrivals                   int
+
+	// admitMu serialises admission; next is the next example to consider.
+	admitMu sync.Mutex
+	next    int
+}
+
+// collectKnown loads finals recorded before a resume and makes sure their
+// outputs exist.
+func (c *coord) collectKnown(ctx context.Context) error {
+	known, err := c.env.State.Finals(ctx, c.m.Run)
+	if err != nil {
+		return err
+	}
+	for id, f := range known {
+		if err := c.writeAnswer(ctx, f); err != nil {
+			return err
+		}
+		c.finals[id] = f
+	}
+	return nil
+}
+
+// retryRunID names the n-th retry of a run's failed examples.
+func retryRunID(run string, n int) string { return fmt.Sprintf("%s_retry%d", run, n) }
+
+// retryFailed prepares, when retry is set, a new run of the examples that
+// failed. A failed example's tasks, results and final answer are recorded
+// under message ids and keys of its run, which a second attempt would
+// collide with (a duplicate publish is dropped), so the retry runs in a
+// run of its own, <run>_retry<n>, with the same manifest (seed, agent,
+// options); its finals are taken as this run's. Earlier retries are
+// cancelled whether or not this one retries: an interrupted one's queued
+// tasks would otherwise still be run by workers, for nobody.
+func (c *coord) retryFailed(ctx context.Context, retry bool) error {
+	n := 1
+	for ; ; n++ {
+		id := retryRunID(c.m.Run, n)
+		_, err := c.env.State.Manifest(ctx, id)
+		if errors.Is(err, runstate.ErrNoRun) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("retry run %s: %w", id, err)
+		}
+		if err := c.env.State.Cancel(ctx, id, "superseded: run "+c.m.Run+" resumed"); err != nil {
+			return fmt.Errorf("cancel retry run %s: %w", id, err)
+		}
+	}
+	if !retry {
+		return nil
+	}
+	var failed []string
+	for _, id := range c.m.Examples {
+		if f, ok := c.finals[id]; ok && f.Status == "failed" {
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	m := *c.m
+	m.Run, m.Examples, m.Created = retryRunID(c.m.Run, n), failed, time.Now()
+	if _, _, err := c.env.State.CreateManifest(ctx, &m); err != nil {
+		return fmt.Errorf("retry run %s: %w", m.Run, err)
+	}
+	run, err := c.env.Run(ctx, m.Run)
+	if err != nil {
+		return fmt.Errorf("retry run %s: %w", m.Run, err)
+	}
+	c.log.Info("retrying failed examples", zap.Int("examples", len(failed)), zap.String("retry_run", m.Run))
+	c.retry, c.retrying = run, map[string]bool{}
+	for _, id := range failed {
+		c.retrying[id] = true
+		delete(c.finals, id)
+	}
+	return nil
+}
+
+// retireRetry retires the retry run as retire does this one.
+func (c *coord) retireRetry(ctx context.Context, r runstate.Retention) {
+	if c.retry == nil {
+		return
+	}
+	id := c.retry.Manifest.Run
+	if _, err := c.env.Queue.PurgeRun(ctx, id); err != nil {
+		c.log.Warn("purging the finished retry run's subjects", zap.String("retry_run", id), zap.Error(err))
+	}
+	if _, err := c.env.State.Retire(ctx, id, r.WithDefaults()); err != nil {
+		c.log.Warn("the finished retry run's keys keep no expiry", zap.String("retry_run", id), zap.Error(err))
+	}
+}
+
+// runOf is the run an example's work goes to: the retry run for a
+// retried example, else this run.
+func (c *coord) runOf(id string) *runenv.Run {
+	if c.retrying[id] {
+		return c.retry
+	}
+	return c.run
+}
+
+// resumeStarted publishes again the unfinished tasks of every example
+// started before a crash and not final (message ids make those still
+// queued a no-op; finished tasks are skipped). They count against the
+// admission window.
+func (c *coord) resumeStarted(ctx context.Context) error {
+	agentName := c.run.Def.Name
+	for _, id := range c.m.Examples {
+		if _, done := c.finals[id]; done || c.retrying[id] {
+			continue // a retried example starts afresh in its own run
+		}
+		current, err := c.env.State.Current(ctx, c.m.Run, id, agentName)
+		if err != nil {
+			return err
+		}
+		if current < 0 {
+			continue
+		}
+		meta, err := c.env.State.Meta(ctx, c.m.Run, id)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.flying[id] = true
+		c.mu.Unlock()
+		if err := c.republish(ctx, id, agentName, current, meta.Warehouse); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// admit starts examples in dataset order while the admission window has
+// room: each gets its warehouse and its agent's first round.
+func (c *coord) admit(ctx context.Context) error {
+	c.admitMu.Lock()
+	defer c.admitMu.Unlock()
+	for c.next < len(c.m.Examples) {
+		c.mu.Lock()
+		id := c.m.Examples[c.next]
+		_, final := c.finals[id]
+		full := c.window > 0 && len(c.flying) >= c.window
+		skip := final || c.flying[id]
+		c.mu.Unlock()
+		if full && !skip {
+			return nil
+		}
+		c.next++
+		if skip {
+			continue
+		}
+		if err := c.start(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start routes an example to its warehouse and publishes the first round
+// its agent asks for; an example that cannot run ends failed.
+func (c *coord) start(ctx context.Context, id string) error {
+	run := c.runOf(id)
+	ds := run.DS
+	agentName := run.Def.Name
+	e, ok := ds.Example(id)
+	if !ok || !ds.Runnable(id) {
+		reason := "not in the dataset"
+		if ok {
+			reason = problems(ds, id)
+		}
+		return c.fail(ctx, id, "not runnable: "+reason)
+	}
+	whName, err := run.Route(e)
+	if err != nil {
+		return c.fail(ctx, id, err.Error())
+	}
+	meta := &runstate.ExampleMeta{Warehouse: whName, Published: time.Now()}
+	if err := c.env.State.SetMeta(ctx, run.Manifest.Run, id, *meta); err != nil {
+		return err
+	}
+	d, err := run.Agent.Start(ctx, c.env.Context(run, e, agentName))
+	if agent.IsUnrunnable(err) {
+		return c.fail(ctx, id, err.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("agent %s starting %s: %w", agentName, id, err)
+	}
+	c.mu.Lock()
+	c.flying[id] = true
+	c.mu.Unlock()
+	return c.env.Open(ctx, run, id, agentName, meta.Warehouse, d)
+}
+
+// republish publishes the current round's tasks that have not finished and
+// whose results are not all recorded.
+func (c *coord) republish(ctx context.Context, id, agentName string, round int, wh string) error {
+	st := c.env.State
+	r := runstate.Round{Run: c.m.Run, Example: id, Agent: agentName, Round: round}
+	if outcome, err := st.Decided(ctx, r); err != nil || outcome != "" {
+		return err // decided: the final answer or the next round is on its way
+	}
+	results, err := st.Results(ctx, c.m.Run, id, agentName, round)
+	if err != nil {
+		return err
+	}
+	have := map[int]bool{}
+	for _, res := range results {
+		have[res.Index] = true
+	}
+	tasks, err := st.Tasks(ctx, c.m.Run, id, agentName)
+	if err != nil {
+		return err
+	}
+	if err := st.OpenDeadline(ctx, r, c.env.Deadline(c.m)); err != nil {
+		return err
+	}
+	var missing []*message.Task
+	for _, t := range tasks {
+		if t.Task.Round != round || allIn(t.Task.Slots, have) {
+			continue
+		}
+		done, err := st.Done(ctx, c.m.Run, id, agentName, t.Task.ID)
+		if err != nil {
+			return err
+		}
+		if !done {
+			missing = append(missing, t)
+		}
+	}
+	for _, t := range missing {
+		t.Warehouse = wh // the example's route, as the task was first published
+	}
+	return c.env.PublishTasks(ctx, c.run, missing)
+}
+
+func allIn(slots []int, have map[int]bool) bool {
+	for _, s := range slots {
+		if !have[s] {
+			return false
+		}
+	}
+	return len(slots) > 0
+}
+
+func problems(ds *dataset.Dataset, id string) string {
+	var msgs []string
+	for _, p := range ds.Problems {
+		if p.Instance == id {
+			msgs = append(msgs, p.Message)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// fail records an example that cannot run; the run goes on.
+func (c *coord) fail(ctx context.Context, id, reason string) error {
+	f := &message.FinalAnswer{V: message.Version, Run: c.m.Run, Example: id, Status: "failed", Error: reason}
+	c.log.Warn("example failed", zap.String("example", id), zap.String("reason", reason))
+	return c.accept(ctx, f)
+}
+
+// accept records a final answer once and writes its outputs.
+func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
+	c.mu.Lock()
+	_, dup := c.finals[f.Example]
+	c.mu.Unlock()
+	if dup {
+		return nil
+	}
+	if err := c.writeAnswer(ctx, f); err != nil {
+		return err
+	}
+	if err := c.env.State.SetFinal(ctx, f); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.finals[f.Example] = f
+	delete(c.flying, f.Example)
+	if f.Status == "failed" && strings.Contains(f.Error, "llm") {
+		c.llmFailures++
+		if c.abortAfter > 0 && c.llmFailures >= c.abortAfter && c.aborted == nil {
+			c.aborted = &Aborted{Run: c.m.Run, Reason: fmt.Sprintf("%d examples in a row failed on LLM calls; the last: %s", c.llmFailures, f.Error)}
+		}
+	} else {
+		c.llmFailures = 0
+	}
+	c.arrived[f.Example] = time.Now()
+	n := len(c.finals)
+	c.mu.Unlock()
+	if c.env.Metrics != nil {
+		c.env.Metrics.FinalAnswers.WithLabelValues(f.Status).Inc()
+		if !c.m.Interactive { // a question's run would add series per question
+			c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "final").Set(float64(n))
+		}
+	}
+	c.showProgress(n, f)
+	return nil
+}
+
+func (c *coord) showProgress(n int, f *message.FinalAnswer) {
+	if c.progress == nil {
+		return
+	}
+	c.progressMu.Lock()
+	defer c.progressMu.Unlock()
+	total := len(c.m.Examples)
+	if f.Status != "answered" {
+		c.notAnswered++
+	}
+	t := f.Cost.Total()
+	c.calls += t.LLMCalls
+	c.tokens += t.Tokens()
+	c.arrivals++
+	// The rate of this session's finals (a resume's known ones came free).
+	eta := "?"
+	if el := time.Since(c.started); c.arrivals > 0 && n < total {
+		eta = (time.Duration(float64(el) / float64(c.arrivals) * float64(total-n))).Round(time.Second).String()
+	} else if n >= total {
+		eta = "0s"
+	}
+	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, eta)
+	if c.terminal {
+		width := 30
+		filled := width * n / max(1, total)
+		fmt.Fprintf(c.progress, "\r[%s%s] %d/%d %s   ", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, total, stats)
+		if n == total {
+			fmt.Fprintln(c.progress)
+		}
+		return
+	}
+	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s (%s)\n", n, total, f.Example, f.Status, f.Confidence, f.Method, stats)
+}
+
+func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
+	for _, cand := range f.CandidateSQL {
+		var csv *string
+		if cand.CSVRef != "" {
+			text, err := c.env.Blobs.GetString(ctx, cand.CSVRef)
+			if err != nil {
+				return err
+			}
+			csv = &text
+		}
+		if err := c.w.Candidate(f.Example, outputs.CandidateName(cand.Round, cand.Index), cand.SQL, csv); err != nil {
+			return err
+		}
+	}
+	for _, m := range f.Members {
+		if m.Status != "answered" {
+			continue
+		}
+		csv, err := c.env.Blobs.GetString(ctx, m.CSVRef)
+		if err != nil {
+			return err
+		}
+		mw, err := c.w.Member(m.Agent)
+		if err != nil {
+			return err
+		}
+		if err := mw.Answer(f.Example, m.SQL, csv); err != nil {
+			return err
+		}
+	}
+	if f.Status != "answered" {
+		return nil
+	}
+	csv, err := c.env.Blobs.GetString(ctx, f.CSVRef)
+	if err != nil {
+		return err
+	}
+	return c.w.Answer(f.Example, f.SQL, csv)
+}
+
+// awaitFinals consumes this run's final answers until every example has one.
+func (c *coord) awaitFinals(ctx context.Context) error {
+	if c.env.Metrics != nil && !c.m.Interactive {
+		c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "total").Set(float64(len(c.m.Examples)))
+	}
+	if c.done() {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	filters := []string{queue.Subject(c.m.Run, queue.StageFinal, "")}
+	if c.retry != nil {
+		filters = append(filters, queue.Subject(c.retry.Manifest.Run, queue.StageFinal, ""))
+	}
+	err := c.env.Queue.Work(wctx, c.env.Resilient(queue.WorkConfig{
+		Consumer: "coordinator-" + c.m.Run, Filters: filters, Concurrency: 4,
+		Logger: c.env.Log, DrainTimeout: 5 * time.Second, MaxDeliver: -1,
+		Handler: func(ctx context.Context, d queue.Delivery) error {
+			var f message.FinalAnswer
+			if err := queue.Decode(d.Msg.Data(), &f); err != nil {
+				return queue.Permanent(err)
+			}
+			if c.retry != nil && f.Run == c.retry.Manifest.Run && c.retrying[f.Example] {
+				f.Run = c.m.Run // the retry's answer is this run's
+			}
+			if f.Run != c.m.Run || !slices.Contains(c.m.Examples, f.Example) {
+				// Not this run's: a forged or stray message names no
+				// output file and counts for nothing.
+				c.env.Log.Warn("final answer for no example of this run: dropped", zap.String("run", f.Run), zap.String("example", f.Example))
+				return queue.Permanent(fmt.Errorf("final answer for %q, not an example of run %s", f.Example, c.m.Run))
+			}
+			if err := c.accept(ctx, &f); err != nil {
+				return err
+			}
+			if c.abortedErr() != nil {
+				cancel()
+				return nil
+			}
+			if err := c.admit(ctx); err != nil {
+				return err
+			}
+			if c.done() {
+				cancel()
+			}
+			return nil
+		}}))
+	if err != nil {
+		return err
+	}
+	if err := c.abortedErr(); err != nil {
+		return err
+	}
+	if !c.done() {
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.Canceled
+		}
+		return fmt.Errorf("run %s interrupted with %d of %d examples final: resume it with --run-id %s and the same --out and --dataset: %w",
+			c.m.Run, len(c.finals), len(c.m.Examples), c.m.Run, cause)
+	}
+	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
+	return nil
+}
+
+func (c *coord) abortedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.aborted
+}
+
+// Aborted is a run stopped because an LLM endpoint fails persistently; it
+// can be resumed once the endpoint works.
+type Aborted struct {
+	Run, Reason string
+}
+
+func (a *Aborted) Error() string {
+	return fmt.Sprintf("run %s aborted: %s. Fix the endpoint, then resume with --run-id %s (the same --out and --dataset) to run the examples not yet started, and add --retry-failed to run the failed ones again", a.Run, a.Reason, a.Run)
+}
+
+func (c *coord) done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.finals) >= len(c.m.Examples)
+}
+
+// report builds run.json, scoring answers against gold where it exists:
+// Spider 2.0's gold result CSVs, else (BIRD, Spider 1) the gold SQL run on
+// the example's SQLite database.
+func (c *coord) report(started time.Time) *outputs.Report {
+	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
+		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
+		Started: started, Finished: time.Now()}
+	ctx := context.Background()
+	bird, closeBird := c.birdGold()
+	defer closeBird()
+	for _, id := range c.m.Examples {
+		f := c.finals[id]
+		e, _ := c.run.DS.Example(id)
+		r := outputs.Example{InstanceID: id, Agent: f.Agent, AgreedCandidates: f.Agreed, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
+			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), CostByStage: f.Cost, Error: f.Error,
+			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks,
+			ServiceSeconds: f.ServiceSeconds, Rule: f.Rule}
+		for _, m := range f.Members {
+			r.Members = append(r.Members, outputs.Member{Agent: m.Agent, Status: m.Status, Confidence: m.Confidence, Method: m.Method,
+				Valid: m.Valid, Agrees: m.Agrees})
+		}
+		if at, ok := c.arrived[id]; ok {
+			r.FinishedSeconds = at.Sub(started).Seconds()
+		}
+		if e != nil {
+			r.Dialect, r.Database = string(e.Dialect), e.DB
+			if meta, err := c.env.State.Meta(ctx, c.runOf(id).Manifest.Run, id); err == nil {
+				if at, ok := c.arrived[id]; ok {
+					r.LatencySeconds = at.Sub(meta.Published).Seconds()
+				}
+			}
+			c.scoreExample(ctx, bird, e, f, &r)
+		}
+		rep.Examples = append(rep.Examples, r)
+	}
+	rep.Summarize()
+	return rep
+}
+
+// birdGold runs gold SQL for the examples that have no gold result CSVs,
+// read-only on their SQLite files, within the run's query timeout.
+func (c *coord) birdGold() (*eval.BirdGold, func()) {
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: c.m.QueryTimeout}}
+	whs := &localdb.Warehouses{DS: c.run.DS, SQLite: set, Limits: eval.ResultLimits}
+	return &eval.BirdGold{Runner: whs, ResultLimits: whs.Limits}, func() { _ = set.Close() }
+}
+
+// scoreExample sets r's Correct and CorrectAtK (and its members') when e
+// has gold: against the gold CSVs by Spider 2.0's rules, or, with gold SQL
+// alone on SQLite, by BIRD's execution accuracy. A gold query that fails
+// leaves the example unscored rather than wrong.
+func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *dataset.Example, f *message.FinalAnswer, r *outputs.Example) {
+	var one func(ref string) bool
+	emptyRight := false
+	switch {
+	case len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "":
+		r.Metric = "spider2"
+		one = func(ref string) bool { return c.scoreRef(ctx, e, ref) }
+	case strings.TrimSpace(e.Gold.SQL) != "" && e.Dialect == warehouse.SQLite:
+		defer bird.Forget(e.ID)
+		gold, err := bird.Result(ctx, e.ID, e.Gold.SQL)
+		if err != nil {
+			c.log.Warn("example not scored: its gold SQL failed", zap.String("example", e.ID), zap.Error(err))
+			return
+		}
+		r.Metric = "bird"
+		// BIRD compares row sets: a candidate that returned no rows is
+		// right when the gold returns none.
+		emptyRight = len(gold.Rows) == 0
+		one = func(ref string) bool {
+			if ref == "" {
+				return false
+			}
+			csv, err := c.env.Blobs.GetString(ctx, ref)
+			if err != nil {
+				return false
+			}
+			ok, err := bird.ScoreCSV(ctx, e.ID, e.Gold.SQL, csv)
+			return err == nil && ok
+		}
+	default:
+		return
+	}
+	correct, atK := score(f, one, emptyRight)
+	r.Correct, r.CorrectAtK = &correct, &atK
+	for i, m := range f.Members {
+		ok := m.Status == "answered" && one(m.CSVRef)
+		r.Members[i].Correct = &ok
+	}
+}
+
+// scoreRef scores one stored result against the example's gold CSVs.
+func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	csv, err := c.env.Blobs.GetString(ctx, ref)
+	if err != nil {
+		return false
+	}
+	fr, err := eval.ReadCSV([]byte(csv))
+	if err != nil {
+		return false
+	}
+	ok, err := eval.ScoreAgainstGold(fr, filepath.Join(c.run.DS.GoldDir, "exec_result"), e.ID, e.Gold.Spec)
+	return err == nil && ok
+}
+
+// score judges the final answer and every candidate with one: whether the
+// final is right, and whether any is (EX@k, Best-of-N). emptyRight counts
+// a candidate that returned no rows as right.
+func score(f *message.FinalAnswer, one func(ref string) bool, emptyRight bool) (correct, atK bool) {
+	correct = f.Status == "answered" && one(f.CSVRef)
+	atK = correct
+	for _, ref := range f.CandidateRefs {
+		if atK {
+			break
+		}
+		atK = one(ref)
+	}
+	for _, cand := range f.CandidateSQL {
+		if atK || !emptyRight {
+			break
+		}
+		atK = cand.Status == agent.StatusEmpty
+	}
+	return correct, atK
+}
+
+// IsTerminal reports whether f is a terminal (for the progress bar).
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,535 @@
+// Package runstate keeps a run's durable state in Redis: its manifest, where
+// each example runs, per example and agent the tasks dispatched and those
+// finished, the candidate results the voter records (once per round and
+// candidate), round expectations, outcomes and deadlines, the agent's own
+// values, and the final answers. A restarted voter, worker or coordinator
+// carries on from it.
+package runstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/pkg/dataset"
+)
+
+// Manifest describes a run; resuming a run, and every worker joining it,
+// reuse it.
+type Manifest struct {
+	Run       string    `json:"run"`
+	Dataset   string    `json:"dataset"`
+	TaskFile  string    `json:"task_file,omitempty"`
+	SQLiteDir string    `json:"sqlite_dir,omitempty"`
+	Seed      uint64    `json:"seed"`
+	Votes     int       `json:"votes"`
+	Examples  []string  `json:"examples"`
+	Created   time.Time `json:"created"`
+	// Agent runs every example, with AgentOptions (every option the agent
+	// declares, defaults filled in).
+	Agent        string            `json:"agent"`
+	AgentOptions map[string]string `json:"agent_options,omitempty"`
+	// RoundTimeout bounds how long the voter waits for a round's results.
+	RoundTimeout time.Duration `json:"round_timeout"`
+	// QueryTimeout interrupts any one warehouse query of the run
+	// (candidates, exploration, checks); 0 leaves each warehouse's own.
+	QueryTimeout time.Duration `json:"query_timeout,omitempty"`
+	LLM          string        `json:"llm"`
+	// Questions, when set, are the run's examples, asked online (quorum
+	// serve) on the dataset's databases instead of read from its task file.
+	Questions []dataset.Question `json:"questions,omitempty"`
+	// Interactive runs' tasks go to the pools' urgent lane, which workers
+	// drain before batch work.
+	Interactive bool `json:"interactive,omitempty"`
+	// Skipped are the task lines left out with --skip-invalid.
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// ExampleMeta is what the runtime needs about a published example.
+type ExampleMeta struct {
+	Warehouse string    `json:"warehouse"`
+	Published time.Time `json:"published"`
+}
+
+// Store is the run state in Redis. Every write goes through a script of
+// internal/rdb that records the key in the run's index and, once the run
+// is retired, gives it the run's expiry: a late write to a finished run (a
+// redelivered task's, or one still running at a cancel) never leaves a key
+// that lives forever, whether it creates the key or overwrites it.
+type Store struct {
+	rdb redis.UniversalClient
+}
+
+// New returns a store.
+func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+
+// answerKeys are the keys retention keeps for Retention.Answers: what
+// describes the run and what it answered.
+func answerKeys(run string) []string { return []string{rdb.ManifestKey(run), rdb.FinalKey(run)} }
+
+// ErrNoRun is returned for a run id without a manifest.
+var ErrNoRun = errors.New("no such run")
+
+// CreateManifest stores m unless the run exists; it returns the stored
+// manifest and whether it was created now.
+func (s *Store) CreateManifest(ctx context.Context, m *Manifest) (*Manifest, bool, error) {
+	b, _ := json.Marshal(m)
+	ok, err := rdb.CreateRunKey(ctx, s.rdb, m.Run, rdb.ManifestKey(m.Run), rdb.AnswerKey, b)
+	if err != nil {
+		return nil, false, fmt.Errorf("store manifest of run %s: %w", m.Run, err)
+	}
+	if ok {
+		return m, true, nil
+	}
+	got, err := s.Manifest(ctx, m.Run)
+	return got, false, err
+}
+
+// Manifest loads a run's manifest.
+func (s *Store) Manifest(ctx context.Context, run string) (*Manifest, error) {
+	b, err := s.rdb.Get(ctx, rdb.ManifestKey(run)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: %s", ErrNoRun, run)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("manifest of run %s: %w", run, err)
+	}
+	return &m, nil
+}
+
+// Cancel marks a run cancelled: workers drop its queued tasks and stop
+// its running ones.
+func (s *Store) Cancel(ctx context.Context, run, reason string) error {
+	return rdb.SetRunKey(ctx, s.rdb, run, rdb.CancelledKey(run), rdb.StateKey, reason, rdb.CancelTTL)
+}
+
+// Cancelled reports whether a run was cancelled.
+func (s *Store) Cancelled(ctx context.Context, run string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, rdb.CancelledKey(run)).Result()
+	return n > 0, err
+}
+
+// SetMeta records an example's meta.
+func (s *Store) SetMeta(ctx context.Context, run, ex string, m ExampleMeta) error {
+	b, _ := json.Marshal(m)
+	return rdb.HSetRunKey(ctx, s.rdb, run, rdb.MetaKey(run), rdb.StateKey, ex, b)
+}
+
+// Meta returns an example's meta.
+func (s *Store) Meta(ctx context.Context, run, ex string) (*ExampleMeta, error) {
+	b, err := s.rdb.HGet(ctx, rdb.MetaKey(run), ex).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("example %s of run %s was never published", ex, run)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m ExampleMeta
+	return &m, json.Unmarshal(b, &m)
+}
+
+var exKey = rdb.ExampleKey
+
+// AddResult records a candidate result once: a redelivered or duplicated
+// result does not count twice. It returns whether it was new and how many
+// results the round has.
+func (s *Store) AddResult(ctx context.Context, r *message.CandidateResult) (bool, int, error) {
+	b, _ := json.Marshal(r)
+	added, n, err := rdb.HSetOnceRunKey(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "round", strconv.Itoa(r.Round)), r.Index, b)
+	if err != nil {
+		return false, 0, fmt.Errorf("record candidate %d of %s: %w", r.Index, r.Example, err)
+	}
+	return added, n, nil
+}
+
+// AddPart records one part of a join once and returns how many parts the
+// join has.
+func (s *Store) AddPart(ctx context.Context, run, ex, agentName, group string, part int, value []byte) (int, error) {
+	_, n, err := rdb.HSetOnceRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "join", group), part, value)
+	if err != nil {
+		return 0, fmt.Errorf("record part %d of join %s of %s: %w", part, group, ex, err)
+	}
+	return n, nil
+}
+
+// Parts returns a join's recorded parts by index.
+func (s *Store) Parts(ctx context.Context, run, ex, agentName, group string) (map[int][]byte, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "join", group)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("parts of join %s of %s: %w", group, ex, err)
+	}
+	out := make(map[int][]byte, len(m))
+	for k, v := range m {
+		i, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("join %s of %s: part %q: %w", group, ex, k, err)
+		}
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
+
+// Results returns a round's recorded results, by candidate index.
+func (s *Store) Results(ctx context.Context, run, ex, agentName string, round int) ([]*message.CandidateResult, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "round", strconv.Itoa(round))).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*message.CandidateResult, 0, len(m))
+	for _, v := range m {
+		var r message.CandidateResult
+		if err := json.Unmarshal([]byte(v), &r); err != nil {
+			return nil, err
+		}
+		out = append(out, &r)
+	}
+	// By index, so votes and tie-breaks do not depend on arrival order.
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out, nil
+}
+
+// Open records a round before its tasks are published: how many results
+// it awaits, every task (so a resume can publish what is unfinished), and
+// that it is now the example's current round.
+func (s *Store) Open(ctx context.Context, run, ex, agentName string, round, expect int, tasks []*message.Task) error {
+	vals, err := taskFields(tasks)
+	if err != nil {
+		return err
+	}
+	if err := rdb.OpenRound(ctx, s.rdb, run, exKey(run, ex, agentName, "expect", strconv.Itoa(round)), exKey(run, ex, agentName, "tasks"),
+		exKey(run, ex, agentName, "current"), expect, round, vals...); err != nil {
+		return fmt.Errorf("open round %d of %s: %w", round, ex, err)
+	}
+	return nil
+}
+
+// LogTasks records tasks a task continues into, before they are published.
+func (s *Store) LogTasks(ctx context.Context, run, ex, agentName string, tasks []*message.Task) error {
+	vals, err := taskFields(tasks)
+	if err != nil || len(vals) == 0 {
+		return err
+	}
+	return rdb.HSetRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "tasks"), rdb.StateKey, vals...)
+}
+
+// taskFields is the tasks' hash fields: id, envelope, id, envelope….
+func taskFields(tasks []*message.Task) ([]any, error) {
+	vals := make([]any, 0, 2*len(tasks))
+	for _, t := range tasks {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, t.Task.ID, b)
+	}
+	return vals, nil
+}
+
+// Expected returns how many results a round awaits (0 when it was never
+// opened).
+func (s *Store) Expected(ctx context.Context, run, ex, agentName string, round int) (int, error) {
+	n, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "expect", strconv.Itoa(round))).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Current returns the example's latest opened round, or -1 when none was.
+func (s *Store) Current(ctx context.Context, run, ex, agentName string) (int, error) {
+	n, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "current")).Int()
+	if errors.Is(err, redis.Nil) {
+		return -1, nil
+	}
+	return n, err
+}
+
+// Tasks returns every task logged for the example.
+func (s *Store) Tasks(ctx context.Context, run, ex, agentName string) ([]*message.Task, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "tasks")).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*message.Task, 0, len(m))
+	for _, v := range m {
+		var t message.Task
+		if err := json.Unmarshal([]byte(v), &t); err != nil {
+			return nil, err
+		}
+		out = append(out, &t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task.ID < out[j].Task.ID })
+	return out, nil
+}
+
+// MarkDone records that a task finished: what it produced is published.
+// A redelivery of it is then acknowledged without running it again.
+func (s *Store) MarkDone(ctx context.Context, run, ex, agentName, taskID string) error {
+	return rdb.SAddRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "done"), taskID)
+}
+
+// Done reports whether a task finished.
+func (s *Store) Done(ctx context.Context, run, ex, agentName, taskID string) (bool, error) {
+	return s.rdb.SIsMember(ctx, exKey(run, ex, agentName, "done"), taskID).Result()
+}
+
+// Round outcomes recorded by the voter.
+const (
+	OutcomeFinal = "final" // the final answer was published
+	OutcomeNext  = "next"  // the next round's tasks were published
+)
+
+// MarkDecided records how a round was decided, after the messages it
+// implies were published.
+func (s *Store) MarkDecided(ctx context.Context, r Round, outcome string) error {
+	return rdb.SetRunKey(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round)), rdb.StateKey, outcome, 0)
+}
+
+// Decided returns a round's outcome, "" while it is undecided.
+func (s *Store) Decided(ctx context.Context, r Round) (string, error) {
+	v, err := s.rdb.Get(ctx, exKey(r.Run, r.Example, r.Agent, "decided", strconv.Itoa(r.Round))).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
+}
+
+const roundsKey = rdb.RoundsKey
+
+// Round names a round of an example's agent.
+type Round struct {
+	Run, Example, Agent string
+	Round               int
+}
+
+func (r Round) member() string {
+	return r.Run + "|" + r.Example + "|" + r.Agent + "|" + strconv.Itoa(r.Round)
+}
+
+// Progress records that a task of a round was taken, is alive or
+// finished: the task is marked taken and the round's deadline moves to
+// deadline. A round already decided (its deadline removed) stays closed.
+func (s *Store) Progress(ctx context.Context, r Round, taskID string, deadline time.Time) error {
+	_, err := rdb.Progress(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "done"), exKey(r.Run, r.Example, r.Agent, "taken"), taskID, r.member(), deadline)
+	return err
+}
+
+// Take records that a worker took a task (progress: the round's deadline
+// moves to deadline) and reports whether the task is already done, in one
+// round trip.
+func (s *Store) Take(ctx context.Context, r Round, taskID string, deadline time.Time) (done bool, err error) {
+	done, err = rdb.Progress(ctx, s.rdb, r.Run, exKey(r.Run, r.Example, r.Agent, "done"), exKey(r.Run, r.Example, r.Agent, "taken"), taskID, r.member(), deadline)
+	if err != nil {
+		return false, fmt.Errorf("take task %s of %s: %w", taskID, r.Example, err)
+	}
+	return done, nil
+}
+
+// Waiting lists a round's logged tasks that no worker has taken yet and
+// that are not done: they are queued (behind the quota, or other work).
+func (s *Store) Waiting(ctx context.Context, r Round) ([]string, error) {
+	tasks, err := s.Tasks(ctx, r.Run, r.Example, r.Agent)
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	taken := pipe.SMembersMap(ctx, exKey(r.Run, r.Example, r.Agent, "taken"))
+	done := pipe.SMembersMap(ctx, exKey(r.Run, r.Example, r.Agent, "done"))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range tasks {
+		id := t.Task.ID
+		if t.Task.Round != r.Round {
+			continue
+		}
+		if _, ok := taken.Val()[id]; ok {
+			continue
+		}
+		if _, ok := done.Val()[id]; ok {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// OpenDeadline sets a round's deadline (the first deadline set wins).
+func (s *Store) OpenDeadline(ctx context.Context, r Round, deadline time.Time) error {
+	return s.rdb.ZAddNX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()}).Err()
+}
+
+// DueRounds lists rounds whose deadline has passed.
+func (s *Store) DueRounds(ctx context.Context, now time.Time) ([]Round, error) {
+	ms, err := s.rdb.ZRangeByScore(ctx, roundsKey, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10)}).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Round
+	for _, m := range ms {
+		p := strings.Split(m, "|")
+		if len(p) != 4 {
+			continue
+		}
+		r, _ := strconv.Atoi(p[3])
+		out = append(out, Round{Run: p[0], Example: p[1], Agent: p[2], Round: r})
+	}
+	return out, nil
+}
+
+// OpenRounds lists a run's rounds that still have a deadline (undecided).
+func (s *Store) OpenRounds(ctx context.Context, run string) ([]Round, error) {
+	ms, err := s.rdb.ZRange(ctx, roundsKey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Round
+	for _, m := range ms {
+		p := strings.Split(m, "|")
+		if len(p) == 4 && p[0] == run {
+			r, _ := strconv.Atoi(p[3])
+			out = append(out, Round{Run: p[0], Example: p[1], Agent: p[2], Round: r})
+		}
+	}
+	return out, nil
+}
+
+// CloseRound removes a round's deadline.
+func (s *Store) CloseRound(ctx context.Context, r Round) error {
+	return s.rdb.ZRem(ctx, roundsKey, r.member()).Err()
+}
+
+// Get and Set keep an agent's own values for an example.
+func (s *Store) Get(ctx context.Context, run, ex, agentName, name string) (string, bool, error) {
+	v, err := s.rdb.Get(ctx, exKey(run, ex, agentName, "state", name)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// Set stores an agent's value for an example.
+func (s *Store) Set(ctx context.Context, run, ex, agentName, name, value string) error {
+	return rdb.SetRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "state", name), rdb.StateKey, value, 0)
+}
+
+// SetFinal records an example's final answer.
+func (s *Store) SetFinal(ctx context.Context, f *message.FinalAnswer) error {
+	b, _ := json.Marshal(f)
+	return rdb.HSetRunKey(ctx, s.rdb, f.Run, rdb.FinalKey(f.Run), rdb.AnswerKey, f.Example, b)
+}
+
+// Finals returns every final answer of a run.
+func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.FinalAnswer, error) {
+	m, err := s.rdb.HGetAll(ctx, rdb.FinalKey(run)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*message.FinalAnswer{}
+	for k, v := range m {
+		var f message.FinalAnswer
+		if err := json.Unmarshal([]byte(v), &f); err != nil {
+			return nil, err
+		}
+		out[k] = &f
+	}
+	return out, nil
+}
+
+// Once returns the value stored under name for the example, computing it
+// with fn at most once across the cluster: the first caller takes a lease
+// and computes; the others wait for its value.
+func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn func(ctx context.Context) (string, error)) (string, error) {
+	key := exKey(run, ex, agentName, "once", name)
+	lease := rdb.NewLease(s.rdb, rdb.LockKey(key), "", onceLease)
+	for {
+		v, err := s.rdb.Get(ctx, key).Result()
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, redis.Nil) {
+			return "", err
+		}
+		got, err := lease.Acquire(ctx)
+		if err != nil {
+			return "", err
+		}
+		if got {
+			// The holder before us may have stored the value and let go
+			// between our read and our lease.
+			if v, err := s.rdb.Get(ctx, key).Result(); err == nil {
+				_ = lease.Release(context.WithoutCancel(ctx))
+				return v, nil
+			}
+			return s.computeOnce(ctx, run, key, lease, fn)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// onceLease is how long a Once computation holds its lease without
+// renewing it: the holder renews it while it works (a planner turn or a
+// proposer loop can run for many minutes), so only a holder that died
+// lets another process take over, within this time.
+const onceLease = 15 * time.Second
+
+func (s *Store) computeOnce(ctx context.Context, run, key string, lease *rdb.Lease, fn func(ctx context.Context) (string, error)) (string, error) {
+	renewer := lease.Renewer()
+	if err := renewer.Start(ctx); err != nil {
+		return "", err
+	}
+	v, err := fn(ctx)
+	renewer.Stop()
+	if err == nil {
+		err = rdb.SetRunKey(ctx, s.rdb, run, key, rdb.StateKey, v, 0)
+	}
+	_ = lease.Release(context.WithoutCancel(ctx))
+	if err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// Cache is a cluster-wide key-value cache (rdb.CacheKey), shared by every
+// run (agent.Cache). A value lives rdb.CacheTTL after its last write.
+type Cache struct {
+	rdb redis.UniversalClient
+}
+
+// NewCache returns the cache.
+func NewCache(rdb redis.UniversalClient) *Cache { return &Cache{rdb: rdb} }
+
+// Get returns a cached value.
+func (c *Cache) Get(ctx context.Context, key string) (string, bool, error) {
+	v, err := c.rdb.Get(ctx, rdb.CacheKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
+// Set stores a value for rdb.CacheTTL.
+func (c *Cache) Set(ctx context.Context, key, value string) error {
+	return c.rdb.Set(ctx, rdb.CacheKey(key), value, rdb.CacheTTL).Err()
+}

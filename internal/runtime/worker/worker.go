@@ -1,0 +1,251 @@
+// Package worker is a pool's worker: generator workers take the LLM-bound
+// task kinds, explorer workers the warehouse-heavy ones, each for the
+// warehouses it serves. A worker hands each task to its agent by kind and
+// owns everything around it: skipping a task already done, carrying the
+// cost ledger, storing result tables, publishing results and the tasks
+// that continue the work, and recording a failed result for every slot of
+// a task that will not be delivered again.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+)
+
+// Config configures a worker.
+type Config struct {
+	Env  *runenv.Env
+	Pool agent.Pool
+	// Warehouses this worker serves (subject tokens, e.g. sqlite).
+	Warehouses  []string
+	Concurrency int
+	queue.WorkConfig
+}
+
+// Worker is a pool's worker as a component: from Start until Stop it
+// takes tasks, one consumer per warehouse it serves; Stop stops taking
+// tasks, lets those in flight finish within the drain time (handing the
+// rest back) and returns once every goroutine has ended.
+type Worker struct {
+	cfg Config
+	service.Loop
+}
+
+// New returns a worker, not started.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Pool != agent.Generator && cfg.Pool != agent.Explorer {
+		return nil, fmt.Errorf("worker pool %q: want %s or %s", cfg.Pool, agent.Generator, agent.Explorer)
+	}
+	return &Worker{cfg: cfg}, nil
+}
+
+// Start starts taking tasks.
+func (wk *Worker) Start(ctx context.Context) error { return wk.Go(ctx, wk.run) }
+
+func (wk *Worker) run(ctx context.Context) error {
+	cfg := wk.cfg
+	w := &worker{env: cfg.Env, pool: cfg.Pool}
+	wc := cfg.WorkConfig
+	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
+	return cfg.Env.Serve(ctx, string(cfg.Pool), cfg.Warehouses, wc)
+}
+
+// Run works until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	wk, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return wk.run(ctx)
+}
+
+type worker struct {
+	env  *runenv.Env
+	pool agent.Pool
+}
+
+func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+	start := time.Now()
+	m := w.env.Metrics
+	var t message.Task
+	if err := queue.Decode(d.Msg.Data(), &t); err != nil {
+		return queue.Permanent(err)
+	}
+	m.Since("decode", start)
+	run, e, err := w.env.Example(ctx, t.Run, t.Example)
+	if err != nil {
+		return err
+	}
+	def, ag, err := run.AgentFor(t.Agent)
+	if err != nil {
+		return err
+	}
+	if run.Manifest.Interactive {
+		// A question can be cancelled while its tasks wait: drop them.
+		if cancelled, err := w.env.State.Cancelled(ctx, t.Run); err != nil || cancelled {
+			if err != nil {
+				return err
+			}
+			// What the tasks it continues cost is still charged.
+			return w.dropCancelled(ctx, &t, nil)
+		}
+	}
+	kind, ok := def.Kind(t.Task.Kind)
+	if !ok || kind.Pool != w.pool {
+		return queue.Permanent(fmt.Errorf("agent %s has no %s task kind %q", def.Name, w.pool, t.Task.Kind))
+	}
+	defer m.Begin(def.Name+"."+kind.Name, t.Warehouse)()
+	// The round's deadline measures stalls: taking the task, and every
+	// beat while it runs, is progress.
+	round := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round}
+	took := time.Now()
+	done, err := w.env.State.Take(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest))
+	m.Since("redis", took)
+	if err != nil || done {
+		return err // done: a redelivery of finished work, acknowledged
+	}
+	stopBeat := w.beat(ctx, round, run.Manifest)
+	ac := w.env.Context(run, e, t.Agent)
+	executed := time.Now()
+	ectx, stopWatch := w.watchCancel(ctx, run)
+	var used llm.Meter
+	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
+	stopWatch()
+	m.Since("execute", executed)
+	stopBeat()
+	if err != nil && run.Manifest.Interactive && ectx.Err() != nil && ctx.Err() == nil {
+		// Stopped by the question's cancel: what the task spent is still
+		// charged to its tenant.
+		// The agent's ledger loses the calls of the step that failed; the
+		// meter has every call the LLM answered.
+		calls, usage := used.Total()
+		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}})
+	}
+	if agent.IsPermanent(err) {
+		return queue.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, s := range ac.Ledger.Stages() {
+		m.ObserveCost(s, *ac.Ledger[s])
+	}
+	if err := w.publish(ctx, run, &t, ac.Ledger, out, start); err != nil {
+		return err
+	}
+	ac.Log.Debug("task done", zap.String("kind", kind.Name), zap.String("task", t.Task.ID),
+		zap.Int("results", len(out.Results)), zap.Int("next", len(out.Next)))
+	marked := time.Now()
+	defer m.Since("redis", marked)
+	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+// dropCancelled ends a task of a cancelled question as failed results in
+// its slots, carrying the cost it inherited and spent (own): serve counts
+// what the question cost from its results, and knows its tasks have all
+// stopped when every slot has one.
+func (w *worker) dropCancelled(ctx context.Context, t *message.Task, own cost.Ledger) error {
+	ledger := cost.Ledger{}
+	ledger.Merge(t.Upstream)
+	ledger.Merge(own)
+	t.Upstream = ledger
+	return w.env.GiveUp(ctx, t, "cancelled by the client")
+}
+
+// publish stores and sends a task's results, then logs and sends the tasks
+// that continue it. What the task cost, with what it inherited, travels
+// with its first result, else its first continuation.
+func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, own cost.Ledger, out *agent.Outcome, start time.Time) error {
+	m := w.env.Metrics
+	ledger := cost.Ledger{}
+	ledger.Merge(t.Upstream)
+	ledger.Merge(own)
+	mine := own.Total()
+	chain := (mine.LLM.Latency + mine.QueryTime).Seconds() + t.UpstreamChain
+	elapsed := time.Since(start).Seconds() + t.UpstreamSeconds
+	carried := false
+	for _, r := range out.Results {
+		res := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
+			Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows, Payload: r.Payload, Cost: cost.Ledger{},
+			Worker: w.env.Name, ChainSeconds: chain, Started: start}
+		if !carried {
+			res.Cost, res.ElapsedSeconds, carried = ledger, elapsed, true
+		}
+		if r.Status == agent.StatusOK {
+			put := time.Now()
+			ref, err := w.env.Blobs.PutString(ctx, r.CSV)
+			m.Since("blob", put)
+			if err != nil {
+				return err
+			}
+			res.CSVRef = ref
+		}
+		sent := time.Now()
+		err := w.env.PublishResult(ctx, res)
+		m.Since("nats", sent)
+		if err != nil {
+			return err
+		}
+	}
+	if len(out.Next) > 0 {
+		next := runenv.Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, out.Next)
+		if !carried {
+			next[0].Upstream, next[0].UpstreamSeconds, carried = ledger, elapsed, true
+		}
+		for _, n := range next {
+			n.UpstreamChain = chain
+		}
+		if err := w.publishNext(ctx, run, t, next); err != nil {
+			return err
+		}
+	}
+	if t.Task.Join == nil {
+		return nil
+	}
+	part := message.Part{Value: out.Part, ElapsedSeconds: elapsed, ChainSeconds: chain}
+	if !carried {
+		part.Cost = ledger
+	}
+	joined := time.Now()
+	defer m.Since("redis", joined)
+	return w.env.Join(ctx, run, t, part)
+}
+
+// publishNext logs and sends the tasks that continue a task.
+func (w *worker) publishNext(ctx context.Context, run *runenv.Run, t *message.Task, next []*message.Task) error {
+	m := w.env.Metrics
+	logged := time.Now()
+	err := w.env.State.LogTasks(ctx, t.Run, t.Example, t.Agent, next)
+	m.Since("redis", logged)
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	defer m.Since("nats", sent)
+	return w.env.PublishTasks(ctx, run, next)
+}
+
+// giveUp records a task that will not run again as a failed result in each
+// of its slots, so its round completes.
+func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
+	var t message.Task
+	if queue.Decode(d.Msg.Data(), &t) != nil {
+		return
+	}
+	if err := w.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task failed after %d deliveries: %v", t.Task.Kind, d.Attempt, cause)); err != nil {
+		w.env.Log.Error("recording a failed task", zap.String("run", t.Run), zap.String("example", t.Example),
+			zap.String("task", t.Task.ID), zap.Error(err))
+	}
+}
