@@ -60,7 +60,8 @@ deps: deps-demo
 		echo "npm not found: docs/openapi.yaml is not linted (internal/app/serve's OpenAPI tests still parse it)"
 
 # test runs three steps, each even when an earlier one failed: go test
-# (a line per package as it finishes; the roles' JSON logs are kept out),
+# (a line per package as it finishes; the roles' JSON logs are kept out;
+# 20 minutes a package, as a loaded machine runs internal/cli 2-3x slower),
 # the race detector, and the deploy files' check. Its last line gives each
 # step's outcome; it fails if any step fails.
 test: deps lint
@@ -69,7 +70,7 @@ test: deps lint
 	    { "$$@" 2>&1; echo "$$?" >$$log.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$log; \
 	    r=$$(cat $$log.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; rc=1; fi; \
 	    summary="$$summary $$name $$o in $$(( $$(date +%s) - s ))s;"; }; \
-	  step "go test:" $(GO) test -count=1 ./...; \
+	  step "go test:" $(GO) test -count=1 -timeout 20m ./...; \
 	  step "race:" $(MAKE) --no-print-directory race; \
 	  step "deploy-check:" $(MAKE) --no-print-directory deploy-check; \
 	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \

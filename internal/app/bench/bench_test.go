@@ -95,7 +95,7 @@ func TestLoadScenario(t *testing.T) {
 // The example scenario documents the standard one; they must not drift.
 func TestExampleScenarioIsStandard(t *testing.T) {
 	t.Parallel()
-	sc, err := LoadScenario(filepath.Join("..", "..", "examples", "bench", "spider2-size.yaml"))
+	sc, err := LoadScenario(filepath.Join("..", "..", "..", "examples", "bench", "spider2-size.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

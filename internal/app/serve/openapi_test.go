@@ -480,7 +480,7 @@ func registeredRoutes(t *testing.T) map[string]bool {
 		if withMetrics == "Handle" {
 			names["HandleHealth"] = true
 		}
-		for _, d := range parseFile(t, "../metrics/metrics.go").Decls {
+		for _, d := range parseFile(t, "../../metrics/metrics.go").Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && names[fd.Name.Name] {
 				collect(fd)
 			}
@@ -504,7 +504,7 @@ func statusCodes(t *testing.T) []int {
 	}
 	seen := map[int]bool{}
 	files, _ := filepath.Glob("*.go")
-	files = append(files, "../metrics/metrics.go")
+	files = append(files, "../../metrics/metrics.go")
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
