@@ -9,17 +9,21 @@ import (
 
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
 // TestLease: one holder at a time; only the holder renews or releases (a
 // holder that lost the lease cannot free its successor's); a released
-// lease is free at once, an abandoned one after its TTL.
+// lease is free at once, an abandoned one after its TTL. The TTL is long
+// and its lapse is made by the test (PEXPIRE), so a loaded machine's
+// pauses cannot expire a lease the test means to hold.
 func TestLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	a := rdb.NewLease(c, "quorum:test:lease", "proc-a", 300*time.Millisecond)
-	b := rdb.NewLease(c, "quorum:test:lease", "", 300*time.Millisecond)
+	const ttl = 30 * time.Second
+	a := rdb.NewLease(c, "quorum:test:lease", "proc-a", ttl)
+	b := rdb.NewLease(c, "quorum:test:lease", "", ttl)
 	if a.Token() == b.Token() || a.Token()[:7] != "proc-a/" {
 		t.Fatalf("tokens %q and %q", a.Token(), b.Token())
 	}
@@ -38,11 +42,16 @@ func TestLease(t *testing.T) {
 	if v, err := c.Get(ctx, a.Key()).Result(); err != nil || v != a.Token() {
 		t.Fatalf("b's release freed a's lease: %q %v", v, err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Most of the TTL spent: a renewal restores all of it.
+	if err := c.PExpire(ctx, a.Key(), time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if ok, err := a.Renew(ctx); err != nil || !ok {
 		t.Fatalf("a's renewal: %v %v", ok, err)
 	}
-	time.Sleep(200 * time.Millisecond) // past the first TTL, within the renewed one
+	if left, err := c.PTTL(ctx, a.Key()).Result(); err != nil || left < ttl/2 {
+		t.Fatalf("the renewed lease expires in %v (%v), want about %v", left, err, ttl)
+	}
 	if ok, err := b.Acquire(ctx); err != nil || ok {
 		t.Fatalf("b took a renewed lease: %v %v", ok, err)
 	}
@@ -52,8 +61,15 @@ func TestLease(t *testing.T) {
 	if ok, err := b.Acquire(ctx); err != nil || !ok {
 		t.Fatalf("b after a's release: %v %v", ok, err)
 	}
-	// b is abandoned: a gets it after the TTL, and b, late, frees nothing.
-	time.Sleep(400 * time.Millisecond)
+	// b is abandoned: its TTL lapses, a gets the lease, and b, late,
+	// frees nothing.
+	if err := c.PExpire(ctx, b.Key(), time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "the abandoned lease to expire", func() bool {
+		n, err := c.Exists(ctx, b.Key()).Result()
+		return err == nil && n == 0
+	})
 	if ok, err := a.Acquire(ctx); err != nil || !ok {
 		t.Fatalf("a after b's TTL: %v %v", ok, err)
 	}
@@ -66,18 +82,21 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestRenewer: a started renewer keeps a lease alive well past its TTL;
-// Stop returns once its goroutine has ended (no renewal after it); a lease
-// taken from under it is reported once and ends it; it can be started
-// again, not twice at once.
+// TestRenewer: a started renewer keeps a lease alive past its TTL; Stop
+// returns once its goroutine has ended (no renewal after it); a lease taken
+// from under it is reported once and ends it; it can be started again, not
+// twice at once. It waits on renewals, not on the clock: a renewal is
+// every TTL/3, and the TTL (3 s) leaves a loaded machine seconds of slack.
 func TestRenewer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	l := rdb.NewLease(c, "quorum:test:renewed", "", 150*time.Millisecond)
+	const ttl = 3 * time.Second
+	l := rdb.NewLease(c, "quorum:test:renewed", "", ttl)
 	if ok, err := l.Acquire(ctx); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
+	acquired := time.Now()
 	var renewals atomic.Int64
 	r := l.Renewer()
 	r.AfterRenew = func(context.Context) { renewals.Add(1) }
@@ -89,21 +108,25 @@ func TestRenewer(t *testing.T) {
 	if err := r.Start(ctx); !errors.Is(err, rdb.ErrStarted) {
 		t.Fatalf("second Start: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if ttl, err := c.PTTL(ctx, l.Key()).Result(); err != nil || ttl <= 0 {
-		t.Fatalf("the renewed lease expires in %v (%v)", ttl, err)
+	// Renewed until the first TTL has passed: the lease outlives it.
+	wait.For(t, 60*time.Second, "renewals past the first TTL", func() bool {
+		return renewals.Load() >= 4 && time.Since(acquired) > ttl
+	})
+	if ttlLeft, err := c.PTTL(ctx, l.Key()).Result(); err != nil || ttlLeft <= 0 {
+		t.Fatalf("the renewed lease expires in %v (%v) after %d renewals", ttlLeft, err, renewals.Load())
 	}
 	r.Stop()
 	n := renewals.Load()
-	if n < 3 {
-		t.Fatalf("%d renewals in 500ms at every 50ms", n)
+	// No renewal after Stop: the lease lapses at its TTL (made now).
+	if err := c.PExpire(ctx, l.Key(), time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if renewals.Load() != n {
-		t.Fatal("renewed after Stop returned")
-	}
-	if ex, _ := c.Exists(ctx, l.Key()).Result(); ex != 0 {
-		t.Fatal("the lease outlived its TTL once its renewer stopped")
+	wait.For(t, 10*time.Second, "the lease to lapse once its renewer stopped", func() bool {
+		ex, err := c.Exists(ctx, l.Key()).Result()
+		return err == nil && ex == 0
+	})
+	if got := renewals.Load(); got != n {
+		t.Fatalf("renewed after Stop returned: %d renewals, %d at Stop", got, n)
 	}
 	r.Stop() // a second Stop does nothing
 
@@ -116,7 +139,7 @@ func TestRenewer(t *testing.T) {
 	}
 	select {
 	case <-lost:
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the lost lease was not reported")
 	}
 	r.Stop()

