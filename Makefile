@@ -88,7 +88,7 @@ deploy-check:
 # test that starts and stops every role process 20 times and finds no
 # goroutine left.
 race:
-	$(GO) test -count=1 -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./internal/ratelimit/... ./pkg/llm/... ./internal/llmsim/... ./pkg/agents/... ./internal/queue/... ./pkg/runtime/... ./internal/app/serve/...
+	$(GO) test -count=1 -timeout 20m -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./internal/ratelimit/... ./pkg/llm/... ./internal/llmsim/... ./pkg/agents/... ./internal/queue/... ./pkg/runtime/... ./internal/app/serve/...
 	$(GO) test -count=1 -race -run TestClusterRoleProcessesLeaveNoGoroutine ./internal/cli/
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8
