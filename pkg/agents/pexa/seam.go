@@ -449,7 +449,9 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 		} else if ok {
 			from = &saved
 		}
-		save := func(ctx context.Context, pr *ProposeProgress) error { return agent.SaveCheckpoint(ctx, c.Store, name, pr) }
+		save := func(ctx context.Context, pr *ProposeProgress) error {
+			return agent.SaveCheckpoint(ctx, c.Store, name, pr)
+		}
 		prop, err := a.steps.ResumePropose(ctx, wh, c.Example.Question, c.Example.Dialect, evidence,
 			a.seed(c, p.Pass, fmt.Sprintf("propose%d", p.Turn)), c.Ledger.Stage("propose"), c.Ledger.Stage("verify"), from, save)
 		if err != nil {
