@@ -178,7 +178,7 @@ func (a *raise) ready() error {
 // reuses the stored command log) and continues into the final tasks. The
 // trajectory is checkpointed after each step, so a redelivery after its
 // worker died continues from the last step instead of from the start
-// (docs/agents/raise.md, D-R18).
+// (docs/agents/raise.md, D-R20).
 func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, p payload) (*agent.Outcome, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
