@@ -21,9 +21,9 @@
 //	                                                             expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
 //	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed
-//	run:<run>:ex:…:checkpoint:<task>  runstate (Checkpoints)     a long task's chain state (agent.Store    CheckpointTTL (24 h) from
+//	run:<run>:ex:…:checkpoint:<name>  runstate (checkpoint.go)   a long task's chain state (agent.Store    CheckpointTTL (24 h) from
 //	                                                             checkpoints), or a blob reference to it   each save; dropped when done
-//	run:<run>:ex:…:lease:<task>       worker (runstate.TaskLease) a Lease: the process running the task    TaskLeaseTTL (15 s), renewed
+//	run:<run>:ex:…:lease:<task>       worker (TaskLease)         a Lease: the worker running the task      TaskLeaseTTL (15 s), renewed
 //	runkeys:<run>                     runstate (the write        set of the run's keys, which retirement,  none; retired: answers
 //	                                  scripts of scripts.go)     deletion and listing read (never SCAN)
 //	retired:<run>                     runstate (RetireRun)       hash state, answers → their expiry (ms)   answers retention
