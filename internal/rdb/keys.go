@@ -21,6 +21,9 @@
 //	                                                             expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
 //	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed
+//	run:<run>:ex:…:checkpoint:<name>  runstate (checkpoint.go)   a long task's chain state (agent.Store    CheckpointTTL (24 h) from
+//	                                                             checkpoints), or a blob reference to it   each save; dropped when done
+//	run:<run>:ex:…:lease:<task>       worker (TaskLease)         a Lease: the worker running the task      TaskLeaseTTL (15 s), renewed
 //	runkeys:<run>                     runstate (the write        set of the run's keys, which retirement,  none; retired: answers
 //	                                  scripts of scripts.go)     deletion and listing read (never SCAN)
 //	retired:<run>                     runstate (RetireRun)       hash state, answers → their expiry (ms)   answers retention
@@ -98,6 +101,31 @@ func ExampleKey(run, ex, agent string, parts ...string) string {
 // LockKey is the lease guarding the computation of key's value (Store.Once,
 // the schema cache).
 func LockKey(key string) string { return key + ":lock" }
+
+// Checkpoints and task leases: internal/runtime/runstate (checkpoint.go)
+// and internal/runtime/worker. Neither is in a run's key index: each
+// lives by its TTL, so a run's retirement need not know them.
+
+// CheckpointKey holds the chain state a long task of run's example and
+// agent saved after its last step (agent.Store.SaveCheckpoint).
+func CheckpointKey(run, ex, agent, task string) string {
+	return ExampleKey(run, ex, agent, "checkpoint", task)
+}
+
+// CheckpointTTL is how long a checkpoint outlives its last save: a task
+// redelivered later than this starts its chain again.
+const CheckpointTTL = 24 * time.Hour
+
+// TaskLeaseKey is the lease of the process running a task, taken before
+// the task's work starts, so a redelivery beside a live holder (a NATS
+// restart redelivers what is in flight) waits instead of running it twice.
+func TaskLeaseKey(run, ex, agent, task string) string {
+	return ExampleKey(run, ex, agent, "lease", task)
+}
+
+// TaskLeaseTTL is how long a task lease lasts without a renewal: a holder
+// that died frees its task within it.
+const TaskLeaseTTL = 15 * time.Second
 
 // RunIndexKey is the set of run's keys, kept by every script that writes
 // one: retirement, deletion and description read it instead of scanning

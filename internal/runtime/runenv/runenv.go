@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -312,6 +313,51 @@ func (s *store) PutBlob(ctx context.Context, b []byte) (string, error) {
 }
 func (s *store) GetBlob(ctx context.Context, ref string) ([]byte, error) {
 	return s.env.Blobs.Get(ctx, ref)
+}
+
+// inlineCheckpoint is the largest checkpoint kept in its Redis key; a
+// larger one (a long trajectory's conversation) goes to the blob store
+// and the key holds its reference.
+const inlineCheckpoint = 64 << 10
+
+// A checkpoint's key holds 'v' and the state, or 'b' and a blob reference.
+const (
+	checkpointInline = "v"
+	checkpointBlob   = "b"
+)
+
+func (s *store) Checkpoint(ctx context.Context, name string) ([]byte, bool, error) {
+	v, ok, err := s.env.State.Checkpoint(ctx, s.run, s.ex, s.agent, name)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	switch {
+	case strings.HasPrefix(v, checkpointInline):
+		return []byte(v[len(checkpointInline):]), true, nil
+	case strings.HasPrefix(v, checkpointBlob):
+		b, err := s.env.Blobs.Get(ctx, v[len(checkpointBlob):])
+		if err != nil {
+			return nil, false, fmt.Errorf("checkpoint %s of %s: %w", name, s.ex, err)
+		}
+		return b, true, nil
+	}
+	return nil, false, fmt.Errorf("checkpoint %s of %s: unknown form %.10q", name, s.ex, v)
+}
+
+func (s *store) SaveCheckpoint(ctx context.Context, name string, state []byte) error {
+	v := checkpointInline + string(state)
+	if len(state) > inlineCheckpoint {
+		ref, err := s.env.Blobs.Put(ctx, state)
+		if err != nil {
+			return fmt.Errorf("checkpoint %s of %s: %w", name, s.ex, err)
+		}
+		v = checkpointBlob + ref
+	}
+	return s.env.State.SaveCheckpoint(ctx, s.run, s.ex, s.agent, name, v)
+}
+
+func (s *store) DropCheckpoint(ctx context.Context, name string) error {
+	return s.env.State.DropCheckpoint(ctx, s.run, s.ex, s.agent, name)
 }
 
 func (s *store) Parts(ctx context.Context, group string) ([]agent.Part, error) {

@@ -375,3 +375,39 @@ func TestServeAndWaitReady(t *testing.T) {
 		t.Errorf("deadline in %s, want an hour", d)
 	}
 }
+
+// TestCheckpoints: a task's checkpoint is its example's and agent's, a
+// save replaces it, a large one round-trips (through the blob store), and
+// a dropped one is gone.
+func TestCheckpoints(t *testing.T) {
+	t.Parallel()
+	env, root := newEnv(t)
+	ctx := context.Background()
+	manifest(t, env, &runstate.Manifest{Run: "cp", Dataset: root, Examples: []string{"local001", "local002"}})
+	store := func(ex string) agent.Store {
+		r, e, err := env.Example(ctx, "cp", ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.Context(r, e, "echo").Store
+	}
+	a := store("local001")
+	large := []byte(strings.Repeat("x", 200<<10))
+	for _, v := range [][]byte{[]byte(`{"step":1}`), large} {
+		if err := a.SaveCheckpoint(ctx, "r0.agent", v); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := store("local001").Checkpoint(ctx, "r0.agent"); err != nil || !ok || string(got) != string(v) {
+			t.Errorf("a checkpoint of %d bytes read back as %d bytes (%v, %v)", len(v), len(got), ok, err)
+		}
+	}
+	if _, ok, _ := store("local002").Checkpoint(ctx, "r0.agent"); ok {
+		t.Error("another example's store sees the checkpoint")
+	}
+	if err := a.DropCheckpoint(ctx, "r0.agent"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.Checkpoint(ctx, "r0.agent"); ok || err != nil {
+		t.Errorf("a dropped checkpoint: %v, %v", ok, err)
+	}
+}

@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
@@ -48,4 +52,54 @@ func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Cont
 	}}
 	_ = watch.Start(wctx) // a new component starts
 	return wctx, func() { watch.Stop(); cancel() }
+}
+
+// errLeaseLost ends a task whose lease another delivery took (this
+// worker stalled past its TTL).
+var errLeaseLost = errors.New("the task's lease was lost to another delivery")
+
+// leaseWait is how often a delivery waiting for a held task asks again.
+const leaseWait = 250 * time.Millisecond
+
+// lease takes the task's lease, waiting while another delivery holds it
+// (its message is kept meanwhile, heartbeating, so no delivery is spent);
+// done when the holder finished the task meanwhile. A holder that died
+// frees it within rdb.TaskLeaseTTL.
+func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done bool, err error) {
+	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, w.env.Name, 0)
+	logged := false
+	for {
+		got, err := l.Acquire(ctx)
+		if err != nil || got {
+			return l, false, err
+		}
+		if done, err := w.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
+			return nil, done, err
+		}
+		if !logged {
+			w.env.Log.Info("another delivery of the task is running; waiting for it", zap.String("run", t.Run),
+				zap.String("example", t.Example), zap.String("agent", t.Agent), zap.String("task", t.Task.ID))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(leaseWait):
+		}
+	}
+}
+
+// keepLease renews the task's lease while it runs; the returned context
+// ends with errLeaseLost if another delivery took it. stop ends the
+// renewal and returns once it has ended.
+func (w *worker) keepLease(ctx context.Context, l *rdb.Lease, t *message.Task) (context.Context, func()) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	r := l.Renewer()
+	r.OnLost = func() {
+		w.env.Log.Warn("a task's lease was lost while it ran; stopping it", zap.String("run", t.Run),
+			zap.String("example", t.Example), zap.String("task", t.Task.ID))
+		cancel(errLeaseLost)
+	}
+	_ = r.Start(lctx) // a new renewer, with Renew and Every, starts
+	return lctx, func() { r.Stop(); cancel(nil) }
 }

@@ -9,6 +9,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -107,11 +108,23 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 		return queue.Permanent(fmt.Errorf("agent %s has no %s task kind %q", def.Name, w.pool, t.Task.Kind))
 	}
 	defer m.Begin(def.Name+"."+kind.Name, t.Warehouse)()
+	// The task's lease before any work: a delivery beside a live holder
+	// (a NATS restart redelivers what is in flight) waits for it rather
+	// than running the task twice at once.
+	leased := time.Now()
+	lease, done, err := w.lease(ctx, &t)
+	m.Since("redis", leased)
+	if err != nil || done {
+		return err // done: the holder finished it, acknowledged
+	}
+	defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
+	lctx, stopLease := w.keepLease(ctx, lease, &t)
+	defer stopLease()
 	// The round's deadline measures stalls: taking the task, and every
 	// beat while it runs, is progress.
 	round := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round}
 	took := time.Now()
-	done, err := w.env.State.Take(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest))
+	done, err = w.env.State.Take(ctx, round, t.Task.ID, w.env.Deadline(run.Manifest))
 	m.Since("redis", took)
 	if err != nil || done {
 		return err // done: a redelivery of finished work, acknowledged
@@ -119,12 +132,17 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
-	ectx, stopWatch := w.watchCancel(ctx, run)
+	ectx, stopWatch := w.watchCancel(lctx, run)
 	var used llm.Meter
 	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
 	stopWatch()
 	m.Since("execute", executed)
 	stopBeat()
+	if err != nil && errors.Is(context.Cause(lctx), errLeaseLost) && ctx.Err() == nil {
+		// Another delivery holds the task now: this one stops, and its
+		// redelivery finds the task done or still held.
+		return fmt.Errorf("task %s: %w", t.Task.ID, errLeaseLost)
+	}
 	if err != nil && run.Manifest.Interactive && ectx.Err() != nil && ctx.Err() == nil {
 		// Stopped by the question's cancel: what the task spent is still
 		// charged to its tenant.

@@ -570,3 +570,12 @@ func (p prefixed) GetBlob(ctx context.Context, ref string) ([]byte, error) {
 func (p prefixed) Parts(ctx context.Context, group string) ([]agent.Part, error) {
 	return p.s.Parts(ctx, p.prefix+group)
 }
+func (p prefixed) Checkpoint(ctx context.Context, name string) ([]byte, bool, error) {
+	return p.s.Checkpoint(ctx, p.prefix+name)
+}
+func (p prefixed) SaveCheckpoint(ctx context.Context, name string, state []byte) error {
+	return p.s.SaveCheckpoint(ctx, p.prefix+name, state)
+}
+func (p prefixed) DropCheckpoint(ctx context.Context, name string) error {
+	return p.s.DropCheckpoint(ctx, p.prefix+name)
+}

@@ -167,11 +167,27 @@ const (
 // execute_sql and semantic_verifier are answered within the turn, and
 // finish(sql_query) ends the pass once the SQL has executed with rows.
 func (s *Steps) PlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed func(step int) int64, c *cost.Cost) (*Action, error) {
+	return s.ResumePlanTurn(ctx, st, env, seed, c, nil)
+}
+
+// ResumePlanTurn is PlanTurn with a checkpoint: save, when not nil, is
+// called with the state after each step that does not end the turn (a
+// re-ask, tool calls answered within it), so a redelivered turn continues
+// from st as saved. Seeds are the step's (seed(Steps)), so a resumed turn
+// makes the calls an uninterrupted one makes.
+func (s *Steps) ResumePlanTurn(ctx context.Context, st *PlanState, env *PlanEnv, seed func(step int) int64, c *cost.Cost,
+	save func(context.Context, *PlanState) error) (*Action, error) {
 	if s.cfg.NoProposer && (env == nil || env.Warehouse == nil) {
 		return nil, errors.New("pexa: the no-proposer planner needs a warehouse")
 	}
 	tools := plannerTools(s.cfg)
+	resumedAt := st.Steps
 	for {
+		if save != nil && st.Steps > resumedAt {
+			if err := save(ctx, st); err != nil {
+				return nil, err
+			}
+		}
 		if st.Steps >= s.cfg.MaxPlannerSteps {
 			if st.LastUnread {
 				c.FormatEnded++

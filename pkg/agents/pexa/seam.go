@@ -198,9 +198,17 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	v, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d", p.Pass, p.Turn), func(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("p%d.t%d", p.Pass, p.Turn)
+	v, err := c.Store.Once(ctx, name, func(ctx context.Context) (string, error) {
 		st := a.steps.OpenPass(c.Example.Question)
-		if p.StateRef != "" {
+		// A turn an earlier delivery left midway continues from its
+		// checkpoint (docs/agents/pexa.md, D-P25): the batch's outcomes
+		// are already in its state.
+		resumed, err := agent.LoadCheckpoint(ctx, c.Store, name, st)
+		if err != nil {
+			return "", err
+		}
+		if p.StateRef != "" && !resumed {
 			if err := getJSON(ctx, c, p.StateRef, st); err != nil {
 				return "", err
 			}
@@ -228,7 +236,8 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 			}
 			env = &PlanEnv{Warehouse: wh, Question: c.Example.Question, Verify: c.Ledger.Stage("verify")}
 		}
-		act, err := a.steps.PlanTurn(ctx, st, env, a.seed(c, p.Pass, fmt.Sprintf("plan/t%d", p.Turn)), c.Ledger.Stage("plan"))
+		save := func(ctx context.Context, st *PlanState) error { return agent.SaveCheckpoint(ctx, c.Store, name, st) }
+		act, err := a.steps.ResumePlanTurn(ctx, st, env, a.seed(c, p.Pass, fmt.Sprintf("plan/t%d", p.Turn)), c.Ledger.Stage("plan"), save)
 		if err != nil {
 			return "", err
 		}
@@ -240,6 +249,10 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 		return string(b), err
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The turn is stored (Once): its checkpoint is of no more use.
+	if err := c.Store.DropCheckpoint(ctx, name); err != nil {
 		return nil, err
 	}
 	var tr turnResult
@@ -407,7 +420,8 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	ref, err := c.Store.Once(ctx, fmt.Sprintf("p%d.t%d.propose", p.Pass, p.Turn), func(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("p%d.t%d.propose", p.Pass, p.Turn)
+	ref, err := c.Store.Once(ctx, name, func(ctx context.Context) (string, error) {
 		st := &PlanState{}
 		if err := getJSON(ctx, c, p.StateRef, st); err != nil {
 			return "", err
@@ -426,14 +440,29 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 		if err != nil {
 			return "", agent.Permanent(err)
 		}
-		prop, err := a.steps.Propose(ctx, wh, c.Example.Question, c.Example.Dialect, evidence,
-			a.seed(c, p.Pass, fmt.Sprintf("propose%d", p.Turn)), c.Ledger.Stage("propose"), c.Ledger.Stage("verify"))
+		// The Proposer is checkpointed after each step; a redelivery
+		// continues it (D-P25).
+		var saved ProposeProgress
+		var from *ProposeProgress
+		if ok, err := agent.LoadCheckpoint(ctx, c.Store, name, &saved); err != nil {
+			return "", err
+		} else if ok {
+			from = &saved
+		}
+		save := func(ctx context.Context, pr *ProposeProgress) error {
+			return agent.SaveCheckpoint(ctx, c.Store, name, pr)
+		}
+		prop, err := a.steps.ResumePropose(ctx, wh, c.Example.Question, c.Example.Dialect, evidence,
+			a.seed(c, p.Pass, fmt.Sprintf("propose%d", p.Turn)), c.Ledger.Stage("propose"), c.Ledger.Stage("verify"), from, save)
 		if err != nil {
 			return "", err
 		}
 		return putJSON(ctx, c, prop)
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := c.Store.DropCheckpoint(ctx, name); err != nil {
 		return nil, err
 	}
 	next, err := agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, p.Turn+1), 0, []int{p.Pass},

@@ -343,12 +343,62 @@ func (p *Proposal) Render() string {
 // feedback, a re-ask) is a step besides the reply's own (D-P3).
 func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question string, dialect warehouse.Dialect, evidence []Record,
 	seed func(step int) int64, c, verify *cost.Cost) (*Proposal, error) {
+	return s.ResumePropose(ctx, wh, question, dialect, evidence, seed, c, verify, nil, nil)
+}
+
+// ProposeProgress is the Proposer between two of its steps: what a
+// checkpoint keeps and a redelivered propose task continues from.
+type ProposeProgress struct {
+	Messages []llm.Message       `json:"messages"`
+	Steps    int                 `json:"steps"`
+	Runs     map[string]Proposal `json:"runs,omitempty"`
+	Verdicts map[string]string   `json:"verdicts,omitempty"`
+	Best     *Proposal           `json:"best,omitempty"`
+	Last     *Proposal           `json:"last,omitempty"`
+	// BestIsLast: the two are one proposal.
+	BestIsLast bool `json:"best_is_last,omitempty"`
+	Unread     int  `json:"unread,omitempty"`
+	LastUnread bool `json:"last_unread,omitempty"`
+}
+
+// ResumePropose is Propose continued from a checkpoint: from, when not
+// nil, is the progress a previous delivery saved; save, when not nil, is
+// called after each step with the progress so far. Seeds are the step's,
+// so a resumed Proposer makes the calls an uninterrupted one makes; c and
+// verify receive this delivery's costs only.
+func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, question string, dialect warehouse.Dialect, evidence []Record,
+	seed func(step int) int64, c, verify *cost.Cost, from *ProposeProgress, save func(context.Context, *ProposeProgress) error) (*Proposal, error) {
 	msgs := []llm.Message{llm.User(ProposerPrompt(question, dialect, evidence))}
 	runs := map[string]execution{}
 	verdicts := map[string]string{}
 	var best, last *Proposal
 	var mu sync.Mutex
 	unread, lastUnread := 0, false
+	steps := 0
+	if from != nil {
+		msgs, steps, unread, lastUnread, best, last = from.Messages, from.Steps, from.Unread, from.LastUnread, from.Best, from.Last
+		if from.BestIsLast {
+			best = last
+		}
+		for sql, p := range from.Runs {
+			runs[sql] = execution{SQL: p.SQL, Feedback: p.Feedback, OK: p.OK, CSV: p.CSV, Rows: p.Rows}
+		}
+		for sql, v := range from.Verdicts {
+			verdicts[sql] = v
+		}
+	}
+	resumedAt := steps
+	checkpoint := func() error {
+		if save == nil || steps == resumedAt {
+			return nil
+		}
+		pr := &ProposeProgress{Messages: msgs, Steps: steps, Runs: map[string]Proposal{}, Verdicts: verdicts, Best: best, Last: last,
+			BestIsLast: best != nil && best == last, Unread: unread, LastUnread: lastUnread}
+		for sql, e := range runs {
+			pr.Runs[sql] = Proposal{SQL: e.SQL, Feedback: e.Feedback, OK: e.OK, CSV: e.CSV, Rows: e.Rows}
+		}
+		return save(ctx, pr)
+	}
 	run := func(sql string) (execution, error) {
 		if e, ok := runs[sql]; ok {
 			return e, nil
@@ -373,7 +423,11 @@ func (s *Steps) Propose(ctx context.Context, wh warehouse.Warehouse, question st
 		p.Stop, p.Verdict = why, verdicts[p.SQL]
 		return p
 	}
-	for steps := 0; ; {
+	for {
+		// After each step (a reply and what answered it), a checkpoint.
+		if err := checkpoint(); err != nil {
+			return nil, err
+		}
 		if steps >= s.cfg.MaxProposerSteps {
 			p := ending("proposer_recursion")
 			if lastUnread {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.uber.org/zap"
+
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -173,12 +175,16 @@ func (a *raise) ready() error {
 }
 
 // trajectory runs a round's agent once across the cluster (a redelivery
-// reuses the stored command log) and continues into the final tasks.
+// reuses the stored command log) and continues into the final tasks. The
+// trajectory is checkpointed after each step, so a redelivery after its
+// worker died continues from the last step instead of from the start
+// (docs/agents/raise.md, D-R20).
 func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, p payload) (*agent.Outcome, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
-	ref, err := c.Store.Once(ctx, fmt.Sprintf("r%d.agent", p.Round), func(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("r%d.agent", p.Round)
+	ref, err := c.Store.Once(ctx, name, func(ctx context.Context) (string, error) {
 		info, err := a.info(ctx, c)
 		if err != nil {
 			return "", err
@@ -189,7 +195,16 @@ func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, 
 		}
 		stage := c.Ledger.Stage("agent")
 		tools := &Tools{Info: info, WH: wh, Static: a.steps.cfg.Static, Cost: stage}
-		tr, err := a.steps.Run(ctx, tools, c.Example.Dialect, c.Example.Question, c.Example.ExternalKnowledge, a.seed(c, p.Round, "agent"), stage)
+		var from *Progress
+		var saved Progress
+		if ok, err := agent.LoadCheckpoint(ctx, c.Store, name, &saved); err != nil {
+			return "", err
+		} else if ok {
+			from = &saved
+			c.Log.Info("raise trajectory resumed", zap.String("task", name), zap.Int("calls", saved.Trajectory.Calls))
+		}
+		save := func(ctx context.Context, pr *Progress) error { return agent.SaveCheckpoint(ctx, c.Store, name, pr) }
+		tr, err := a.steps.Resume(ctx, tools, c.Example.Dialect, c.Example.Question, c.Example.ExternalKnowledge, a.seed(c, p.Round, "agent"), stage, from, save)
 		if err != nil {
 			return "", err
 		}
@@ -200,6 +215,10 @@ func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, 
 		return c.Store.PutBlob(ctx, b)
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The trajectory is stored (Once): its checkpoint is of no more use.
+	if err := c.Store.DropCheckpoint(ctx, name); err != nil {
 		return nil, err
 	}
 	out := &agent.Outcome{}

@@ -114,6 +114,26 @@ type Steps struct {
 // a corrective nudge after a command written in a form that cannot be run
 // (D-R17), and the end at TotalTokens.
 func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, question, ek string, seed func(int) int64, c *cost.Cost) (*Trajectory, error) {
+	return s.Resume(ctx, tools, d, question, ek, seed, c, nil, nil)
+}
+
+// Progress is a trajectory between two of its steps (a step: one LLM
+// segment and what was appended after it, a command's result or a
+// nudge): what a checkpoint keeps and a redelivered task continues from.
+type Progress struct {
+	Messages    []llm.Message `json:"messages"`
+	Trajectory  Trajectory    `json:"trajectory"`
+	Corrections int           `json:"corrections,omitempty"`
+}
+
+// Resume is Run continued from a checkpoint: from, when not nil, is the
+// progress a previous delivery saved; save, when not nil, is called after
+// each step with the progress so far. The seeds are the step's
+// (seed(Calls)), so a resumed trajectory makes the calls an uninterrupted
+// one makes. c receives this delivery's costs only: what the earlier
+// steps cost was the earlier delivery's.
+func (s *Steps) Resume(ctx context.Context, tools *Tools, d warehouse.Dialect, question, ek string, seed func(int) int64, c *cost.Cost,
+	from *Progress, save func(context.Context, *Progress) error) (*Trajectory, error) {
 	prompt := AgentPrompt(d, question, ek, s.cfg.Static)
 	prefix := PhraseStart + "\n"
 	if s.cfg.ThinkTag {
@@ -127,6 +147,18 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 		msgs = []llm.Message{llm.User(prompt + MultiTurnStart())}
 	}
 	tr := &Trajectory{}
+	corrections := 0 // corrective nudges since the last command ran
+	if from != nil {
+		msgs, corrections = from.Messages, from.Corrections
+		trc := from.Trajectory
+		tr = &trc
+	}
+	checkpoint := func() error {
+		if save == nil {
+			return nil
+		}
+		return save(ctx, &Progress{Messages: msgs, Trajectory: *tr, Corrections: corrections})
+	}
 	appendText := func(text string) {
 		if multi {
 			msgs = append(msgs, llm.User(strings.TrimSpace(text)))
@@ -135,7 +167,6 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 		msgs[1].Content += text
 	}
 	temp, topP := s.cfg.Temperature, s.cfg.TopP
-	corrections := 0 // corrective nudges since the last command ran
 	for {
 		switch {
 		case tr.Calls >= s.cfg.MaxCalls:
@@ -214,6 +245,9 @@ func (s *Steps) Run(ctx context.Context, tools *Tools, d warehouse.Dialect, ques
 			appendText("\n" + PhraseTerminate + "\n")
 			tr.End = EndTokens
 			return tr, nil
+		}
+		if err := checkpoint(); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -208,6 +208,39 @@ type Store interface {
 	GetBlob(ctx context.Context, ref string) ([]byte, error)
 	// Parts returns a join's recorded parts by index.
 	Parts(ctx context.Context, group string) ([]Part, error)
+	// Checkpoints keep a long task's chain (a RAISE trajectory, a PExA
+	// turn) across its deliveries: the task saves its state after each
+	// LLM step under a name of its own (its task id, its Once name), a
+	// redelivery loads it and continues from there instead of from
+	// scratch, and the task drops it once its outcome is stored. A
+	// checkpoint not dropped expires (a day after its last save in the
+	// cluster). LoadCheckpoint and SaveCheckpoint below read and write
+	// JSON.
+	Checkpoint(ctx context.Context, name string) ([]byte, bool, error)
+	SaveCheckpoint(ctx context.Context, name string, state []byte) error
+	DropCheckpoint(ctx context.Context, name string) error
+}
+
+// LoadCheckpoint reads the checkpoint name into v (JSON) and says whether
+// there was one.
+func LoadCheckpoint(ctx context.Context, s Store, name string, v any) (bool, error) {
+	b, ok, err := s.Checkpoint(ctx, name)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// SaveCheckpoint stores v (JSON) as the checkpoint name.
+func SaveCheckpoint(ctx context.Context, s Store, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	return s.SaveCheckpoint(ctx, name, b)
 }
 
 // Cache is a cluster-wide key-value cache shared by every run (e.g. schema

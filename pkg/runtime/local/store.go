@@ -20,11 +20,14 @@ type Store struct {
 	once  map[string]*sync.Mutex
 	blobs map[string][]byte
 	parts map[string]map[int]agent.Part
+	// checkpoints by name, and how many saves were made.
+	checkpoints map[string][]byte
+	saves       int
 }
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{vals: map[string]string{}, once: map[string]*sync.Mutex{}, blobs: map[string][]byte{}, parts: map[string]map[int]agent.Part{}}
+	return &Store{vals: map[string]string{}, once: map[string]*sync.Mutex{}, blobs: map[string][]byte{}, parts: map[string]map[int]agent.Part{}, checkpoints: map[string][]byte{}}
 }
 
 func (s *Store) Once(ctx context.Context, name string, fn func(context.Context) (string, error)) (string, error) {
@@ -104,4 +107,39 @@ func (s *Store) Parts(_ context.Context, group string) ([]agent.Part, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out, nil
+}
+
+func (s *Store) Checkpoint(_ context.Context, name string) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.checkpoints[name]
+	return append([]byte(nil), b...), ok, nil
+}
+
+func (s *Store) SaveCheckpoint(_ context.Context, name string, state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkpoints[name] = append([]byte(nil), state...)
+	s.saves++
+	return nil
+}
+
+func (s *Store) DropCheckpoint(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.checkpoints, name)
+	return nil
+}
+
+// Checkpoints lists the checkpoints kept (saved and not dropped), sorted,
+// and counts every save made: a test sees a chain checkpointed and
+// cleaned up.
+func (s *Store) Checkpoints() (names []string, saves int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for n := range s.checkpoints {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, s.saves
 }
