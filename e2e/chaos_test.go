@@ -105,8 +105,9 @@ func chaosAgents(long bool) []chaosAgent {
 
 // chaosFaults are the disturbed runs' LLM faults: 5xx replies and
 // endpoints that send nothing (hangs), retried by the workers' LLM client.
-// Rare enough that no call meets the dead-endpoint limit (three faults in a
-// row at a 5 s header timeout), as a real endpoint's faults are.
+// With a 10 s header timeout a call fails as a dead endpoint's only after
+// three hangs in a row or six 5xx (30 s of no life): never in a run of a few
+// thousand calls, so every fault is retried away, as a live endpoint's are.
 var chaosFaults = llmsim.Faults{ServerError: 0.05, Hang: 0.01, HangFor: time.Minute}
 
 // TestChaos runs ReFoRCE, PExA, RAISE and the ensemble with every role a
@@ -175,7 +176,7 @@ func (r *chaosRoles) start(role string) {
 	r.restarts[role]++
 	args := []string{"--max-deliver", "4"}
 	if role != "voter" {
-		args = append(args, "--llm-header-timeout", "5s")
+		args = append(args, "--llm-header-timeout", "10s")
 	}
 	r.procs[role] = r.c.start(r.name(role), chaosBins[role], args...)
 }
