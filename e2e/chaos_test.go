@@ -108,7 +108,9 @@ func chaosAgents(long bool) []chaosAgent {
 // With a 10 s header timeout a call fails as a dead endpoint's only after
 // three hangs in a row or six 5xx (30 s of no life): never in a run of a few
 // thousand calls, so every fault is retried away, as a live endpoint's are.
-var chaosFaults = llmsim.Faults{ServerError: 0.05, Hang: 0.01, HangFor: time.Minute}
+func chaosFaults() llmsim.Faults {
+	return llmsim.Faults{ServerError: 0.05, Hang: 0.01, HangFor: time.Minute}
+}
 
 // TestChaos runs ReFoRCE, PExA, RAISE and the ensemble with every role a
 // process over a nats-server process and a redis-server with AOF, and
@@ -139,7 +141,7 @@ func TestChaos(t *testing.T) {
 					t.Errorf("undisturbed %s run: %s %s, want answered", ag.name, id, s)
 				}
 			}
-			got := runChaos(t, ag, &chaosPlan{long: long, outage: outage, spread: want.served / 10})
+			got := runChaos(t, ag, &chaosPlan{long: long, outage: outage, spread: want.served / 10, faults: chaosFaults()})
 			compare(t, ag.name+" under chaos", got.snapshot, want.snapshot)
 		})
 	}
@@ -151,6 +153,7 @@ type chaosPlan struct {
 	long   bool
 	outage time.Duration
 	spread int64
+	faults llmsim.Faults
 }
 
 type chaosResult struct {
@@ -190,9 +193,9 @@ func (r *chaosRoles) kill(role string) {
 // simulator; plan nil is the undisturbed run.
 func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	t.Helper()
-	faults := llmsim.Faults{}
+	var faults llmsim.Faults
 	if plan != nil {
-		faults = chaosFaults
+		faults = plan.faults
 	}
 	sim, g, llmURL := newSim(t, faults)
 	logs := t.TempDir()
