@@ -98,11 +98,12 @@ bench: deps build
 	./bin/quorum bench --out out/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... | tee out/bench/microbenchmarks.txt
 
-# chaos runs the long chaos scenario (make test runs the short one): every
-# role a process over a nats-server process and redis-server with AOF,
-# workers and the voter SIGKILLed over and over with two deliveries per
-# task, Redis down 40 s, NATS and the coordinator SIGKILLed and restarted;
-# the answers must equal an undisturbed run's.
+# chaos runs the long chaos scenario (make test runs the short one) for
+# ReFoRCE, PExA, RAISE and the ensemble: every role a process over a
+# nats-server process and redis-server with AOF, the LLM answering 5xx and
+# hanging at random, workers SIGKILLed while a task is in flight and the
+# voter over and over, Redis down 40 s, NATS and the coordinator SIGKILLed
+# and restarted; each agent's answers must equal its undisturbed run's.
 chaos: deps
 	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./e2e
 

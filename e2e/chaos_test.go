@@ -3,12 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
 )
@@ -74,22 +76,129 @@ func (n *natsProcess) kill() {
 	}
 }
 
-// TestChaos runs the demo with every role a process over a nats-server
-// process and a redis-server with AOF, two deliveries per task, while
-// workers and the voter are SIGKILLed and restarted over and over, Redis
-// goes away for 4 s (40 s with QUORUM_CHAOS_LONG=1, make chaos), and NATS is SIGKILLed and restarted along with the
-// coordinator. The answers and decisions must equal an undisturbed run's,
-// and nothing may be left in the stream or among the open rounds.
-func TestChaos(t *testing.T) {
-	// make chaos: a 40 s Redis outage, as users' outages are.
-	outage := 4 * time.Second
-	if os.Getenv("QUORUM_CHAOS_LONG") != "" {
-		outage = 40 * time.Second
-	}
-	want, _ := undisturbed(t)
+// chaosAgent is one agent of the chaos suite and the coordinator flags
+// that size its run.
+type chaosAgent struct {
+	name     string
+	args     []string
+	examples int
+}
 
-	base := newCluster(t) // llmsim and the logs folder
-	logs := base.logs
+// chaosAgents are the suite's agents: small runs for go test, the demo's
+// size in make chaos (QUORUM_CHAOS_LONG=1).
+func chaosAgents(long bool) []chaosAgent {
+	if long {
+		return []chaosAgent{
+			{"reforce", []string{"--agent", "reforce", "--votes", "8"}, 44},
+			{"pexa", []string{"--agent", "pexa", "--limit", "16"}, 16},
+			{"raise", []string{"--agent", "raise", "--agent-option", "rounds=3", "--limit", "10"}, 10},
+			{"ensemble", []string{"--agent", "ensemble", "--agent-option", "raise.rounds=2", "--agent-option", "pexa.passes=2", "--votes", "4", "--limit", "8"}, 8},
+		}
+	}
+	return []chaosAgent{
+		{"reforce", []string{"--agent", "reforce", "--votes", "8", "--limit", "8"}, 8},
+		{"pexa", []string{"--agent", "pexa", "--limit", "6"}, 6},
+		{"raise", []string{"--agent", "raise", "--agent-option", "rounds=3", "--limit", "5"}, 5},
+		{"ensemble", []string{"--agent", "ensemble", "--agent-option", "raise.rounds=2", "--agent-option", "pexa.passes=2", "--votes", "4", "--limit", "4"}, 4},
+	}
+}
+
+// chaosFaults are the disturbed runs' LLM faults: 5xx replies and
+// endpoints that send nothing (hangs), retried by the workers' LLM client.
+// With a 10 s header timeout a call fails as a dead endpoint's only after
+// three hangs in a row or six 5xx (30 s of no life): never in a run of a few
+// thousand calls, so every fault is retried away, as a live endpoint's are.
+func chaosFaults() llmsim.Faults {
+	return llmsim.Faults{ServerError: 0.05, Hang: 0.01, HangFor: time.Minute}
+}
+
+// TestChaos runs ReFoRCE, PExA, RAISE and the ensemble with every role a
+// process over a nats-server process and a redis-server with AOF, and
+// compares each with an undisturbed run of the same agent and seed. The
+// disturbed run's LLM answers 5xx and hangs at random, and four times, each
+// once a worker has a task in flight (its LLM request held at the gate):
+// that worker is SIGKILLed, then the voter too, then Redis goes away for
+// 4 s (40 s in make chaos), then NATS and the coordinator are SIGKILLed;
+// every role comes back. make chaos goes on killing workers in flight
+// until the run ends. Every example must be answered once, with the same
+// SQL, result files and decisions; nothing may be left in the stream or
+// among the open rounds.
+func TestChaos(t *testing.T) {
+	long := os.Getenv("QUORUM_CHAOS_LONG") != ""
+	outage := 4 * time.Second
+	if long {
+		outage = 40 * time.Second // as users' outages are
+	}
+	for _, ag := range chaosAgents(long) {
+		t.Run(ag.name, func(t *testing.T) {
+			t.Parallel()
+			want := runChaos(t, ag, nil)
+			if len(want.examples) != ag.examples {
+				t.Fatalf("undisturbed %s run finished %d examples, want %d", ag.name, len(want.examples), ag.examples)
+			}
+			for id, s := range want.examples {
+				if !strings.HasPrefix(s, "answered/") {
+					t.Errorf("undisturbed %s run: %s %s, want answered", ag.name, id, s)
+				}
+			}
+			got := runChaos(t, ag, &chaosPlan{long: long, outage: outage, spread: want.served / 10, faults: chaosFaults()})
+			compare(t, ag.name+" under chaos", got.snapshot, want.snapshot)
+		})
+	}
+}
+
+// chaosPlan is how a run is disturbed; spread is how many LLM requests the
+// run serves between two disturbances.
+type chaosPlan struct {
+	long   bool
+	outage time.Duration
+	spread int64
+	faults llmsim.Faults
+}
+
+type chaosResult struct {
+	snapshot
+	served int64
+}
+
+// chaosRoles are a run's role processes; a role restarted gets a new
+// process name (the gate knows a process by it).
+type chaosRoles struct {
+	c        *cluster
+	procs    map[string]*exec.Cmd
+	restarts map[string]int
+}
+
+var chaosBins = map[string]string{"voter": "voter", "generator-1": "generator-worker", "generator-2": "generator-worker", "explorer-1": "explorer-worker", "explorer-2": "explorer-worker"}
+
+var chaosWorkers = []string{"generator-1", "generator-2", "explorer-1", "explorer-2"}
+
+func (r *chaosRoles) name(role string) string { return fmt.Sprintf("%s-%d", role, r.restarts[role]) }
+
+func (r *chaosRoles) start(role string) {
+	r.restarts[role]++
+	args := []string{"--max-deliver", "4"}
+	if role != "voter" {
+		args = append(args, "--llm-header-timeout", "10s")
+	}
+	r.procs[role] = r.c.start(r.name(role), chaosBins[role], args...)
+}
+
+func (r *chaosRoles) kill(role string) {
+	_ = r.procs[role].Process.Signal(syscall.SIGKILL)
+	_ = r.procs[role].Wait()
+}
+
+// runChaos runs ag once over its own nats-server, redis-server and
+// simulator; plan nil is the undisturbed run.
+func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
+	t.Helper()
+	var faults llmsim.Faults
+	if plan != nil {
+		faults = plan.faults
+	}
+	sim, g, llmURL := newSim(t, faults)
+	logs := t.TempDir()
 	nproc := startNATS(t, logs)
 	rdir := t.TempDir()
 	rsrv, err := localredis.Start(localredis.Options{Dir: rdir, AppendOnly: true})
@@ -98,77 +207,171 @@ func TestChaos(t *testing.T) {
 	}
 	rport, _ := strconv.Atoi(rsrv.Addr[len("127.0.0.1:"):])
 	t.Cleanup(func() { rsrv.Stop() })
-	c := &cluster{t: t, natsURL: nproc.url(), redisURL: rsrv.URL(), llmURL: base.llmURL, sim: base.sim, gate: base.gate, logs: logs}
-
-	restarts := map[string]int{}
-	procs := map[string]*exec.Cmd{}
-	role := func(name, bin string) {
-		restarts[name]++
-		procs[name] = c.start(fmt.Sprintf("%s-%d", name, restarts[name]), bin, "--max-deliver", "2")
-	}
-	for _, r := range [][2]string{{"voter", "voter"}, {"generator-1", "generator-worker"}, {"generator-2", "generator-worker"}, {"explorer", "explorer-worker"}} {
-		role(r[0], r[1])
+	c := &cluster{t: t, natsURL: nproc.url(), redisURL: rsrv.URL(), llmURL: llmURL, sim: sim, gate: g, logs: logs}
+	r := &chaosRoles{c: c, procs: map[string]*exec.Cmd{}, restarts: map[string]int{}}
+	r.start("voter")
+	for _, w := range chaosWorkers {
+		r.start(w)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	coord := c.start("coordinator-1", "coordinator", "--run-id", "chaos", "--dataset", demoDir(t), "--votes", "8", "--seed", "3", "--out", out, "--max-deliver", "2")
+	coords := 1
+	coord := c.start("coordinator-1", "coordinator", append([]string{"--run-id", "chaos", "--dataset", demoDir(t), "--seed", "3", "--out", out, "--max-deliver", "4"}, ag.args...)...)
 	finished := make(chan error, 1)
 	watch := func(cmd *exec.Cmd) { go func() { finished <- cmd.Wait() }() }
 	watch(coord)
+	var done bool
+	var doneErr error
+	// progress waits until the run has served spread more LLM requests
+	// (or ended), so that the disturbances fall across the run.
+	progress := func(spread int64) {
+		from := sim.Stats().Requests
+		for !done && sim.Stats().Requests < from+spread {
+			select {
+			case doneErr = <-finished:
+				done = true
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	// killInFlight arms every worker, waits until one has a task in flight
+	// (its LLM request held) and SIGKILLs it and any other the gate holds by
+	// then. It returns the roles killed, none when the run ended first.
+	killInFlight := func() []string {
+		armed := map[string]<-chan struct{}{}
+		for _, w := range chaosWorkers {
+			armed[w] = c.inFlight(r.name(w))
+		}
+		deadline := time.Now().Add(3 * time.Minute)
+		var killed []string
+		for len(killed) == 0 && !done {
+			for _, w := range chaosWorkers {
+				select {
+				case <-armed[w]:
+					killed = append(killed, w)
+				default:
+				}
+			}
+			if len(killed) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no worker made an LLM request within 3 minutes (logs in %s)", ag.name, logs)
+			}
+			select {
+			case doneErr = <-finished:
+				done = true
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		for _, w := range chaosWorkers {
+			if !slices.Contains(killed, w) && c.disarm(r.name(w)) {
+				killed = append(killed, w)
+			}
+		}
+		for _, w := range killed {
+			r.kill(w)
+		}
+		return killed
+	}
+	restart := func(roles []string) {
+		for _, role := range roles {
+			r.start(role)
+		}
+	}
 
-	rng := rand.New(rand.NewPCG(7, 7))
-	victims := []string{"voter", "generator-1", "generator-2", "explorer"}
-	bins := map[string]string{"voter": "voter", "generator-1": "generator-worker", "generator-2": "generator-worker", "explorer": "explorer-worker"}
-	start := time.Now()
-	redisDown, natsDone := false, false
-	deadline := time.After(4 * time.Minute)
-	for done := false; !done; {
+	heldKills, steps := 0, 0
+	if plan != nil {
+		// Each step acts while a task is in flight, after a tenth of the
+		// undisturbed run's LLM requests since the step before.
+		for step := 1; !done && (step <= 4 || plan.long); step++ {
+			progress(plan.spread)
+			killed := killInFlight()
+			if len(killed) == 0 {
+				break
+			}
+			heldKills += len(killed)
+			steps = step
+			switch step {
+			case 2:
+				r.kill("voter")
+				killed = append(killed, "voter")
+			case 3:
+				rsrv.Stop()
+				time.Sleep(plan.outage)
+				if rsrv, err = localredis.Start(localredis.Options{Dir: rdir, AppendOnly: true, Port: rport}); err != nil {
+					t.Fatal(err)
+				}
+			case 4:
+				nproc.kill()
+				_ = coord.Process.Signal(syscall.SIGKILL)
+				<-finished
+				nproc.start()
+				coords++
+				coord = c.start(fmt.Sprintf("coordinator-%d", coords), "coordinator", "--run-id", "chaos", "--out", out, "--max-deliver", "4")
+				watch(coord)
+			default:
+				if step%3 == 2 {
+					r.kill("voter")
+					killed = append(killed, "voter")
+				}
+			}
+			restart(killed)
+		}
+	}
+	if !done {
 		select {
-		case err := <-finished:
-			if err != nil {
-				t.Fatalf("coordinator: %v (logs in %s)", err, logs)
-			}
-			done = true
-			continue
-		case <-deadline:
-			t.Fatalf("the disturbed run did not finish (logs in %s)", logs)
-		case <-time.After(1200 * time.Millisecond):
-		}
-		// A random worker or the voter dies and comes back.
-		v := victims[rng.IntN(len(victims))]
-		_ = procs[v].Process.Signal(syscall.SIGKILL)
-		_ = procs[v].Wait()
-		role(v, bins[v])
-		switch el := time.Since(start); {
-		case el > 3*time.Second && !redisDown:
-			redisDown = true
-			rsrv.Stop()
-			time.Sleep(outage)
-			if rsrv, err = localredis.Start(localredis.Options{Dir: rdir, AppendOnly: true, Port: rport}); err != nil {
-				t.Fatal(err)
-			}
-		case el > outage+5*time.Second && !natsDone:
-			natsDone = true
-			nproc.kill()
-			_ = coord.Process.Signal(syscall.SIGKILL)
-			<-finished
-			time.Sleep(time.Second)
-			nproc.start()
-			coord = c.start("coordinator-2", "coordinator", "--run-id", "chaos", "--out", out, "--max-deliver", "2")
-			watch(coord)
+		case doneErr = <-finished:
+		case <-time.After(6 * time.Minute):
+			t.Fatalf("%s: the run did not finish within 6 minutes (logs in %s)", ag.name, logs)
 		}
 	}
-	if !redisDown || !natsDone {
-		t.Logf("the run ended before every disturbance (redis down %v, nats restarted %v)", redisDown, natsDone)
+	if doneErr != nil {
+		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("coordinator-%d.log", coords)))
+		t.Fatalf("%s: coordinator: %v:\n%s\n(logs in %s)", ag.name, doneErr, tail(string(b), 3000), logs)
 	}
-	got := readOutputs(t, out)
-	compare(t, "chaos", got, want)
+	res := chaosResult{snapshot: readOutputs(t, out), served: sim.Stats().Requests}
 
 	rdb := redis.NewClient(&redis.Options{Addr: rsrv.Addr})
 	defer rdb.Close()
 	if left, err := rdb.ZRange(context.Background(), "quorum:rounds", 0, -1).Result(); err != nil || len(left) != 0 {
-		t.Errorf("rounds left open: %v (%v)", left, err)
+		t.Errorf("%s: rounds left open: %v (%v)", ag.name, left, err)
 	}
-	nc, err := nats.Connect(nproc.url())
+	if n := streamMessages(t, nproc.url()); n != 0 {
+		t.Errorf("%s: %d messages left in the stream", ag.name, n)
+	}
+	if plan == nil {
+		return res
+	}
+	if steps < 4 {
+		t.Errorf("%s: the run ended after %d of the 4 disturbances: it is too short to prove them", ag.name, steps)
+	}
+	// Every task killed in flight must have come back to a worker.
+	redelivered := 0
+	entries, _ := os.ReadDir(logs)
+	for _, e := range entries {
+		b, _ := os.ReadFile(filepath.Join(logs, e.Name()))
+		redelivered += strings.Count(string(b), "redelivered message")
+	}
+	if redelivered < heldKills {
+		t.Errorf("%s: %d tasks redelivered, fewer than the %d killed in flight", ag.name, redelivered, heldKills)
+	}
+	faultsSeen := sim.Stats().Faults
+	if faultsSeen == 0 {
+		t.Errorf("%s: the simulator injected no fault in %d requests", ag.name, res.served)
+	}
+	workerKills := 0
+	for _, n := range r.restarts {
+		workerKills += n - 1
+	}
+	t.Logf("%s under chaos: %d disturbances, %d processes SIGKILLed and restarted (%d workers with a task in flight), redis down %v, nats and the coordinator restarted; %d LLM faults in %d requests; %d redeliveries; %d examples compared with the undisturbed run",
+		ag.name, steps, workerKills, heldKills, plan.outage, faultsSeen, res.served, redelivered, len(res.examples))
+	return res
+}
+
+// streamMessages counts the messages left in the work stream.
+func streamMessages(t *testing.T, url string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +385,5 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Msgs != 0 {
-		t.Errorf("%d messages left in the stream", info.State.Msgs)
-	}
-	kills := 0
-	for _, n := range restarts {
-		kills += n - 1
-	}
-	t.Logf("chaos: %d workers/voter SIGKILLed and restarted, redis down %v, nats and the coordinator SIGKILLed and restarted; %d examples compared with the undisturbed run",
-		kills, outage, len(got.examples))
+	return info.State.Msgs
 }
