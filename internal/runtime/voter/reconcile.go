@@ -197,15 +197,20 @@ func (v *Voter) examine(ctx context.Context, r runstate.Round, h *held) (*roundS
 const Reissues = 2
 
 // reconciler remembers the tasks seen lost, so that one is reissued only
-// when a later pass finds it lost still.
+// when found lost still at least a pass later. It is the sweeper's: one
+// goroutine uses it.
 type reconciler struct {
 	v *Voter
-	// every is how often open rounds are reconciled, and how long a
-	// round must have made no progress to be.
+	// every is how often open rounds are reconciled, how long a round
+	// must have made no progress to be, and how long a task must be seen
+	// lost before it is reissued.
 	every time.Duration
 	last  time.Time
-	lost  map[string]time.Time
+	lost  map[string]*sighting
 }
+
+// sighting is when a task was first and last seen lost.
+type sighting struct{ first, last time.Time }
 
 // pass reconciles every open round that made no progress for a pass.
 func (rc *reconciler) pass(ctx context.Context, now time.Time) {
@@ -230,7 +235,6 @@ func (rc *reconciler) pass(ctx context.Context, now time.Time) {
 		}
 		byRun[rd.Run] = append(byRun[rd.Run], rd.Round)
 	}
-	seen := map[string]bool{}
 	for _, run := range order {
 		h, err := v.held(ctx, run)
 		if err != nil {
@@ -245,13 +249,14 @@ func (rc *reconciler) pass(ctx context.Context, now time.Time) {
 			if err != nil {
 				continue
 			}
-			if err := rc.settle(ctx, st, now, seen); err != nil && ctx.Err() == nil {
+			if err := rc.settle(ctx, st, now); err != nil && ctx.Err() == nil {
 				v.env.Log.Warn("reconciling a round failed", zap.String("run", r.Run), zap.String("example", r.Example), zap.Error(err))
 			}
 		}
 	}
-	for k := range rc.lost {
-		if !seen[k] {
+	// Tasks no longer seen lost (found, finished, their round decided).
+	for k, s := range rc.lost {
+		if now.Sub(s.last) > 3*rc.every {
 			delete(rc.lost, k)
 		}
 	}
@@ -259,7 +264,7 @@ func (rc *reconciler) pass(ctx context.Context, now time.Time) {
 
 // settle acts on a round's state: a decided round leaves the open ones, a
 // complete one is decided, lost tasks seen lost before are reissued.
-func (rc *reconciler) settle(ctx context.Context, st *roundState, now time.Time, seen map[string]bool) error {
+func (rc *reconciler) settle(ctx context.Context, st *roundState, now time.Time) error {
 	v := rc.v
 	switch {
 	case st.decided != "":
@@ -272,13 +277,13 @@ func (rc *reconciler) settle(ctx context.Context, st *roundState, now time.Time,
 	var due []*message.Task
 	for _, t := range st.lost {
 		k := st.r.Run + "|" + taskKey(t.Example, t.Agent, t.Task.ID)
-		seen[k] = true
-		first, ok := rc.lost[k]
+		s, ok := rc.lost[k]
 		if !ok {
-			rc.lost[k] = now
+			rc.lost[k] = &sighting{first: now, last: now}
 			continue
 		}
-		if now.Sub(first) >= rc.every {
+		s.last = now
+		if now.Sub(s.first) >= rc.every {
 			due = append(due, t)
 			delete(rc.lost, k)
 		}

@@ -48,7 +48,7 @@ func (s *sweeper) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if v.holdOff(ctx, r, helds) {
+			if s.holdOff(ctx, r, helds) {
 				continue
 			}
 			if err := v.Decide(ctx, r); err != nil && ctx.Err() == nil {
@@ -61,11 +61,13 @@ func (s *sweeper) run(ctx context.Context) error {
 // holdOff re-arms the deadline of a round past it whose missing results
 // may still come: a task of it that JetStream still holds (queued behind
 // the quota or other examples, running, awaiting its redelivery or its
-// advisory) or a result on its way, or a lost task the reconcile is
-// reissuing. Only a round with nothing on its way is decided with the
-// results that are in. It reports whether it held off; when the stream
-// cannot be read, it holds off (nothing is known lost).
-func (v *Voter) holdOff(ctx context.Context, r runstate.Round, helds map[string]*held) bool {
+// advisory) or a result on its way, or a lost task, which it reissues as
+// the reconcile does (re-arming counts as progress, which keeps the round
+// from the reconcile's passes). Only a round with nothing on its way is
+// decided with the results that are in. It reports whether it held off;
+// when the stream cannot be read, it holds off (nothing is known lost).
+func (s *sweeper) holdOff(ctx context.Context, r runstate.Round, helds map[string]*held) bool {
+	v := s.v
 	run, err := v.env.Run(ctx, r.Run)
 	if err != nil {
 		return false
@@ -84,6 +86,11 @@ func (v *Voter) holdOff(ctx context.Context, r runstate.Round, helds map[string]
 	}
 	if st.decided != "" || st.complete {
 		return false
+	}
+	if len(st.lost) > 0 {
+		if err := s.rc.settle(ctx, st, time.Now()); err != nil && ctx.Err() == nil {
+			v.env.Log.Warn("reissuing a round's lost tasks failed", zap.String("run", r.Run), zap.String("example", r.Example), zap.Error(err))
+		}
 	}
 	if st.pending || len(st.lost) > 0 {
 		return rearm()

@@ -62,7 +62,7 @@ func New(cfg Config) *Voter {
 		cfg.ReconcileEvery = 10 * time.Second
 	}
 	v := &Voter{env: cfg.Env, cfg: cfg}
-	rc := &reconciler{v: v, every: cfg.ReconcileEvery, last: time.Now(), lost: map[string]time.Time{}}
+	rc := &reconciler{v: v, every: cfg.ReconcileEvery, last: time.Now(), lost: map[string]*sighting{}}
 	v.loops = service.Group{&sweeper{v: v, every: cfg.SweepEvery, rc: rc}, &advisories{v: v, base: cfg.WorkConfig}}
 	return v
 }
