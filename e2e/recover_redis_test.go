@@ -124,7 +124,13 @@ func TestRedisLosesItsLastWrites(t *testing.T) {
 		}
 		c.Close()
 		copyFile(t, filepath.Join(dir, "dump.rdb"), snapshot)
-		// The run goes on: what it records from now on will be lost.
+		// Finals already accepted (some may have been recorded before the
+		// snapshot); the run goes on: what it records from now on will be
+		// lost.
+		accepted += len(finals)
+		for range len(finals) {
+			<-finals
+		}
 		for range 2 {
 			twait.Recv(t, 45*time.Second, "two more final answers", (<-chan struct{})(finals))
 			accepted++
@@ -140,8 +146,10 @@ func TestRedisLosesItsLastWrites(t *testing.T) {
 		}
 		lostFinals = accepted - len(known)
 	})
-	if lostFinals < 2 {
-		t.Errorf("Redis came back with %d of the %d final answers lost, want the 2 recorded after the snapshot", lostFinals, accepted)
+	// Two finals were accepted after the snapshot (a third may have been
+	// recorded just before it, and told just after).
+	if lostFinals < 1 {
+		t.Errorf("Redis came back with %d of the %d final answers accepted lost: the snapshot was not older", lostFinals, accepted)
 	}
 	if got := summary(rep); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after Redis lost its last writes: %v\nundisturbed: %v", got, want)
