@@ -17,8 +17,8 @@
 //	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
 //	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
 //	run:<run>:cancelled               runstate (serve's cancel)  the reason                                CancelTTL (14 days); retired: ≤ state
-//	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, current,        none; retired: state
-//	                                                             expect:<n>, round:<n>, decided:<n>,
+//	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, reissued,       none; retired: state
+//	                                                             current, expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
 //	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed
 //	run:<run>:ex:…:checkpoint:<name>  runstate (checkpoint.go)   a long task's chain state (agent.Store    CheckpointTTL (24 h) from

@@ -143,6 +143,17 @@ func SAddRunKey(ctx context.Context, c redis.Cmdable, run, key string, members .
 	return runScript(ctx, c, runSAddScript, run, []string{key}, members...).Err()
 }
 
+var runHIncrScript = redis.NewScript(trackLua + `
+local n = redis.call('HINCRBY', KEYS[4], ARGV[2], ARGV[3])
+track(KEYS[4], false)
+return n`)
+
+// HIncrRunKey adds by to field of run's hash key (per-task state) and
+// returns the new value.
+func HIncrRunKey(ctx context.Context, c redis.Cmdable, run, key, field string, by int64) (int64, error) {
+	return runScript(ctx, c, runHIncrScript, run, []string{key}, field, by).Int64()
+}
+
 var runHSetOnceScript = redis.NewScript(trackLua + `
 local added = redis.call('HSETNX', KEYS[4], ARGV[2], ARGV[3])
 local n = redis.call('HLEN', KEYS[4])

@@ -28,6 +28,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -66,6 +67,11 @@ type Config struct {
 	// RetryFailed runs the examples recorded as failed again on a resume;
 	// their new outcome replaces the failure.
 	RetryFailed bool
+	// RestoreEvery is how often, while it waits for finals, the
+	// coordinator checks that Redis still has what it recorded of the
+	// run (the manifest, each started example's round) and records it
+	// again if Redis lost it (default 10s).
+	RestoreEvery time.Duration
 }
 
 // Window is the admission window for generators taking slots tasks at
@@ -119,8 +125,11 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if cfg.AbortAfter == 0 {
 		cfg.AbortAfter = 5
 	}
+	if cfg.RestoreEvery <= 0 {
+		cfg.RestoreEvery = 10 * time.Second
+	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings,
+		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
 		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
 	started := time.Now()
 	c.started = started
@@ -174,9 +183,10 @@ type coord struct {
 	progress io.Writer
 	terminal bool
 
-	window     int
-	abortAfter int
-	warnings   []string
+	window       int
+	abortAfter   int
+	warnings     []string
+	restoreEvery time.Duration
 
 	// retry is the run that re-runs the failed examples in retrying (see
 	// retryFailed); nil when none are retried.
@@ -581,6 +591,11 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	restorer := &service.Func{Run: c.restoreLoop}
+	if err := restorer.Start(wctx); err != nil {
+		return err
+	}
+	defer restorer.Stop()
 	filters := []string{queue.Subject(c.m.Run, queue.StageFinal, "")}
 	if c.retry != nil {
 		filters = append(filters, queue.Subject(c.retry.Manifest.Run, queue.StageFinal, ""))
@@ -633,6 +648,69 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	}
 	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
 	return nil
+}
+
+// restoreLoop runs restore every restoreEvery until ctx ends.
+func (c *coord) restoreLoop(ctx context.Context) error {
+	t := time.NewTicker(c.restoreEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := c.restore(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("checking the run's state in Redis", zap.Error(err))
+		}
+	}
+}
+
+// restore records again what Redis lost of the run since the coordinator
+// wrote it (Redis restarted from an older snapshot, a lagging replica
+// promoted): the manifest, and the first round of a started example that
+// Redis has no round of. Its tasks are published under their first ids,
+// which JetStream may drop as duplicates: the voter's reconcile then finds
+// them neither finished nor in the stream and reissues them. Later
+// rounds are the voter's: a decision Redis lost is taken again by it.
+func (c *coord) restore(ctx context.Context) error {
+	if _, err := c.env.State.Manifest(ctx, c.m.Run); errors.Is(err, runstate.ErrNoRun) {
+		c.log.Warn("Redis lost the run's manifest: recording it again")
+		if _, _, err := c.env.State.CreateManifest(ctx, c.m); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var started []string
+	for id := range c.flying {
+		started = append(started, id)
+	}
+	c.mu.Unlock()
+	slices.Sort(started)
+	for _, id := range started {
+		run := c.runOf(id)
+		current, err := c.env.State.Current(ctx, run.Manifest.Run, id, run.Def.Name)
+		if err != nil {
+			return err
+		}
+		if current >= 0 || c.isFinal(id) {
+			continue
+		}
+		c.log.Warn("Redis lost a started example's first round: opening it again", zap.String("example", id))
+		if err := c.start(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *coord) isFinal(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.finals[id]
+	return ok
 }
 
 func (c *coord) abortedErr() error {

@@ -39,16 +39,33 @@ type Task struct {
 	// deliveries ran out with no worker left to give it up (killed
 	// holding the last one).
 	Generation int `json:"generation,omitempty"`
+	// Reissue, when set, marks a task published again because Redis lost
+	// what it had recorded of it (restored from an older snapshot, a
+	// lagging replica promoted) while JetStream no longer holds it: its
+	// message id, its results' and its continuations' carry it, so
+	// JetStream's deduplication, which still remembers the lost messages'
+	// ids, lets them through. Its value is unique per reissue (the
+	// voter's clock, in ms).
+	Reissue int64 `json:"reissue,omitempty"`
 }
 
 // ID is the task's message id: the same task published twice is one task;
-// a new generation is a new message.
+// a new generation or a reissue is a new message.
 func (t *Task) ID() string {
 	id := t.Run + "." + t.Example + "." + t.Agent + "." + t.Task.ID
 	if t.Generation > 0 {
 		id += ".g" + strconv.Itoa(t.Generation)
 	}
-	return id
+	return id + ReissueSuffix(t.Reissue)
+}
+
+// ReissueSuffix is what a reissued task's messages add to their ids ("" for
+// none).
+func ReissueSuffix(reissue int64) string {
+	if reissue == 0 {
+		return ""
+	}
+	return ".r" + strconv.FormatInt(reissue, 10)
 }
 
 // CandidateResult is one candidate of a round: success, empty, error, gave
@@ -76,6 +93,9 @@ type CandidateResult struct {
 	ChainSeconds   float64 `json:"chain_seconds"`
 	// Started is when the task began on its worker.
 	Started time.Time `json:"started,omitzero"`
+	// Reissue is the producing task's (Task.Reissue): part of the
+	// result's message id.
+	Reissue int64 `json:"reissue,omitempty"`
 }
 
 // MemberAnswer is one member agent's decision in a composite answer.

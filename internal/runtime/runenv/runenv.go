@@ -396,7 +396,7 @@ func (e *Env) Join(ctx context.Context, run *Run, t *message.Task, part message.
 		return err
 	}
 	next := Envelopes(run.Manifest, t.Example, t.Agent, t.Warehouse, []agent.Task{j.Then})
-	next[0].Upstream = cost.Ledger{}
+	next[0].Upstream, next[0].Reissue = cost.Ledger{}, t.Reissue
 	for _, b := range raw {
 		var p message.Part
 		if err := json.Unmarshal(b, &p); err != nil {
@@ -465,7 +465,7 @@ func (e *Env) PublishTasks(ctx context.Context, run *Run, tasks []*message.Task)
 // PublishResult sends a candidate result to the voter; its message id makes
 // a redelivered task's result a duplicate.
 func (e *Env) PublishResult(ctx context.Context, r *message.CandidateResult) error {
-	id := fmt.Sprintf("%s.%s.%s.%d.%d.result", r.Run, r.Example, r.Agent, r.Round, r.Index)
+	id := fmt.Sprintf("%s.%s.%s.%d.%d.result", r.Run, r.Example, r.Agent, r.Round, r.Index) + message.ReissueSuffix(r.Reissue)
 	return e.Queue.Publish(ctx, queue.Subject(r.Run, queue.StageResult, ""), id, r)
 }
 
@@ -492,7 +492,7 @@ func (e *Env) GiveUp(ctx context.Context, t *message.Task, reason string) error 
 	var errs []error
 	for _, slot := range t.Task.Slots {
 		r := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
-			Index: slot, Status: agent.StatusFailed, Worker: e.Name, Cost: t.Upstream, Error: reason}
+			Index: slot, Status: agent.StatusFailed, Worker: e.Name, Cost: t.Upstream, Error: reason, Reissue: t.Reissue}
 		t.Upstream = nil // accounted once
 		errs = append(errs, e.PublishResult(ctx, r))
 	}

@@ -368,6 +368,81 @@ func (s *Store) Waiting(ctx context.Context, r Round) ([]string, error) {
 	return out, nil
 }
 
+// Untake forgets that workers took tasks of an example's agent, and that
+// they finished (reopen): a task published again after its last holder
+// died is queued, not taken, until a worker takes it; one reissued after
+// Redis lost its result must run again. Untake runs before the publish,
+// so a worker taking the new message marks it taken afresh.
+func (s *Store) Untake(ctx context.Context, run, ex, agentName string, reopen bool, taskIDs ...string) error {
+	if len(taskIDs) == 0 {
+		return nil
+	}
+	ids := make([]any, len(taskIDs))
+	for i, id := range taskIDs {
+		ids[i] = id
+	}
+	pipe := s.rdb.TxPipeline()
+	pipe.SRem(ctx, exKey(run, ex, agentName, "taken"), ids...)
+	if reopen {
+		pipe.SRem(ctx, exKey(run, ex, agentName, "done"), ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("untake tasks %v of %s: %w", taskIDs, ex, err)
+	}
+	return nil
+}
+
+// CountReissue records that a lost task was published again (see the
+// voter's reconcile) and returns how many times it was.
+func (s *Store) CountReissue(ctx context.Context, run, ex, agentName, taskID string) (int, error) {
+	n, err := rdb.HIncrRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "reissued"), taskID, 1)
+	return int(n), err
+}
+
+// Reissues returns how many times each of the example's agent's tasks was
+// reissued.
+func (s *Store) Reissues(ctx context.Context, run, ex, agentName string) (map[string]int, error) {
+	m, err := s.rdb.HGetAll(ctx, exKey(run, ex, agentName, "reissued")).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k], _ = strconv.Atoi(v)
+	}
+	return out, nil
+}
+
+// DoneSet returns the example's agent's finished tasks.
+func (s *Store) DoneSet(ctx context.Context, run, ex, agentName string) (map[string]struct{}, error) {
+	return s.rdb.SMembersMap(ctx, exKey(run, ex, agentName, "done")).Result()
+}
+
+// RoundDeadline is an open round and its deadline.
+type RoundDeadline struct {
+	Round
+	Deadline time.Time
+}
+
+// AllOpenRounds lists every open round of every run, with its deadline.
+func (s *Store) AllOpenRounds(ctx context.Context) ([]RoundDeadline, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, roundsKey, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []RoundDeadline
+	for _, z := range zs {
+		m, _ := z.Member.(string)
+		p := strings.Split(m, "|")
+		if len(p) != 4 {
+			continue
+		}
+		r, _ := strconv.Atoi(p[3])
+		out = append(out, RoundDeadline{Round: Round{Run: p[0], Example: p[1], Agent: p[2], Round: r}, Deadline: time.UnixMilli(int64(z.Score))})
+	}
+	return out, nil
+}
+
 // OpenDeadline sets a round's deadline (the first deadline set wins).
 func (s *Store) OpenDeadline(ctx context.Context, r Round, deadline time.Time) error {
 	return s.rdb.ZAddNX(ctx, roundsKey, redis.Z{Score: float64(deadline.UnixMilli()), Member: r.member()}).Err()

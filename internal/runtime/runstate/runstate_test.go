@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
 // TestOnceComputesOnce: many callers racing for the same names (as
@@ -45,5 +47,62 @@ func TestOnceComputesOnce(t *testing.T) {
 		if c := computed.Load(); c != 1 {
 			t.Fatalf("%s computed %d times, want once", name, c)
 		}
+	}
+}
+
+// TestUntakeQueuesATaskAgain: a task taken is not waiting; untaken (its
+// new generation published) it is waiting again, and still done if it
+// was; reopened (reissued after Redis lost its result) it is not done
+// either. Reissues are counted per task.
+func TestUntakeQueuesATaskAgain(t *testing.T) {
+	t.Parallel()
+	s := runstate.New(redistest.Start(t).Client(t))
+	ctx := context.Background()
+	r := runstate.Round{Run: "run", Example: "ex", Agent: "toy"}
+	tasks := []*message.Task{{Run: "run", Example: "ex", Agent: "toy", Task: agent.Task{ID: "a", Kind: "answer", Slots: []int{0}}},
+		{Run: "run", Example: "ex", Agent: "toy", Task: agent.Task{ID: "b", Kind: "answer", Slots: []int{1}}}}
+	if err := s.Open(ctx, "run", "ex", "toy", 0, 2, tasks); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() string {
+		w, err := s.Waiting(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(w)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Take(ctx, r, id, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkDone(ctx, "run", "ex", "toy", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if w := waiting(); w != "[]" {
+		t.Fatalf("waiting %s with every task taken", w)
+	}
+	if err := s.Untake(ctx, "run", "ex", "toy", false, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if w := waiting(); w != "[a]" {
+		t.Errorf("waiting %s after a was untaken, want [a]", w)
+	}
+	if err := s.Untake(ctx, "run", "ex", "toy", true, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := s.Done(ctx, "run", "ex", "toy", "b"); err != nil || done {
+		t.Errorf("b done %v (%v) after it was reopened", done, err)
+	}
+	if w := waiting(); w != "[a b]" {
+		t.Errorf("waiting %s after b was reopened, want [a b]", w)
+	}
+	for range 2 {
+		if _, err := s.CountReissue(ctx, "run", "ex", "toy", "b"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.Reissues(ctx, "run", "ex", "toy"); err != nil || fmt.Sprint(n) != "map[b:2]" {
+		t.Errorf("reissues %v (%v), want map[b:2]", n, err)
 	}
 }

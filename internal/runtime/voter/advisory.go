@@ -8,6 +8,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
 )
 
@@ -63,7 +64,17 @@ func (v *Voter) exhausted(ctx context.Context, m queue.Exhausted) error {
 		if v.env.Metrics != nil {
 			v.env.Metrics.Tasks.WithLabelValues("voter", t.Warehouse, "republished").Inc()
 		}
-		return v.env.PublishTasks(ctx, run, []*message.Task{&t})
+		// The new generation is queued, not taken, until a worker takes
+		// it: forgotten before it is published (a worker taking it marks
+		// it again), so the round's deadline holds off while it waits.
+		if err := v.env.State.Untake(ctx, t.Run, t.Example, t.Agent, false, t.Task.ID); err != nil {
+			return err
+		}
+		if err := v.env.PublishTasks(ctx, run, []*message.Task{&t}); err != nil {
+			return err
+		}
+		r := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round}
+		return v.env.State.Progress(ctx, r, "", v.env.Deadline(run.Manifest))
 	}
 	log.Warn("a task's last delivery died with its worker again: recording it failed")
 	return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out %d times with its worker dying", t.Task.Kind, t.Generation+1))

@@ -32,12 +32,17 @@ type Config struct {
 	// SweepEvery is how often rounds past their deadline are decided
 	// (default 1s).
 	SweepEvery time.Duration
+	// ReconcileEvery is how often open rounds that made no progress for
+	// as long are reconciled with the stream, their lost tasks reissued
+	// (default 10s; see reconcile.go).
+	ReconcileEvery time.Duration
 	queue.WorkConfig
 }
 
 // Voter decides rounds. It is a component of three loops, each in its
 // own file: the results consumer (here), the sweep of rounds past their
-// deadline (sweep.go) and the reader of exhausted tasks' advisories
+// deadline, which also reconciles open rounds with the stream (sweep.go,
+// reconcile.go), and the reader of exhausted tasks' advisories
 // (advisory.go). Start starts them; Stop stops the consumer first (its
 // in-flight results are recorded within the drain time), then the other
 // two, and returns once every one has ended.
@@ -53,8 +58,12 @@ func New(cfg Config) *Voter {
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = time.Second
 	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = 10 * time.Second
+	}
 	v := &Voter{env: cfg.Env, cfg: cfg}
-	v.loops = service.Group{&sweeper{v: v, every: cfg.SweepEvery}, &advisories{v: v, base: cfg.WorkConfig}}
+	rc := &reconciler{v: v, every: cfg.ReconcileEvery, last: time.Now(), lost: map[string]*sighting{}}
+	v.loops = service.Group{&sweeper{v: v, every: cfg.SweepEvery, rc: rc}, &advisories{v: v, base: cfg.WorkConfig}}
 	return v
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,6 +75,13 @@ type fixture struct {
 
 func start(t *testing.T, sweep time.Duration) *fixture {
 	t.Helper()
+	return startWith(t, sweep, 0)
+}
+
+// startWith is start with the voter reconciling every reconcile (0: its
+// default).
+func startWith(t *testing.T, sweep, reconcile time.Duration) *fixture {
+	t.Helper()
 	reg, err := agent.NewRegistry(deciderDef())
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +90,7 @@ func start(t *testing.T, sweep time.Duration) *fixture {
 		root: agenttest.NewDataset(t, "shop", "CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1);",
 			agenttest.Question{ID: "local001", Question: "How many?"}).Dataset.Root}
 	envtest.Go(t, "voter", func(ctx context.Context) error {
-		return voter.Run(ctx, voter.Config{Env: f.env, Concurrency: 1, SweepEvery: sweep,
+		return voter.Run(ctx, voter.Config{Env: f.env, Concurrency: 1, SweepEvery: sweep, ReconcileEvery: reconcile,
 			WorkConfig: queue.WorkConfig{RetryBase: 20 * time.Millisecond, DrainTimeout: time.Second}})
 	})
 	return f
@@ -237,27 +245,50 @@ func TestVoterDecides(t *testing.T) {
 	})
 }
 
-// TestVoterDecidesARoundPastItsDeadline: a round whose missing results
-// never come (their tasks taken, then lost) is decided with what is in
-// once it made no progress for the run's round timeout.
+// TestVoterDecidesARoundPastItsDeadline: a round whose tasks were taken
+// and then left the stream without their results (a worker acknowledged
+// them, Redis lost the rest) has them reissued under new message ids: one
+// whose reissue yields its result completes the round's candidates; one
+// that never does is reissued voter.Reissues times, then the round is
+// decided with what is in once it made no progress for the run's round
+// timeout.
 func TestVoterDecidesARoundPastItsDeadline(t *testing.T) {
 	t.Parallel()
-	f := start(t, 20*time.Millisecond)
+	f := startWith(t, 20*time.Millisecond, 100*time.Millisecond)
 	ctx := context.Background()
 	// The timeout is the scenario: the round stalls for this long.
 	const timeout = 300 * time.Millisecond
 	_, finals := f.open(t, "late", 1, 3, timeout)
 	r := runstate.Round{Run: "late", Example: "local001", Agent: "decider"}
-	for i := range 3 {
-		// Workers took every task: none waits in the queue.
-		if _, err := f.env.State.Take(ctx, r, fmt.Sprintf("r0.answer.%d", i), time.Now().Add(timeout)); err != nil {
-			t.Fatal(err)
+	// A "worker" that takes every task and acknowledges it: task 0 yields
+	// its result, task 1 only when reissued, task 2 never.
+	tasks := envtest.Watch[message.Task](t, f.env, "lose", queue.Subject("late", string(agent.Generator), "sqlite"))
+	seen := map[string]int{}
+	var final *message.FinalAnswer
+	for final == nil {
+		select {
+		case tk := <-tasks:
+			seen[tk.Task.ID]++
+			if _, err := f.env.State.Take(ctx, r, tk.Task.ID, time.Now().Add(timeout)); err != nil {
+				t.Fatal(err)
+			}
+			if tk.Task.ID == "r0.answer.0" || tk.Task.ID == "r0.answer.1" && tk.Reissue != 0 {
+				if tk.Task.ID == "r0.answer.1" && !strings.HasSuffix(tk.ID(), fmt.Sprintf(".r%d", tk.Reissue)) {
+					t.Errorf("a reissued task's message id %s does not carry its reissue", tk.ID())
+				}
+				f.result(t, "late", 0, tk.Task.Slots[0], agent.StatusOK, "n\n3\n")
+			}
+		case final = <-finals:
+		case <-time.After(time.Minute):
+			t.Fatalf("no final answer within a minute; tasks seen %v", seen)
 		}
 	}
-	f.result(t, "late", 0, 0, agent.StatusOK, "n\n3\n")
-	a := wait.Recv(t, time.Minute, "the final answer", finals)
-	if a.Status != "answered" || a.Candidates != 1 {
-		t.Errorf("final %+v; want the one candidate in, answered", a)
+	if final.Status != "answered" || final.Candidates != 2 {
+		t.Errorf("final %+v; want the two candidates in, answered", final)
+	}
+	want := map[string]int{"r0.answer.0": 1, "r0.answer.1": 2, "r0.answer.2": 1 + voter.Reissues}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("tasks published %v, want %v (the lost ones reissued, the one that never answers %d times)", seen, want, voter.Reissues)
 	}
 }
 

@@ -197,7 +197,7 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 	for _, r := range out.Results {
 		res := &message.CandidateResult{V: message.Version, Run: t.Run, Example: t.Example, Agent: t.Agent, Round: t.Task.Round,
 			Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows, Payload: r.Payload, Cost: cost.Ledger{},
-			Worker: w.env.Name, ChainSeconds: chain, Started: start}
+			Worker: w.env.Name, ChainSeconds: chain, Started: start, Reissue: t.Reissue}
 		if !carried {
 			res.Cost, res.ElapsedSeconds, carried = ledger, elapsed, true
 		}
@@ -223,7 +223,9 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 			next[0].Upstream, next[0].UpstreamSeconds, carried = ledger, elapsed, true
 		}
 		for _, n := range next {
-			n.UpstreamChain = chain
+			// A reissued task's continuations are reissued with it: the
+			// originals' ids may still be in JetStream's memory.
+			n.UpstreamChain, n.Reissue = chain, t.Reissue
 		}
 		if err := w.publishNext(ctx, run, t, next); err != nil {
 			return err
