@@ -268,6 +268,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	c.queue = q
+	if asked, has := cfg.Queue.Replicas, q.Config().Replicas; asked > 0 && has > asked {
+		// Streams are never lowered: say so rather than let the flag
+		// suggest fewer copies than there are.
+		cfg.Log.Warn("--stream-replicas is below the streams' replicas, which are never lowered: they keep theirs",
+			zap.Int("stream_replicas", asked), zap.Int("streams_keep", has))
+	}
 	rdb := ropt.Client()
 	c.Redis = rdb
 	if err := rdb.Ping(ctx).Err(); err != nil {
