@@ -101,9 +101,11 @@ bench: deps build
 # role a process over a nats-server process and redis-server with AOF,
 # workers and the voter SIGKILLed over and over with two deliveries per
 # task, Redis down 40 s, NATS and the coordinator SIGKILLed and restarted;
-# the answers must equal an undisturbed run's.
+# and over a three-node JetStream cluster (R3 streams) and Redis with a
+# replica and three sentinels, the stream leader SIGKILLed three times and
+# the Redis primary once. The answers must equal an undisturbed run's.
 chaos: deps
-	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./e2e
+	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run 'TestChaos|TestClusterChaos' -v -timeout 30m ./e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -204,24 +204,37 @@ func TestClusterChaos(t *testing.T) {
 		restarts[name]++
 		procs[name] = c.start(fmt.Sprintf("%s-%d", name, restarts[name]), bins[name], "--stream-replicas", "3")
 	}
-	for _, name := range []string{"voter", "generator-1", "generator-2", "explorer"} {
+	// The voter creates the R3 streams first: the cluster takes a while
+	// to place three replicas, and roles asking for them all at once may
+	// time out (in production they restart).
+	role("voter")
+	waitFor(t, 60*time.Second, "the R3 stream", func() bool {
+		info, err := streamInfo(t, nodes)
+		return err == nil && info.Cluster != nil && info.Cluster.Leader != ""
+	})
+	for _, name := range []string{"generator-1", "generator-2", "explorer"} {
 		role(name)
 	}
 	// The process names the gate knows are the started ones (name-N).
+	// Each generator's first LLM request is held until it is killed: its
+	// task stays in flight through a fault.
 	held := c.inFlight("generator-1-1")
+	heldRedis := c.inFlight("generator-2-1")
 	out := filepath.Join(t.TempDir(), "out")
 	coord := c.start("coordinator", "coordinator", "--run-id", "cluster-chaos", "--dataset", demoDir(t), "--votes", "8", "--seed", "3", "--out", out, "--stream-replicas", "3")
 	finished := make(chan error, 1)
 	go func() { finished <- coord.Wait() }()
 
-	// A task is in flight (generator-1's LLM request held): kill the
-	// stream's leader under it.
-	select {
-	case <-held:
-	case err := <-finished:
-		t.Fatalf("the coordinator ended (%v) before a task was in flight (logs in %s)", err, logs)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("no task in flight within 2 minutes (logs in %s)", logs)
+	// Tasks are in flight (both generators' LLM requests held): kill the
+	// stream's leader under them.
+	for name, ch := range map[string]<-chan struct{}{"generator-1": held, "generator-2": heldRedis} {
+		select {
+		case <-ch:
+		case err := <-finished:
+			t.Fatalf("the coordinator ended (%v) before %s had a task in flight (logs in %s)", err, name, logs)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no task in flight on %s within 2 minutes (logs in %s)", name, logs)
+		}
 	}
 	info, err := streamInfo(t, nodes)
 	if err != nil {
@@ -262,15 +275,12 @@ func TestClusterChaos(t *testing.T) {
 	_ = procs["generator-1"].Wait()
 	role("generator-1")
 
-	// Again with a task in flight: the Redis primary dies and the
+	// Generator-2's task still in flight: the Redis primary dies and the
 	// sentinels promote the replica.
-	held = c.inFlight("generator-2-1")
 	select {
-	case <-held:
 	case err := <-finished:
-		t.Fatalf("the coordinator ended (%v) before the Redis failover: the run is too short to disturb (logs in %s)", err, logs)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("no task in flight on generator-2 within 2 minutes (logs in %s)", logs)
+		t.Fatalf("the coordinator ended (%v) before the Redis failover (logs in %s)", err, logs)
+	default:
 	}
 	ctx := context.Background()
 	old, err := sentinel.Primary(ctx)
