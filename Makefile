@@ -98,14 +98,16 @@ bench: deps build
 	./bin/quorum bench --out out/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/... | tee out/bench/microbenchmarks.txt
 
-# chaos runs the long chaos scenario (make test runs the short one) for
+# chaos runs the long chaos scenarios (make test runs the short ones). For
 # ReFoRCE, PExA, RAISE and the ensemble: every role a process over a
 # nats-server process and redis-server with AOF, the LLM answering 5xx and
 # hanging at random, workers SIGKILLed while a task is in flight and the
 # voter over and over, Redis down 40 s, NATS and the coordinator SIGKILLed
-# and restarted; each agent's answers must equal its undisturbed run's.
+# and restarted. Over a three-node JetStream cluster (R3 streams) and Redis
+# with a replica and three sentinels: the stream leader SIGKILLed three
+# times and the Redis primary once. Answers must equal an undisturbed run's.
 chaos: deps
-	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./e2e
+	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run 'TestChaos|TestClusterChaos' -v -timeout 30m ./e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

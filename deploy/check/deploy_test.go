@@ -197,6 +197,7 @@ func TestKubernetesManifests(t *testing.T) {
 			checkScaledObjects(t, m)
 			checkPDBs(t, m)
 			checkRoleCredentials(t, m)
+			checkStreamReplicas(t, m)
 			if dir == "base" {
 				checkPolicies(t, m)
 				checkConfig(t, m)

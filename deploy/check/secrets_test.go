@@ -353,7 +353,7 @@ func TestLiteralSecretDetector(t *testing.T) {
 // TestNoLiteralSecrets: no deployment file writes a password out: every
 // one comes from the environment (.env for compose) or a Secret.
 func TestNoLiteralSecrets(t *testing.T) {
-	files := []string{"../../docker-compose.yml"}
+	files := []string{"../../docker-compose.yml", "../../docker-compose.cluster.yml"}
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

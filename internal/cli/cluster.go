@@ -7,14 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,6 +20,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/redact"
+	"github.com/quorumsql/quorum/internal/redisconn"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
@@ -57,7 +56,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.natsNKey, "nats-nkey", "", "NKEY seed file to authenticate to NATS")
 	fl.StringVar(&f.natsCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS (with --nats-tls-key)")
 	fl.StringVar(&f.natsKey, "nats-tls-key", "", "client key for NATS mutual TLS")
-	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with an ACL user and TLS (rediss://user:pass@host:6379/0; redis:// without TLS); env QUORUM_REDIS_URL")
+	fl.StringVar(&f.redisURL, "redis-url", os.Getenv("QUORUM_REDIS_URL"), "Redis URL with an ACL user and TLS (rediss://user:pass@host:6379/0; redis:// without TLS), or a primary behind Redis Sentinel (redis+sentinel://user:pass@s1:26379,s2:26379,s3:26379/mymaster[/db]); env QUORUM_REDIS_URL")
 	fl.StringVar(&f.redisCA, "redis-tls-ca", os.Getenv("QUORUM_REDIS_TLS_CA"), "CA certificate (PEM) for the Redis server instead of the system roots; turns TLS on even for a redis:// URL; env QUORUM_REDIS_TLS_CA")
 	fl.StringVar(&f.redisCert, "redis-tls-cert", os.Getenv("QUORUM_REDIS_TLS_CERT"), "client certificate for Redis mutual TLS (with --redis-tls-key); env QUORUM_REDIS_TLS_CERT")
 	fl.StringVar(&f.redisKey, "redis-tls-key", os.Getenv("QUORUM_REDIS_TLS_KEY"), "client key for Redis mutual TLS; env QUORUM_REDIS_TLS_KEY")
@@ -109,17 +108,11 @@ func (f *clusterFlags) natsOptions() ([]nats.Option, error) {
 // client certificate turns TLS on even for a redis:// URL, as
 // --nats-tls-ca does for NATS: whoever names a CA expects TLS, and
 // plaintext would send the ACL password in the clear.
-func (f *clusterFlags) redisOptions() (*redis.Options, error) {
-	opt, err := redis.ParseURL(f.redisURL)
+func (f *clusterFlags) redisOptions() (*redisconn.Options, error) {
+	opt, err := redisconn.Parse(f.redisURL)
 	if err != nil {
-		// url.Parse quotes the whole URL, password included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
 		return nil, fmt.Errorf("--redis-url %s: %w", redact.URL(f.redisURL), err)
 	}
-	opt.ContextTimeoutEnabled = true
 	if (f.redisCert == "") != (f.redisKey == "") {
 		return nil, errors.New("--redis-tls-cert and --redis-tls-key go together")
 	}
@@ -128,6 +121,11 @@ func (f *clusterFlags) redisOptions() (*redis.Options, error) {
 	}
 	if opt.Network == "unix" {
 		return nil, fmt.Errorf("--redis-tls-ca/--redis-tls-cert: --redis-url %s is a unix socket, which takes no TLS", redact.URL(f.redisURL))
+	}
+	if opt.TLSConfig == nil && opt.Sentinel != nil {
+		// The primary's host is learnt from the sentinels: the TLS
+		// dialer names the host it dials.
+		opt.TLSConfig = &tls.Config{}
 	}
 	if opt.TLSConfig == nil {
 		host, _, err := net.SplitHostPort(opt.Addr)

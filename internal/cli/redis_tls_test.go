@@ -204,7 +204,7 @@ func TestRedisTLSRoleConnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := opt.Client()
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING: %v", err)
@@ -295,7 +295,7 @@ func TestRedisTLSRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			opt.MaxRetries = -1
-			rdb := redis.NewClient(opt)
+			rdb := opt.Client()
 			defer rdb.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -315,7 +315,7 @@ func TestRedisTLSRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdb := redis.NewClient(opt)
+		rdb := opt.Client()
 		defer rdb.Close()
 		if err := rdb.Ping(context.Background()).Err(); err != nil {
 			t.Fatal(err)
@@ -327,7 +327,7 @@ func TestRedisTLSRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdb := redis.NewClient(opt)
+		rdb := opt.Client()
 		defer rdb.Close()
 		ctx := context.Background()
 		// deploy/check tries the ACL in full; here, that it holds over TLS.

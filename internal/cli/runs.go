@@ -15,12 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/redisconn"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 )
 
@@ -157,7 +157,7 @@ func runsStore(cf *clusterFlags, stateDir string) (*runstate.Store, func(), erro
 	if err != nil {
 		return nil, nil, usage(err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := opt.Client()
 	return runstate.New(rdb), func() { rdb.Close() }, nil
 }
 
@@ -183,12 +183,12 @@ func stateDirStore(stateDir string) (*runstate.Store, func(), error) {
 		}
 		url, stop = srv.URL(), srv.Stop
 	}
-	opt, err := redis.ParseURL(url)
+	opt, err := redisconn.Parse(url)
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("--state-dir %s: %w", stateDir, err)
 	}
-	rdb := redis.NewClient(opt)
+	rdb := opt.Client()
 	return runstate.New(rdb), func() { rdb.Close(); stop() }, nil
 }
 

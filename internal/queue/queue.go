@@ -162,6 +162,26 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	return st, replicasErr(err, want.Replicas)
 }
 
+// RaiseReplicas gives quorum's streams at least n replicas (never fewer
+// than they have) and returns how many they keep: a resumed run whose
+// manifest records more than the streams now have (they were recreated)
+// gets its replicas back. The connection's Config is left as it was.
+func (q *Queue) RaiseReplicas(ctx context.Context, n int) (int, error) {
+	var got int
+	for _, st := range []jetstream.Stream{q.stream, q.advisories} {
+		want := st.CachedInfo().Config
+		want.Replicas = n
+		s, err := ensureStream(ctx, q.js, want)
+		if err != nil {
+			return 0, fmt.Errorf("stream %s to %d replicas: %w", want.Name, n, err)
+		}
+		if want.Name == Stream {
+			got = s.CachedInfo().Config.Replicas
+		}
+	}
+	return got, nil
+}
+
 // replicasErr says what to do when the servers cannot hold the replicas.
 func replicasErr(err error, replicas int) error {
 	if err != nil && replicas > 1 && strings.Contains(strings.ToLower(err.Error()), "replicas") {

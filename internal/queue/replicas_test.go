@@ -121,3 +121,25 @@ func TestStreamReplicasNeverLowered(t *testing.T) {
 		t.Errorf("R3 on one server: %v, want an error saying a cluster of 3 is needed", err)
 	}
 }
+
+// TestRaiseReplicas: a resumed run's coordinator gives recreated R1
+// streams the replicas its manifest records, and asking for fewer leaves
+// them as they are.
+func TestRaiseReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, err := queue.Connect(ctx, jsCluster(t), queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for _, step := range []struct{ ask, want int }{{3, 3}, {1, 3}} {
+		got, err := q.RaiseReplicas(ctx, step.ask)
+		if err != nil || got != step.want {
+			t.Fatalf("RaiseReplicas(%d) = %d, %v; want %d", step.ask, got, err, step.want)
+		}
+	}
+	if q.Config().Replicas != 1 {
+		t.Errorf("the connection's config changed to %d replicas: it keeps what Connect found", q.Config().Replicas)
+	}
+}

@@ -13,11 +13,17 @@ var secretParams = regexp.MustCompile(`(?i)([?&;](?:[a-z0-9_.-]*(?:token|key|sec
 
 // URL returns s with every password, user and credential-bearing query
 // parameter replaced by ***. It accepts comma-separated server lists
-// (nats://a:b@h1,nats://c:d@h2), passwords holding '@', ':' or '/', and text
+// (nats://a:b@h1,nats://c:d@h2), Redis Sentinel URLs with a host list
+// (redis+sentinel://u:p@s1:26379,s2:26379/mymaster), passwords holding '@', ':' or '/', and text
 // that does not parse as a URL (which is shown only up to its host).
 func URL(s string) string {
 	if s == "" {
 		return ""
+	}
+	if scheme, _, ok := strings.Cut(s, "://"); ok && strings.HasSuffix(scheme, "+sentinel") {
+		// One URL naming several sentinels (redis+sentinel://u:p@s1,s2/m):
+		// its commas separate hosts, and the password may hold one too.
+		return one(strings.TrimSpace(s))
 	}
 	parts := strings.Split(s, ",")
 	for i, p := range parts {

@@ -20,6 +20,9 @@ func TestURL(t *testing.T) {
 		{"https://h/v1?sig=abc;token=def", "https://h/v1?sig=***;token=***", []string{"abc", "def"}},
 		{"user:hunter2@db.example.com/warehouse", "***@db.example.com/warehouse", []string{"hunter2"}},
 		{"http://%zz:pw@host/", "http://***@host/", []string{"pw"}},
+		{"redis+sentinel://quorum:pw@s1:26379,s2:26379,s3:26379/mymaster/0", "redis+sentinel://***@s1:26379,s2:26379,s3:26379/mymaster/0", []string{"pw", "quorum"}},
+		{"redis+sentinel://u:a,b@c/d@s1,s2/m", "redis+sentinel://***@s1,s2/m", []string{"a,b", "c/d"}},
+		{"rediss+sentinel://s1:26379,s2:26379/m?sentinel_password=sp&pool_size=4", "rediss+sentinel://s1:26379,s2:26379/m?sentinel_password=***&pool_size=4", []string{"sp&"}},
 		{"", "", nil},
 	} {
 		got := URL(tt.in)

@@ -72,6 +72,32 @@ type Config struct {
 	// run (the manifest, each started example's round) and records it
 	// again if Redis lost it (default 10s).
 	RestoreEvery time.Duration
+	// StreamReplicas is the --stream-replicas the coordinator was given
+	// (0: none). Resuming a run that recorded more is refused: the
+	// streams are never lowered, and the flag would say otherwise.
+	StreamReplicas int
+}
+
+// resumeReplicas gives the streams the replicas the run was created with
+// when they have fewer (they were recreated, on a new JetStream cluster),
+// and refuses a --stream-replicas below the run's.
+func resumeReplicas(ctx context.Context, env *runenv.Env, m *runstate.Manifest, asked int) error {
+	if m.StreamReplicas <= 0 {
+		return nil // a run created before manifests recorded them
+	}
+	if asked > 0 && asked < m.StreamReplicas {
+		return fmt.Errorf("run %s was created with %d stream replicas; resume it with --stream-replicas %d or without the flag (streams are never lowered)",
+			m.Run, m.StreamReplicas, m.StreamReplicas)
+	}
+	if env.Queue.Config().Replicas >= m.StreamReplicas {
+		return nil
+	}
+	got, err := env.Queue.RaiseReplicas(ctx, m.StreamReplicas)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", m.Run, err)
+	}
+	env.Log.Info("streams given the run's replicas", zap.String("run", m.Run), zap.Int("replicas", got))
+	return nil
 }
 
 // Window is the admission window for generators taking slots tasks at
@@ -98,12 +124,21 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := queue.CheckToken("run id", cfg.Manifest.Run); err != nil {
 		return nil, err
 	}
-	m, created, err := env.State.CreateManifest(ctx, cfg.Manifest)
+	// The manifest records the streams' replicas (what --stream-replicas
+	// made them, or what they had), not the flag: a resume restores them.
+	mf := *cfg.Manifest
+	mf.StreamReplicas = env.Queue.Config().Replicas
+	m, created, err := env.State.CreateManifest(ctx, &mf)
 	if err != nil {
 		return nil, err
 	}
 	if !created && cfg.Manifest.Dataset != "" && filepath.Clean(cfg.Manifest.Dataset) != filepath.Clean(m.Dataset) {
 		return nil, fmt.Errorf("run %s exists over dataset %s, not %s: resume it with the same dataset or choose another --run-id", m.Run, m.Dataset, cfg.Manifest.Dataset)
+	}
+	if !created {
+		if err := resumeReplicas(ctx, env, m, cfg.StreamReplicas); err != nil {
+			return nil, err
+		}
 	}
 	log := env.Log.With(zap.String("run", m.Run))
 	if created {

@@ -52,6 +52,11 @@ type Manifest struct {
 	Interactive bool `json:"interactive,omitempty"`
 	// Skipped are the task lines left out with --skip-invalid.
 	Skipped []string `json:"skipped,omitempty"`
+	// StreamReplicas is how many JetStream servers kept a copy of the
+	// streams when the run was created (--stream-replicas): a resumed
+	// coordinator gives the streams as many again, and refuses a flag
+	// asking for fewer.
+	StreamReplicas int `json:"stream_replicas,omitempty"`
 }
 
 // ExampleMeta is what the runtime needs about a published example.

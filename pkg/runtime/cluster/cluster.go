@@ -35,6 +35,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/redact"
+	"github.com/quorumsql/quorum/internal/redisconn"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/runtime/voter"
@@ -246,11 +247,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c.NATSURL, c.RedisURL = cfg.NATSURL, cfg.RedisURL
 	// Checked before connecting anywhere: a wrong URL is reported at once.
-	ropt, err := redis.ParseURL(cfg.RedisURL)
+	ropt, err := redisconn.Parse(cfg.RedisURL)
 	if err != nil {
 		return fail(fmt.Errorf("redis url %s: %w", redact.URL(cfg.RedisURL), err))
 	}
-	ropt.ContextTimeoutEnabled = true
 	if cfg.RedisTLS != nil {
 		ropt.TLSConfig = cfg.RedisTLS
 	}
@@ -268,10 +268,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return fail(err)
 	}
 	c.queue = q
-	rdb := redis.NewClient(ropt)
+	if asked, has := cfg.Queue.Replicas, q.Config().Replicas; asked > 0 && has > asked {
+		// Streams are never lowered: say so rather than let the flag
+		// suggest fewer copies than there are.
+		cfg.Log.Warn("--stream-replicas is below the streams' replicas, which are never lowered: they keep theirs",
+			zap.Int("stream_replicas", asked), zap.Int("streams_keep", has))
+	}
+	rdb := ropt.Client()
 	c.Redis = rdb
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fail(fmt.Errorf("connect to Redis at %s: %w", ropt.Addr, err))
+		return fail(fmt.Errorf("connect to Redis at %s: %w", ropt.Where(), err))
 	}
 	if c.Limiter, err = ratelimit.New(ratelimit.Config{Client: rdb}); err != nil {
 		return fail(err)
