@@ -141,7 +141,15 @@ func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (
 
 // ensureStream creates the stream with want, or updates an existing one to
 // want with as many replicas as it has or want asks, whichever is more.
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (st jetstream.Stream, err error) {
+	err = retryAPI(ctx, "stream "+want.Name, func() (err error) {
+		st, err = ensureStreamOnce(ctx, js, want)
+		return err
+	})
+	return st, err
+}
+
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
 	st, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if want.Replicas <= 0 {
@@ -250,9 +258,13 @@ func (q *Queue) Consumer(ctx context.Context, name string, filters ...string) (j
 // consumer creates a durable pull consumer on st; maxDeliver -1 delivers
 // without limit.
 func (q *Queue) consumer(ctx context.Context, st jetstream.Stream, name string, maxDeliver int, filters ...string) (jetstream.Consumer, error) {
-	c, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: name, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: q.cfg.AckWait, MaxDeliver: maxDeliver, MaxAckPending: 10_000,
+	var c jetstream.Consumer
+	err := retryAPI(ctx, "creating consumer "+name, func() (err error) {
+		c, err = st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: name, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: q.cfg.AckWait, MaxDeliver: maxDeliver, MaxAckPending: 10_000,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s on %v: %w", name, filters, err)
