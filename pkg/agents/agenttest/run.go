@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -154,7 +155,13 @@ func Sim(t testing.TB, cfg llmsim.Config, model string) (*llmsim.Server, llm.Cli
 	if model == "" {
 		model = "gpt-4o"
 	}
-	client, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: model}})
+	// Limits far above a healthy answer's time even under -race on a
+	// machine loaded many times over its cores: an attempt abandoned at
+	// the 15 s default header timeout is served twice and answers change,
+	// which an agent's test would read as the agent's fault. The limits
+	// themselves are tested in pkg/llm.
+	client, err := llm.New(llm.Config{BaseURL: ts.URL + "/v1", APIKey: "x", Default: llm.ModelConfig{Name: model},
+		HeaderTimeout: 2 * time.Minute, StallTimeout: 2 * time.Minute, DeadEndpointTimeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
