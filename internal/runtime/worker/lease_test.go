@@ -11,13 +11,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/quorumsql/quorum/internal/queue"
-	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
-	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
-	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -72,7 +69,6 @@ func TestATaskRunsOnceAtATime(t *testing.T) {
 	env := envtest.Start(t, reg, envtest.Options{Queue: queue.Config{AckWait: 5 * time.Second}})
 	core, logs := observer.New(zap.InfoLevel)
 	env.Log = zap.New(core)
-	root := agenttest.NewDataset(t, "shop", "CREATE TABLE t (id INTEGER);", agenttest.Question{ID: "local001", Question: "How many?"}).Dataset.Root
 	for _, name := range []string{"worker a", "worker b"} {
 		envtest.Go(t, name, func(ctx context.Context) error {
 			return worker.Run(ctx, worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 1,
@@ -85,15 +81,7 @@ func TestATaskRunsOnceAtATime(t *testing.T) {
 	open := func() { opened.Do(func() { close(h.gate) }) }
 	t.Cleanup(open)
 	ctx := context.Background()
-	m := &runstate.Manifest{Run: "twice", Dataset: root, Seed: 1, Examples: []string{"local001"}, Agent: "holder", RoundTimeout: time.Minute, Created: time.Now()}
-	if _, _, err := env.State.CreateManifest(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	run, err := env.Run(ctx, "twice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := envtest.Watch[message.CandidateResult](t, env, "results-twice", queue.Subject("twice", queue.StageResult, ""))
+	run, results := startRun(t, env, "twice", "holder")
 	tk, err := agent.NewTask("held", "h", 0, []int{0}, nil)
 	if err != nil {
 		t.Fatal(err)

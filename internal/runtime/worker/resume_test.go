@@ -9,12 +9,9 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/queue"
-	"github.com/quorumsql/quorum/internal/runtime/message"
-	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
-	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -83,17 +80,8 @@ func TestAStoppedChainResumesOnTheNextWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := envtest.Start(t, reg, envtest.Options{Queue: queue.Config{AckWait: 5 * time.Second}})
-	root := agenttest.NewDataset(t, "shop", "CREATE TABLE t (id INTEGER);", agenttest.Question{ID: "local001", Question: "How many?"}).Dataset.Root
 	ctx := context.Background()
-	m := &runstate.Manifest{Run: "chain", Dataset: root, Seed: 1, Examples: []string{"local001"}, Agent: "chain", RoundTimeout: time.Minute, Created: time.Now()}
-	if _, _, err := env.State.CreateManifest(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	run, err := env.Run(ctx, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := envtest.Watch[message.CandidateResult](t, env, "results-chain", queue.Subject("chain", queue.StageResult, ""))
+	run, results := startRun(t, env, "chain", "chain")
 	cfg := worker.Config{Env: env, Pool: agent.Generator, Warehouses: []string{"sqlite"}, Concurrency: 1,
 		WorkConfig: queue.WorkConfig{RetryBase: 20 * time.Millisecond, DrainTimeout: time.Second}}
 	first, err := worker.New(cfg)
