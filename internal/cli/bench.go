@@ -124,7 +124,7 @@ and writes mixed.json.`,
 	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
 	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
 	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
-	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the generator slots, -1 = every example at once)")
+	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the quota and the agent's load, -1 = every example at once)")
 	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
 	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
 	deprecate(f, "llm-rpm", "rpm")

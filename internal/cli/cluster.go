@@ -37,7 +37,7 @@ type clusterFlags struct {
 	httpAddr                   string
 	name                       string
 	logLevel                   string
-	concurrency                int
+	concurrency, maxHeld       int
 	warehouses                 []string
 	ackWait                    time.Duration
 	maxDeliver                 int
@@ -68,13 +68,22 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
 	fl.StringVar(&f.whConfig, "warehouses-config", "", "YAML/JSON file naming the warehouses with their kind, connection and quotas (default: one per kind, Snowflake and BigQuery from the environment)")
 	if withWork {
-		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks handled at once")
+		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks run at once (a task waiting for the LLM, its quota or a warehouse's gate leaves its slot to another)")
+		fl.IntVar(&f.maxHeld, "max-held", 0, "tasks held at once, running or waiting (0 = automatic: at least 256, 4 per --concurrency slot, and what --llm-rpm starts in 20 s)")
 		fl.StringSliceVar(&f.warehouses, "warehouses", nil, "names of the warehouses whose tasks this worker takes (default: every configured one)")
 		fl.Float64Var(&f.llmRPM, "llm-rpm", 0, "LLM requests/min shared by the cluster (0 = no limit)")
 		fl.Float64Var(&f.llmTPM, "llm-tpm", 0, "LLM tokens/min shared by the cluster (0 = no limit)")
 		fl.Float64Var(&f.whQPS, "warehouse-qps", 0, "queries/sec per warehouse shared by the cluster, when --warehouses-config sets none (0 = no limit)")
 		fl.IntVar(&f.whConcurrent, "warehouse-concurrency", 0, "concurrent queries per warehouse across the cluster, when --warehouses-config sets none (0 = no limit)")
 	}
+}
+
+// held is the tasks a worker loop of these flags holds at once.
+func (f *clusterFlags) held() int {
+	if f.maxHeld > 0 {
+		return f.maxHeld
+	}
+	return cluster.DefaultHeld(f.concurrency, ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM})
 }
 
 // natsOptions are the NATS authentication and TLS options the flags ask
@@ -235,7 +244,7 @@ func (f *clusterFlags) process(role string) (cluster.Config, error) {
 		}
 	}
 	return cluster.Config{Role: role, Name: f.name, NATSURL: f.natsURL, RedisURL: f.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
-		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver, Replicas: f.streamReplicas}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM},
+		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver, Replicas: f.streamReplicas}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}, MaxHeld: f.maxHeld,
 		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log}, nil
 }
 

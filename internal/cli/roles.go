@@ -60,7 +60,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed, left out, and recorded in run.json)")
 	fl.BoolVar(&f.skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
 	_ = fl.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
-	fl.IntVar(&f.maxInFlight, "max-in-flight", 0, "examples started and unfinished at once, the next admitted as one finishes (0 = automatic: twice what the generator slots work on, at least 4; 64 for quorum coordinator; -1 = all at once)")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", 0, "examples started and unfinished at once, the next admitted as one finishes (0 = automatic: twice the examples that keep the LLM quota busy at 5 s a call, within what the workers hold, at least 4; 64 for quorum coordinator; -1 = all at once)")
 	fl.StringVar(&f.agent, "agent", agents.Default, "agent that answers the examples (quorum agents lists them and their options)")
 	fl.StringArrayVar(&f.agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
 	optionAliases(fl, runOptionFlags...)
@@ -134,15 +134,15 @@ func failedExamples(rep *outputs.Report, again ...string) error {
 	return &exitError{code: exitFailedExamples, msg: msg}
 }
 
-// window is the admission window for a coordinator whose generators take
-// slots tasks at once in all (0 when unknown) within an LLM quota.
-func (f *runFlags) window(slots int, m *runstate.Manifest, rpm, tpm float64) int {
+// window is the admission window for a coordinator whose generators hold
+// held tasks at once in all (0 when unknown) within an LLM quota.
+func (f *runFlags) window(held int, m *runstate.Manifest, rpm, tpm float64) int {
 	switch {
 	case f.maxInFlight < 0:
 		return 0
 	case f.maxInFlight > 0:
 		return f.maxInFlight
-	case slots <= 0:
+	case held <= 0:
 		return 64
 	}
 	load := agent.Load{Width: 1, Calls: 1}
@@ -150,7 +150,7 @@ func (f *runFlags) window(slots int, m *runstate.Manifest, rpm, tpm float64) int
 		opts, _ := def.RunOptions(m.AgentOptions, m.Votes)
 		load = def.LoadOf(opts)
 	}
-	return coordinator.Window(slots, load, rpm, tpm)
+	return coordinator.Window(held, load, rpm, tpm)
 }
 
 // sameAgent refuses to resume a run with another agent than it started

@@ -190,7 +190,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 					cluster.DefaultGrace, m.Run, rf.out, rf.dataset)
 			})
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.concurrency, m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
+				MaxInFlight: rf.window(cf.held(), m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
 				Retain: rf.retain.retention(), StreamReplicas: cf.streamReplicas})
 			if !notice() {
 				<-printed // said before the command's last words

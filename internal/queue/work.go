@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // Delivery is one delivery of a message to a handler.
@@ -42,7 +44,12 @@ type WorkConfig struct {
 	Consumer    string
 	Filters     []string
 	Concurrency int
-	Handler     Handler
+	// MaxHeld is how many messages the loop holds at once, running or
+	// waiting (default Concurrency). A handler waiting under slot.Idle
+	// leaves its slot to another, so a loop holding more than it runs
+	// keeps the LLM busy while its tasks wait for replies.
+	MaxHeld int
+	Handler Handler
 	// OnGiveUp reports a message that will not be delivered again (its
 	// deliveries are exhausted, or it is permanently bad), so the run can
 	// record the failure and go on.
@@ -164,37 +171,29 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 		}
 	}()
 
-	slots := make(chan struct{}, wc.Concurrency)
+	sl := newSlots(wc.Concurrency, wc.MaxHeld)
 	var handlers sync.WaitGroup
 	for ctx.Err() == nil {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			continue
-		}
-		n := 1
-	more:
-		for n < wc.Concurrency {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
 		// Fetch only as many as there are free slots: a buffered message's
 		// AckWait would run while it waits.
+		n := sl.take(wc.Concurrency)
+		if n == 0 {
+			select {
+			case <-sl.wake:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		got, err := fetch(n, func(msg jetstream.Msg) {
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
-				defer func() { <-slots }()
-				q.handle(ctx, hctx, msg, wc)
+				h := &handlerSlot{s: sl, running: true}
+				defer h.done()
+				q.handle(ctx, slot.With(hctx, h), msg, wc)
 			}()
 		})
-		for i := got; i < n; i++ {
-			<-slots
-		}
+		sl.untake(n - got)
 		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
 			wc.Logger.Warn("fetch failed; retrying", zap.String("consumer", wc.Consumer), zap.Error(err))
 			sleepCtx(ctx, 500*time.Millisecond)

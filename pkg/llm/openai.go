@@ -22,6 +22,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/pkg/priority"
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // DefaultEndpoint names the endpoint Config's top-level fields describe:
@@ -516,6 +517,10 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	if oreq.MaxCompletionTokens > 0 && prompt+oreq.MaxCompletionTokens > window || prompt >= window {
 		return nil, fail(0, 0, fmt.Errorf("%w: %d prompt tokens + %d completion tokens > %d", ErrContextTooLong, prompt, oreq.MaxCompletionTokens, window))
 	}
+	// From here the call waits (for the quota, then the endpoint): the
+	// task's execution slot runs another task meanwhile.
+	ctx, back := slot.Idle(ctx)
+	defer back()
 	var lastErr error
 	lastStatus := 0
 	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)

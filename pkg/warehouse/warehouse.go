@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorumsql/quorum/pkg/slot"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
@@ -144,7 +145,12 @@ func (g *Gated) Close() error { return g.W.Close() }
 
 // Query waits for the gate, then runs the query.
 func (g *Gated) Query(ctx context.Context, sql string, lim Limits) (*Result, error) {
-	release, err := g.G.Acquire(ctx)
+	// Waiting for the gate runs no query: the task's slot is another's
+	// meanwhile. The query itself runs in a slot (a local warehouse's
+	// query is this process's CPU).
+	wait, back := slot.Idle(ctx)
+	release, err := g.G.Acquire(wait)
+	back()
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ type Scenario struct {
 	// a reasoning model's request.
 	Persona string `json:"persona,omitempty"`
 	// MaxInFlight is the coordinator's admission window (0: derived from
-	// the generator slots, -1: every example at once).
+	// the quota and the agent's load, -1: every example at once).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// The simulated provider: limits, latency, skill.
 	RPM             int     `json:"rpm"`
@@ -386,13 +386,15 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 type rig struct {
 	sc         Scenario
 	generators int
-	dsDir      string
-	ds         *dataset.Dataset
-	sim        *llmsim.Server
-	simURL     string
-	quota      ratelimit.LLMQuota
-	cl         *cluster.Cluster
-	closers    []func()
+	// held is the tasks each worker loop holds at once.
+	held    int
+	dsDir   string
+	ds      *dataset.Dataset
+	sim     *llmsim.Server
+	simURL  string
+	quota   ratelimit.LLMQuota
+	cl      *cluster.Cluster
+	closers []func()
 }
 
 // startRig brings a rig up in dir for examples examples and generators
@@ -444,9 +446,14 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	r.closers = append(r.closers, sim.Stop)
 	r.simURL = "http://" + ln.Addr().String() + "/v1"
 
+	// Waiting tasks leave their slots to others (the default), except in
+	// the scaling runs, which measure what slots alone serve.
+	if r.held = cluster.DefaultHeld(sc.GeneratorConcurrency, r.quota); !limited {
+		r.held = sc.GeneratorConcurrency
+	}
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
 		LLM:      llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model}},
-		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency,
+		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency, MaxHeld: r.held,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})
 	if err != nil {
@@ -487,7 +494,7 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(r.generators*sc.GeneratorConcurrency, def.LoadOf(opts), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
+		window = coordinator.Window(r.generators*r.held, def.LoadOf(opts), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
 	}
 	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window}, nil
 }

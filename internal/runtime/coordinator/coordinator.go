@@ -100,20 +100,29 @@ func resumeReplicas(ctx context.Context, env *runenv.Env, m *runstate.Manifest, 
 	return nil
 }
 
-// Window is the admission window for generators taking slots tasks at
-// once in all, within an LLM quota: about twice the examples whose widest
-// fan-out fills the slots, no more than the quota serves in a minute, at
-// least 4.
-func Window(slots int, load agent.Load, rpm, tpm float64) int {
-	width, calls := max(1, load.Width), max(1, load.Calls)
-	w := (2*slots + width - 1) / width
+// CallSeconds is how long an LLM call is taken to last when sizing the
+// admission window: a hosted model's reply to a compressed prompt. A slower
+// model (a reasoning one) wants a wider window: --max-in-flight.
+const CallSeconds = 5.0
+
+// Window is the admission window for workers holding held tasks at once in
+// all (running or waiting), within an LLM quota: twice the examples in
+// flight that keep the quota busy (Little's law: the examples the quota
+// serves a second times an example's time, Depth calls of CallSeconds),
+// no more than the held tasks fit at the examples' widest fan-out, at
+// least 4. Without a quota it is what the held tasks fit.
+func Window(held int, load agent.Load, rpm, tpm float64) int {
+	width, calls, depth := max(1, load.Width), max(1, load.Calls), max(1, load.Depth)
+	w := (2*held + width - 1) / width
 	// About a compressed prompt per call.
 	const tokensPerCall = 12_000
-	if rpm > 0 {
-		w = min(w, int(math.Ceil(rpm/float64(calls))))
+	rate := rpm
+	if tpm > 0 && (rate <= 0 || tpm/tokensPerCall < rate) {
+		rate = tpm / tokensPerCall
 	}
-	if tpm > 0 {
-		w = min(w, int(math.Ceil(tpm/float64(calls*tokensPerCall))))
+	if rate > 0 {
+		perSecond := rate / 60 / float64(calls)
+		w = min(w, int(math.Ceil(2*perSecond*float64(depth)*CallSeconds)))
 	}
 	return max(4, w)
 }

@@ -87,6 +87,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 				l := m.LoadOf(mo)
 				total.Width += l.Width
 				total.Calls += l.Calls
+				total.Depth = max(total.Depth, l.Depth) // the members run at once
 			}
 		}
 		return total

@@ -56,13 +56,15 @@ func Definition() *agent.Definition {
 		},
 		New: newAgent,
 		// A pass fans out to about four probes at once and makes about 15
-		// calls (Table 10: 16.74 per datapoint).
+		// calls (Table 10: 16.74 per datapoint), about 8 of them one after
+		// another (planner turns, a probe's calls, the proposer); the
+		// passes run at once.
 		Load: func(opts map[string]string) agent.Load {
 			cfg, _, _ := ConfigFromOptions(opts)
 			if cfg.SequentialPlan {
-				return agent.Load{Width: cfg.Passes, Calls: 15 * cfg.Passes} // one probe at a time (D-P22)
+				return agent.Load{Width: cfg.Passes, Calls: 15 * cfg.Passes, Depth: 15} // one probe at a time (D-P22)
 			}
-			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes}
+			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes, Depth: 8}
 		},
 	}
 	agent.Register(&def.Kinds, KindPlan, agent.Generator, "one planner turn of a pass: probes, the proposer (with no-proposer, its own SQL checks), or the pass's answer", (*pexa).plan)

@@ -59,10 +59,11 @@ func Definition() *agent.Definition {
 		},
 		New: newAgent,
 		// A round is one trajectory (about 8 commands, so 9 calls), then
-		// three finals at once and the column post-process.
+		// three finals at once and the column post-process; the rounds'
+		// trajectories run at once, their chains are 11 calls long.
 		Load: func(opts map[string]string) agent.Load {
 			cfg, _ := ConfigFromOptions(opts)
-			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds}
+			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds, Depth: 11}
 		},
 	}
 	agent.Register(&def.Kinds, KindAgent, agent.Explorer, "one agent trajectory: LLM segments and the commands they run", (*raise).trajectory)

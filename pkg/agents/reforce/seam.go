@@ -75,11 +75,13 @@ func Definition() *agent.Definition {
 			{Name: OptCompression, Default: dbinfo.CompressionPaper, Usage: "compression mode: paper (the digit-family rule and oversize rules) or structural (also groups tables of identical columns and collapses prompts to under the link budget)"},
 		},
 		New: newDistributed,
-		// Round 0 is votes candidates at once, of about two calls each.
+		// Round 0 is votes candidates at once, of about two calls each;
+		// linking, a candidate's refinement and an exploration round
+		// come one after another.
 		Load: func(opts map[string]string) agent.Load {
 			cfg, _, _ := ConfigFromOptions(opts)
 			cfg.defaults()
-			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes}
+			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes, Depth: 4}
 		},
 	}
 	agent.Register(&d.Kinds, KindLink, agent.Generator, "link the tables of a prompt over budget, then publish the candidates", (*distributed).link)

@@ -307,21 +307,27 @@ type Definition struct {
 }
 
 // Load is an example's demand: Width tasks in flight at once at its
-// widest, Calls LLM calls in all. The coordinator sizes its admission
-// window with it.
+// widest, Calls LLM calls in all, Depth of them one after another on its
+// longest chain (how long an example takes, in calls). The coordinator
+// sizes its admission window with it.
 type Load struct {
-	Width, Calls int
+	Width, Calls, Depth int
 }
 
 // LoadOf is def's estimate for these options, or one task of one call
-// when it declares none.
+// when it declares none; a Depth left unset is the calls per task at the
+// widest.
 func (d *Definition) LoadOf(opts map[string]string) Load {
+	l := Load{Width: 1, Calls: 1}
 	if d.Load != nil {
-		if l := d.Load(opts); l.Width > 0 && l.Calls > 0 {
-			return l
+		if got := d.Load(opts); got.Width > 0 && got.Calls > 0 {
+			l = got
 		}
 	}
-	return Load{Width: 1, Calls: 1}
+	if l.Depth <= 0 {
+		l.Depth = max(1, l.Calls/l.Width)
+	}
+	return l
 }
 
 // TakesVotes reports whether the agent declares OptVotes: its candidate

@@ -45,16 +45,24 @@ func TestRunOptions(t *testing.T) {
 	}
 }
 
-// TestLoadOf: an agent's declared load, or one task of one call.
+// TestLoadOf: an agent's declared load, or one task of one call; a depth
+// left unset is the calls per task at the widest.
 func TestLoadOf(t *testing.T) {
 	t.Parallel()
-	d := &Definition{Name: "d"}
-	if l := d.LoadOf(nil); l != (Load{Width: 1, Calls: 1}) {
-		t.Errorf("undeclared load %+v", l)
-	}
-	d.Load = func(opts map[string]string) Load { return Load{Width: len(opts), Calls: 3} }
-	if l := d.LoadOf(map[string]string{"a": "1", "b": "2"}); l != (Load{Width: 2, Calls: 3}) {
-		t.Errorf("declared load %+v", l)
+	for _, tc := range []struct {
+		name string
+		load func(map[string]string) Load
+		want Load
+	}{
+		{"undeclared", nil, Load{Width: 1, Calls: 1, Depth: 1}},
+		{"no depth", func(opts map[string]string) Load { return Load{Width: len(opts), Calls: 7} }, Load{Width: 2, Calls: 7, Depth: 3}},
+		{"depth", func(map[string]string) Load { return Load{Width: 2, Calls: 7, Depth: 5} }, Load{Width: 2, Calls: 7, Depth: 5}},
+		{"no calls", func(map[string]string) Load { return Load{Width: 2} }, Load{Width: 1, Calls: 1, Depth: 1}},
+	} {
+		d := &Definition{Name: "d", Load: tc.load}
+		if got := d.LoadOf(map[string]string{"a": "1", "b": "2"}); got != tc.want {
+			t.Errorf("%s: load %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }
 

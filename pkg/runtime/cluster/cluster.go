@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,6 +98,12 @@ type Config struct {
 	// tasks at once (like separate worker processes).
 	Generators, GeneratorConcurrency int
 	Explorers, ExplorerConcurrency   int
+	// MaxHeld is how many tasks each worker loop holds at once, running
+	// or waiting for the LLM, its quota or a warehouse's gate (default
+	// DefaultHeld). A waiting task leaves its slot to another, so the
+	// concurrencies bound the CPU work and MaxHeld the memory; the quotas
+	// bound the throughput.
+	MaxHeld int
 	// VoterConcurrency is how many results the voter records at once
 	// (default 8).
 	VoterConcurrency int
@@ -119,6 +126,14 @@ func secret() string {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// DefaultHeld is the tasks a worker loop of concurrency slots holds at
+// once within an LLM quota: at least 256 and four per slot, and the calls
+// the quota starts in 20 seconds (a slow reply's time), so that waiting
+// tasks never leave the quota unused.
+func DefaultHeld(concurrency int, q ratelimit.LLMQuota) int {
+	return max(256, 4*concurrency, int(math.Ceil(q.RequestsPerMinute/3)))
 }
 
 // DefaultGrace is how long in-flight tasks may finish on shutdown.
@@ -338,7 +353,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		n, parallel int
 	}{{agent.Generator, gens, cfg.GeneratorConcurrency}, {agent.Explorer, exps, cfg.ExplorerConcurrency}} {
 		for range w.n {
-			wk, err := worker.New(worker.Config{Env: c.Env, Pool: w.pool, Warehouses: whs, Concurrency: max(1, w.parallel), WorkConfig: wc})
+			wwc := wc
+			if wwc.MaxHeld = cfg.MaxHeld; wwc.MaxHeld <= 0 {
+				wwc.MaxHeld = DefaultHeld(w.parallel, cfg.LLMQuota)
+			}
+			wk, err := worker.New(worker.Config{Env: c.Env, Pool: w.pool, Warehouses: whs, Concurrency: max(1, w.parallel), WorkConfig: wwc})
 			if err != nil {
 				return fail(err)
 			}
