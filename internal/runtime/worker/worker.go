@@ -137,6 +137,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
 	stopWatch()
 	m.Since("execute", executed)
+	defer m.ObserveRuntime(start, time.Since(executed))
 	stopBeat()
 	if err != nil && errors.Is(context.Cause(lctx), errLeaseLost) && ctx.Err() == nil {
 		// Another delivery holds the task now: this one stops, and its
