@@ -132,7 +132,7 @@ type Dataset struct {
 	// changed since) or when there is no index.
 	index map[string]int
 	// golds is the gold result folder's listing while loading.
-	golds *goldIndex
+	golds *GoldIndex
 }
 
 // Options adjust loading.

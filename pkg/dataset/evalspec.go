@@ -73,22 +73,29 @@ var variantName = regexp.MustCompile(`^(.+?)(_[a-z])?\.csv$`)
 // GoldFiles returns the gold result files of id in resultDir: the base file
 // <id>.csv alone if it exists (single mode), otherwise every <id>_x.csv
 // variant in name order.
+// Scoring many examples, list the folder once with NewGoldIndex.
 func GoldFiles(resultDir, id string) (files []string, single bool, err error) {
-	return newGoldIndex(resultDir).files(id)
+	base := filepath.Join(resultDir, id+".csv")
+	if _, err := os.Stat(base); err == nil {
+		return []string{base}, true, nil
+	}
+	return NewGoldIndex(resultDir).Files(id)
 }
 
-// goldIndex is a gold result folder listed once: every id's variant files.
+// GoldIndex is a gold result folder listed once: every id's variant files.
 // Listing the folder for each example made loading (and scoring) N
 // examples cost N listings of N files.
-type goldIndex struct {
+type GoldIndex struct {
 	dir      string
 	variants map[string][]string
 	// err is why the folder could not be listed.
 	err error
 }
 
-func newGoldIndex(resultDir string) *goldIndex {
-	idx := &goldIndex{dir: resultDir, variants: map[string][]string{}}
+// NewGoldIndex lists resultDir; a folder that cannot be listed makes
+// Files fail for ids without a single gold file, as GoldFiles does.
+func NewGoldIndex(resultDir string) *GoldIndex {
+	idx := &GoldIndex{dir: resultDir, variants: map[string][]string{}}
 	entries, err := os.ReadDir(resultDir)
 	if err != nil {
 		idx.err = fmt.Errorf("gold results: %w", err)
@@ -105,8 +112,8 @@ func newGoldIndex(resultDir string) *goldIndex {
 	return idx
 }
 
-// files is GoldFiles(idx.dir, id).
-func (idx *goldIndex) files(id string) ([]string, bool, error) {
+// Files is GoldFiles(resultDir, id) from the listing.
+func (idx *GoldIndex) Files(id string) ([]string, bool, error) {
 	base := filepath.Join(idx.dir, id+".csv")
 	if _, err := os.Stat(base); err == nil {
 		return []string{base}, true, nil

@@ -415,9 +415,9 @@ func (ds *Dataset) attachGold(e *Example, specs map[string]Spec) error {
 		return err
 	}
 	if ds.golds == nil {
-		ds.golds = newGoldIndex(filepath.Join(ds.GoldDir, "exec_result"))
+		ds.golds = NewGoldIndex(filepath.Join(ds.GoldDir, "exec_result"))
 	}
-	if files, single, err := ds.golds.files(e.ID); err == nil {
+	if files, single, err := ds.golds.Files(e.ID); err == nil {
 		for _, f := range files {
 			if _, err := statInside(ds.Root, f, MaxGoldCSVBytes, "gold CSV"); err != nil {
 				return err

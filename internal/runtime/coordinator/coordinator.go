@@ -862,11 +862,18 @@ func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *datase
 	switch {
 	case len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "":
 		r.Metric = "spider2"
-		golds, err := goldFrames(e)
-		if err != nil {
-			c.log.Warn("example scored wrong: its gold results cannot be read", zap.String("example", e.ID), zap.Error(err))
+		// The gold tables are read at the first result to score, once.
+		var golds []*eval.Frame
+		var goldErr error
+		one = func(ref string) bool {
+			if ref == "" {
+				return false
+			}
+			if golds == nil && goldErr == nil {
+				golds, goldErr = goldFrames(e)
+			}
+			return goldErr == nil && c.scoreRef(ctx, e, golds, ref)
 		}
-		one = func(ref string) bool { return golds != nil && c.scoreRef(ctx, e, golds, ref) }
 	case strings.TrimSpace(e.Gold.SQL) != "" && e.Dialect == warehouse.SQLite:
 		defer bird.Forget(e.ID)
 		gold, err := bird.Result(ctx, e.ID, e.Gold.SQL)
