@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
 		compare, personas       []string
+		scale                   []int
 		agentOpts               []string
 		sc                      = bench.Standard()
 		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
@@ -43,6 +44,11 @@ task, cost per example and per stage next to the ReFoRCE paper's figures,
 and throughput with 1-16 generator workers. It writes bench.json and an
 HTML report. Flags override the scenario file.
 
+With --scale it runs the scenario at each size given instead (no scaling
+runs), each on a rig of its own, and reports per size what grows with a
+run: CPU and peak memory, the time outside the run's wall (preparation and
+output), the runtime's overhead per task and Redis's bytes per example.
+
 With --mixed it measures questions' latency while a batch runs instead: on
 one cluster and one LLM quota it asks --questions questions through the
 question API (as quorum serve answers them, cache off) on the idle cluster,
@@ -54,6 +60,9 @@ and writes mixed.json.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sc.FirstTokenMS = int(ttft.Milliseconds())
+			if mixed && len(scale) > 0 {
+				return usage(fmt.Errorf("--scale and --mixed are separate benchmarks: run them one at a time"))
+			}
 			if mixed {
 				return benchMixed(cmd, sc, ms, interval, agentOpts, scenarioFile, compare, work, out, asJSON)
 			}
@@ -87,15 +96,25 @@ and writes mixed.json.`,
 			if err := sc.Validate(); err != nil {
 				return err
 			}
+			if len(scale) > 0 && (len(personas) > 0 || len(compare) > 0) {
+				return usage(fmt.Errorf("--scale runs one agent (--agent) at each size: not with --agents or --personas"))
+			}
 			if len(personas) > 0 {
 				return benchConform(cmd, sc, compare, personas, work, out, asJSON)
 			}
 			if len(compare) > 0 {
 				return benchCompare(cmd, sc, compare, work, out, asJSON)
 			}
-			fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
 			start := time.Now()
-			rep, err := bench.Run(cmd.Context(), sc, work, progress)
+			var rep *bench.Report
+			var err error
+			if len(scale) > 0 {
+				fmt.Fprintf(progress, "bench %s: scale series at %s examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, joinInts(scale), sc.Votes, sc.RPM)
+				rep, err = bench.Series(cmd.Context(), sc, scale, work, progress)
+			} else {
+				fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
+				rep, err = bench.Run(cmd.Context(), sc, work, progress)
+			}
 			if err != nil {
 				return err
 			}
@@ -134,6 +153,7 @@ and writes mixed.json.`,
 	f.IntVar(&sc.Generators, "generators", sc.Generators, "generator worker loops")
 	f.IntVar(&sc.GeneratorConcurrency, "generator-concurrency", sc.GeneratorConcurrency, "tasks each generator worker handles at once")
 	f.IntVar(&sc.ScalingExamples, "scaling-examples", sc.ScalingExamples, "examples in each scaling run")
+	f.IntSliceVar(&scale, "scale", nil, "scale series: run the scenario at each of these sizes (e.g. 547,1500,4000,10000), each on a rig of its own, instead of --examples and the scaling runs; reports per size the quota ratio, 429s, failed, CPU per example, peak RSS, time outside the run's wall, runtime overhead per task and Redis bytes per example")
 	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of --agent, NAME=VALUE (repeatable; quorum agents lists them); over the scenario's agent_options")
 	optionAliases(f, ablationOptionFlags...)
 	f.BoolVar(&mixed, "mixed", false, "measure questions' latency while a batch runs, against an idle cluster (its own defaults: 44 examples, 600 req/min, 2 generators x 8)")
@@ -243,12 +263,22 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	fmt.Fprintf(w, "Example latency p50 %.1fs p95 %.1fs (%.1fs / %.1fs once its first task started); one candidate chain p50 %.1fs p95 %.1fs; overhead %.1f ms/task\n",
 		r.LatencyP50, r.LatencyP95, r.ServiceP50, r.ServiceP95, r.ChainP50, r.ChainP95, r.OverheadMS)
 	if p := r.OverheadByPart; p != nil {
-		fmt.Fprintf(w, "Overhead per task: runtime %.2f ms (decode %.2f, redis %.2f, blob %.2f, nats %.2f); token counting %.2f ms; agent's own work %.2f ms\n",
-			r.RuntimeOverheadMS, p["decode"], p["redis"], p["blob"], p["nats"], p["token_counting"], p["agent_other"])
+		fmt.Fprintf(w, "Overhead per task: runtime %.2f ms (decode %.2f, redis %.2f, blob %.2f, nats %.2f; a task's time outside the agent p50 %.2f ms, p95 %.2f ms); token counting %.2f ms; agent's own work %.2f ms\n",
+			r.RuntimeOverheadMS, p["decode"], p["redis"], p["blob"], p["nats"], r.RuntimeOverheadP50MS, r.RuntimeOverheadP95MS, p["token_counting"], p["agent_other"])
 	}
 	fmt.Fprintf(w, "Per example: %.2f LLM calls, %.2f warehouse queries, %.0f tokens; per candidate %.2f calls, %.2f queries (paper: 3.52 / 3.89 with exploration, 1.69 without)\n",
 		r.CallsPerExample, r.QueriesPerEx, r.TokensPerExample, r.CallsPerCand, r.QueriesPerCand)
 	fmt.Fprintf(w, "EX %.4f, EX@k %.4f; %d high / %d low confidence\n", r.EX, r.EXAtK, r.HighConf, r.LowConf)
+	if len(r.Series) > 0 {
+		fmt.Fprintf(w, "\nScale series (the figures above are its first point's run):\n")
+		fmt.Fprintf(w, "%8s %8s %6s %5s %6s %9s %9s %11s %9s %15s %11s\n", "examples", "wall s", "quota", "429s", "failed", "CPU s/ex", "peak MiB", "outside s", "prep s", "overhead ms p50/p95", "Redis B/ex")
+		for _, p := range r.Series {
+			prep := p.Phases["dataset"] + p.Phases["simulator"] + p.Phases["cluster"] + p.Phases["manifest"]
+			fmt.Fprintf(w, "%8d %8.1f %6.3f %5d %6d %9.3f %9.0f %11.1f %9.1f %9.2f / %6.2f %11.0f\n", p.Examples, p.Wall, p.QuotaRatio, p.RateLimited, p.FailedExamples,
+				p.CPUPerExample, float64(p.PeakRSS)/(1<<20), p.OutsideWall, prep, p.RuntimeOverheadP50MS, p.RuntimeOverheadP95MS, p.RedisBytesPerExample)
+		}
+		fmt.Fprintln(w, "(outside s: the point's whole time less the run's wall; prep s: the dataset, simulator, cluster and manifest, the rest is the coordinator's start, scoring and outputs, measuring and shutting down; bench.json splits it by phase)")
+	}
 	for _, p := range r.Scaling {
 		fmt.Fprintf(w, "  %2d generators: %6.0f LLM calls/min, %5.1f examples/min, CPU %3.0f%%, bound by %s\n", p.Generators, p.CallsPerMinute, p.ExamplesPerMinute, 100*p.CPUUtilization, p.Bound)
 	}
@@ -260,6 +290,14 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 			r.Scenario.RPM, r.BindsAtEstimate, r.Scenario.ScalingConcurrency)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s (bench took %s)\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"), took.Round(time.Second))
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // benchMixed runs the mixed benchmark: the mixed scenario's defaults, with

@@ -253,6 +253,43 @@ func TestBenchJSON(t *testing.T) {
 	}
 }
 
+// TestBenchScaleJSON: --scale puts one point per size in bench.json and
+// the --json line, and is refused beside --agents.
+func TestBenchScaleJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := run(t, "bench", "--json", "--dataset", demo, "--scale", "3,5", "--votes", "2", "--rpm", "600", "--ttft", "0s", "--tps", "0", "--out", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rep struct {
+		Examples int `json:"examples"`
+		Series   []struct {
+			Examples    int     `json:"examples"`
+			OutsideWall float64 `json:"outside_wall_seconds"`
+			PeakRSS     int64   `json:"peak_rss_bytes"`
+		} `json:"scale_series"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	if rep.Examples != 3 || len(rep.Series) != 2 || rep.Series[0].Examples != 3 || rep.Series[1].Examples != 5 {
+		t.Fatalf("--scale 3,5: report of %d examples, series %+v", rep.Examples, rep.Series)
+	}
+	for _, p := range rep.Series {
+		if p.OutsideWall <= 0 || p.PeakRSS <= 0 {
+			t.Errorf("%d examples: outside the wall %.2fs, peak RSS %d", p.Examples, p.OutsideWall, p.PeakRSS)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "bench.json")); err != nil || !strings.Contains(string(b), "scale_series") {
+		t.Errorf("bench.json lacks the series (%v)", err)
+	}
+	if _, err := run(t, "bench", "--scale", "3", "--agents", "reforce,pexa", "--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--scale") {
+		t.Errorf("--scale with --agents: %v", err)
+	}
+}
+
 // TestUnknownAgentFailsAtOnce: a misspelt --agent or option is refused
 // before anything starts, naming what there is.
 func TestUnknownAgentFailsAtOnce(t *testing.T) {

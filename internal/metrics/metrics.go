@@ -35,6 +35,10 @@ type Metrics struct {
 	// TaskTime splits the workers' time on tasks by part: the runtime's own
 	// (decode, redis, blob, nats) and the agent's (execute).
 	TaskTime *prometheus.CounterVec
+	// TaskRuntime is each task's time in its worker outside the agent's
+	// execute: the runtime's overhead per task, whose median and p95 the
+	// bench reports.
+	TaskRuntime prometheus.Histogram
 	// Questions, QuestionsRunning and EventStreams are quorum serve's,
 	// aggregated: a question id is never a label (the series would grow
 	// with every question and list every id to whoever reads /metrics).
@@ -80,6 +84,8 @@ func New(role string) *Metrics {
 			[]string{"run", "state"}),
 		TaskTime: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_task_time_seconds_total", Help: "Workers' time on tasks, by part: decode, redis, blob, nats (the runtime's) and execute (the agent's).", ConstLabels: c},
 			[]string{"part"}),
+		TaskRuntime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quorum_task_runtime_seconds", Help: "Each executed task's time in its worker outside the agent's execute (decoding, Redis, blobs, NATS, bookkeeping).", ConstLabels: c,
+			Buckets: prometheus.ExponentialBuckets(0.0001, 1.2, 64)}),
 		Questions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_serve_questions_total", Help: "Questions finished by quorum serve, by status (answered, failed, cancelled) and whether the cache answered.", ConstLabels: c},
 			[]string{"status", "cached"}),
 		QuestionsRunning: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quorum_serve_questions_running", Help: "Questions this serve process drives now.", ConstLabels: c}),
@@ -88,7 +94,7 @@ func New(role string) *Metrics {
 			[]string{"cap"}),
 	}
 	m.own = []prometheus.Collector{m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
-		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime, m.Questions, m.QuestionsRunning, m.EventStreams, m.StreamsRefused}
+		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime, m.TaskRuntime, m.Questions, m.QuestionsRunning, m.EventStreams, m.StreamsRefused}
 	reg.MustRegister(m.own...)
 	return m
 }
@@ -130,6 +136,15 @@ func (m *Metrics) Since(part string, start time.Time) {
 		return
 	}
 	m.TaskTime.WithLabelValues(part).Add(time.Since(start).Seconds())
+}
+
+// ObserveRuntime records an executed task's time outside the agent's
+// execute: its time since start less executing.
+func (m *Metrics) ObserveRuntime(start time.Time, executing time.Duration) {
+	if m == nil {
+		return
+	}
+	m.TaskRuntime.Observe((time.Since(start) - executing).Seconds())
 }
 
 // ObserveCost records what a task spent.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -72,26 +73,59 @@ var variantName = regexp.MustCompile(`^(.+?)(_[a-z])?\.csv$`)
 // GoldFiles returns the gold result files of id in resultDir: the base file
 // <id>.csv alone if it exists (single mode), otherwise every <id>_x.csv
 // variant in name order.
+// Scoring many examples, list the folder once with NewGoldIndex.
 func GoldFiles(resultDir, id string) (files []string, single bool, err error) {
 	base := filepath.Join(resultDir, id+".csv")
 	if _, err := os.Stat(base); err == nil {
 		return []string{base}, true, nil
 	}
+	return NewGoldIndex(resultDir).Files(id)
+}
+
+// GoldIndex is a gold result folder listed once: every id's variant files.
+// Listing the folder for each example made loading (and scoring) N
+// examples cost N listings of N files.
+type GoldIndex struct {
+	dir      string
+	variants map[string][]string
+	// err is why the folder could not be listed.
+	err error
+}
+
+// NewGoldIndex lists resultDir; a folder that cannot be listed makes
+// Files fail for ids without a single gold file, as GoldFiles does.
+func NewGoldIndex(resultDir string) *GoldIndex {
+	idx := &GoldIndex{dir: resultDir, variants: map[string][]string{}}
 	entries, err := os.ReadDir(resultDir)
 	if err != nil {
-		return nil, false, fmt.Errorf("gold results: %w", err)
+		idx.err = fmt.Errorf("gold results: %w", err)
+		return idx
 	}
 	for _, e := range entries {
-		m := variantName.FindStringSubmatch(e.Name())
-		if m != nil && m[1] == id && m[2] != "" {
-			files = append(files, filepath.Join(resultDir, e.Name()))
+		if m := variantName.FindStringSubmatch(e.Name()); m != nil && m[2] != "" {
+			idx.variants[m[1]] = append(idx.variants[m[1]], filepath.Join(resultDir, e.Name()))
 		}
 	}
-	sort.Strings(files)
-	if len(files) == 0 {
-		return nil, false, fmt.Errorf("no gold result for %s in %s (expected %s.csv or %s_a.csv, ...)", id, resultDir, id, id)
+	for _, files := range idx.variants {
+		sort.Strings(files)
 	}
-	return files, false, nil
+	return idx
+}
+
+// Files is GoldFiles(resultDir, id) from the listing.
+func (idx *GoldIndex) Files(id string) ([]string, bool, error) {
+	base := filepath.Join(idx.dir, id+".csv")
+	if _, err := os.Stat(base); err == nil {
+		return []string{base}, true, nil
+	}
+	if idx.err != nil {
+		return nil, false, idx.err
+	}
+	files := idx.variants[id]
+	if len(files) == 0 {
+		return nil, false, fmt.Errorf("no gold result for %s in %s (expected %s.csv or %s_a.csv, ...)", id, idx.dir, id, id)
+	}
+	return slices.Clone(files), false, nil
 }
 
 // Conditions is the raw condition_cols value of an eval config line: null,

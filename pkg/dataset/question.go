@@ -41,7 +41,7 @@ func (q *Question) Check(ds *Dataset) error {
 // metadata and gold stay shared): what a run of online questions works on.
 func (ds *Dataset) WithQuestions(qs ...Question) (*Dataset, error) {
 	out := *ds
-	out.Examples, out.Problems, out.blocked = nil, nil, nil
+	out.Examples, out.Problems, out.blocked, out.index = nil, nil, nil, nil
 	for _, q := range qs {
 		if err := q.Check(ds); err != nil {
 			return nil, fmt.Errorf("question %s: %w", q.ID, err)

@@ -414,7 +414,10 @@ func (ds *Dataset) attachGold(e *Example, specs map[string]Spec) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	if files, single, err := GoldFiles(filepath.Join(ds.GoldDir, "exec_result"), e.ID); err == nil {
+	if ds.golds == nil {
+		ds.golds = NewGoldIndex(filepath.Join(ds.GoldDir, "exec_result"))
+	}
+	if files, single, err := ds.golds.Files(e.ID); err == nil {
 		for _, f := range files {
 			if _, err := statInside(ds.Root, f, MaxGoldCSVBytes, "gold CSV"); err != nil {
 				return err

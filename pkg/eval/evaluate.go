@@ -108,6 +108,8 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("prediction folder: %w", err)
 	}
 	rep := &Report{}
+	// The gold folder is listed once for every prediction.
+	golds := dataset.NewGoldIndex(resultDir)
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ext) {
 			continue
@@ -119,7 +121,7 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		s := InstanceScore{InstanceID: id}
-		ok, err := scoreOne(ctx, cfg, resultDir, filepath.Join(cfg.PredDir, e.Name()), id, spec)
+		ok, err := scoreOne(ctx, cfg, golds, filepath.Join(cfg.PredDir, e.Name()), id, spec)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -159,7 +161,7 @@ func Evaluate(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, spec dataset.Spec) (bool, error) {
+func scoreOne(ctx context.Context, cfg Config, golds *dataset.GoldIndex, predPath, id string, spec dataset.Spec) (bool, error) {
 	lim := cfg.Limits.withDefaults()
 	var pred *Frame
 	if cfg.Mode == ModeSQL {
@@ -179,7 +181,11 @@ func scoreOne(ctx context.Context, cfg Config, resultDir, predPath, id string, s
 			return false, fmt.Errorf("prediction %s: %w", filepath.Base(predPath), err)
 		}
 	}
-	return ScoreAgainstGoldLimited(pred, resultDir, id, spec, lim)
+	files, single, err := golds.Files(id)
+	if err != nil {
+		return false, err
+	}
+	return scoreAgainstFiles(pred, files, single, spec, lim)
 }
 
 var sqlFence = regexp.MustCompile("(?s)```sql\n(.*?)\n```")

@@ -38,6 +38,12 @@ func ScoreAgainstGoldLimited(pred *Frame, resultDir, id string, spec dataset.Spe
 	if err != nil {
 		return false, err
 	}
+	return scoreAgainstFiles(pred, files, single, spec, lim)
+}
+
+// scoreAgainstFiles scores pred against the gold files of one example.
+func scoreAgainstFiles(pred *Frame, files []string, single bool, spec dataset.Spec, lim Limits) (bool, error) {
+	var err error
 	golds := make([]*Frame, len(files))
 	for i, f := range files {
 		if golds[i], err = ReadCSVFileLimited(f, lim); err != nil {

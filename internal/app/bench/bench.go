@@ -183,6 +183,10 @@ type Report struct {
 	// own work included.
 	RuntimeOverheadMS float64            `json:"runtime_overhead_ms_per_task"`
 	OverheadByPart    map[string]float64 `json:"overhead_ms_per_task_by_part,omitempty"`
+	// RuntimeOverheadP50MS and P95MS are the median and p95 of each
+	// executed task's time in its worker outside the agent's execute.
+	RuntimeOverheadP50MS float64 `json:"runtime_overhead_ms_per_task_p50"`
+	RuntimeOverheadP95MS float64 `json:"runtime_overhead_ms_per_task_p95"`
 
 	EX       float64 `json:"ex"`
 	EXAtK    float64 `json:"ex_at_k"`
@@ -190,6 +194,8 @@ type Report struct {
 	LowConf  int     `json:"low_confidence"`
 
 	Scaling []ScalingPoint `json:"scaling,omitempty"`
+	// Series is the scale series (--scale): the scenario at each size.
+	Series []SeriesPoint `json:"scale_series,omitempty"`
 	// BindsAt is the fewest generator workers whose unlimited throughput
 	// reaches the scenario's request quota.
 	BindsAt int `json:"quota_binds_at_generators,omitempty"`
@@ -355,11 +361,19 @@ func Run(ctx context.Context, sc Scenario, work string, progress io.Writer) (*Re
 // runOnce runs one scenario size with generators worker loops; limited
 // turns the provider's limits (and the limiter's matching quota) on.
 func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string, progress io.Writer) (*Report, error) {
-	r, err := startRig(ctx, sc, examples, generators, limited, dir)
+	return runTimed(ctx, sc, examples, generators, limited, dir, progress, nil)
+}
+
+// runTimed is runOnce, timing its phases on clk when it is not nil.
+func runTimed(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string, progress io.Writer, clk *clock) (*Report, error) {
+	r, err := startRig(ctx, sc, examples, generators, limited, dir, clk)
 	if err != nil {
 		return nil, err
 	}
-	defer r.close()
+	defer func() {
+		r.close()
+		clk.lap("close")
+	}()
 	cfg, err := r.batch(fmt.Sprintf("bench-%d", time.Now().UnixNano()), filepath.Join(dir, "out"), progress)
 	if err != nil {
 		return nil, err
@@ -368,15 +382,18 @@ func runOnce(ctx context.Context, sc Scenario, examples, generators int, limited
 	if err != nil {
 		return nil, err
 	}
+	clk.lap("manifest")
 	out, err := coordinator.Run(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	clk.lap("coordinator")
 	st := r.sim.Stats()
 	rep := measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited)
 	if rep.Redis, err = redisFigures(ctx, r.cl.Redis, before, cfg.Manifest.Run); err != nil {
 		return nil, err
 	}
+	clk.lap("measure")
 	return rep, nil
 }
 
@@ -400,7 +417,7 @@ type rig struct {
 // startRig brings a rig up in dir for examples examples and generators
 // worker loops; limited turns the provider's limits (and the limiter's
 // matching quota) on.
-func startRig(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string) (_ *rig, err error) {
+func startRig(ctx context.Context, sc Scenario, examples, generators int, limited bool, dir string, clk *clock) (_ *rig, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -416,6 +433,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	if r.ds, err = dataset.Load(r.dsDir, dataset.Options{}); err != nil {
 		return nil, err
 	}
+	clk.lap("dataset")
 	noise := llmsim.DefaultNoise()
 	if sc.PGold > 0 {
 		noise.Gold = sc.PGold
@@ -445,6 +463,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	}
 	r.closers = append(r.closers, sim.Stop)
 	r.simURL = "http://" + ln.Addr().String() + "/v1"
+	clk.lap("simulator")
 
 	// Waiting tasks leave their slots to others (the default), except in
 	// the scaling runs, which measure what slots alone serve.
@@ -460,6 +479,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 		return nil, err
 	}
 	r.closers = append(r.closers, r.cl.Close)
+	clk.lap("cluster")
 	return r, nil
 }
 
@@ -505,6 +525,8 @@ type counters struct {
 	// tasks the workers acknowledged, and their time by part.
 	tasks       float64
 	partSeconds map[string]float64
+	// runtime is the tasks' time outside the agent's execute.
+	runtime histogram
 }
 
 func gather(reg *prometheus.Registry) counters {
@@ -528,6 +550,8 @@ func gather(reg *prometheus.Registry) counters {
 				}
 			case "quorum_task_time_seconds_total":
 				c.partSeconds[labels["part"]] += m.GetCounter().GetValue()
+			case "quorum_task_runtime_seconds":
+				c.runtime.add(m.GetHistogram())
 			}
 		}
 	}
@@ -608,6 +632,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 		r.OverheadByPart["token_counting"] = ms(tokenizeSec)
 		r.OverheadByPart["agent_other"] = ms(math.Max(0, cn.partSeconds["execute"]-llmSec-tokenizeSec))
 	}
+	r.RuntimeOverheadP50MS, r.RuntimeOverheadP95MS = cn.runtime.quantile(0.5)*1000, cn.runtime.quantile(0.95)*1000
 	stages := cost.Ledger{}
 	for _, e := range out.Examples {
 		stages.Merge(e.CostByStage)

@@ -215,7 +215,7 @@ func Mixed(ctx context.Context, ms MixedScenario, work string, progress io.Write
 		return nil, err
 	}
 	dir := filepath.Join(work, "mixed")
-	r, err := startRig(ctx, ms.Scenario, ms.Examples, ms.Generators, true, dir)
+	r, err := startRig(ctx, ms.Scenario, ms.Examples, ms.Generators, true, dir, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,10 @@ var scalingTable = template.Must(template.New("scaling").Parse(`<p>Throughput of
 <table><tr><th>generator workers</th><th>LLM calls/min</th><th>examples/min</th><th>wall s</th></tr>
 {{range .}}<tr><td>{{.Generators}}</td><td>{{printf "%.0f" .CallsPerMinute}}</td><td>{{printf "%.1f" .ExamplesPerMinute}}</td><td>{{printf "%.1f" .Wall}}</td></tr>{{end}}</table>`))
 
+var seriesTable = template.Must(template.New("series").Funcs(template.FuncMap{"mib": func(b int64) float64 { return float64(b) / (1 << 20) }}).Parse(`<p>The scenario at each size, each on a rig of its own. Outside the wall: the point's whole time less the run's wall (preparation and output). Overhead: a task's time in its worker outside the agent's execute.</p>
+<table><tr><th>examples</th><th>wall s</th><th>quota ratio</th><th>429s</th><th>failed</th><th>CPU s / example</th><th>peak RSS MiB</th><th>outside the wall s</th><th>overhead ms p50</th><th>overhead ms p95</th><th>Redis bytes / example</th></tr>
+{{range .}}<tr><td>{{.Examples}}</td><td>{{printf "%.1f" .Wall}}</td><td>{{printf "%.3f" .QuotaRatio}}</td><td>{{.RateLimited}}</td><td>{{.FailedExamples}}</td><td>{{printf "%.3f" .CPUPerExample}}</td><td>{{printf "%.0f" (mib .PeakRSS)}}</td><td>{{printf "%.1f" .OutsideWall}}</td><td>{{printf "%.2f" .RuntimeOverheadP50MS}}</td><td>{{printf "%.2f" .RuntimeOverheadP95MS}}</td><td>{{printf "%.0f" .RedisBytesPerExample}}</td></tr>{{end}}</table>`))
+
 // WriteHTML renders the run's report (outputs.WriteHTML), with the
 // benchmark's figures and scaling table when bench is not nil.
 func WriteHTML(w io.Writer, run *outputs.Report, bench *Report) error {
@@ -40,6 +44,13 @@ func WriteHTML(w io.Writer, run *outputs.Report, bench *Report) error {
 			return fmt.Errorf("report.html scaling table: %w", err)
 		}
 		x.Sections = append(x.Sections, outputs.Section{ID: "scaling", Heading: "Scaling (no provider limit)", HTML: template.HTML(b.String())})
+	}
+	if len(bench.Series) > 0 {
+		var b bytes.Buffer
+		if err := seriesTable.Execute(&b, bench.Series); err != nil {
+			return fmt.Errorf("report.html scale series: %w", err)
+		}
+		x.Sections = append(x.Sections, outputs.Section{ID: "series", Heading: "Scale series", HTML: template.HTML(b.String())})
 	}
 	return outputs.WriteHTML(w, run, x)
 }

@@ -174,7 +174,11 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
 		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}}
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{},
+		inRun: make(map[string]bool, len(m.Examples))}
+	for _, id := range m.Examples {
+		c.inRun[id] = true
+	}
 	started := time.Now()
 	c.started = started
 	if err := c.collectKnown(ctx); err != nil {
@@ -231,6 +235,11 @@ type coord struct {
 	abortAfter   int
 	warnings     []string
 	restoreEvery time.Duration
+
+	// inRun holds the run's example ids: a final answer is checked
+	// against them in constant time (a scan of the manifest for each made
+	// a run's finals cost N²).
+	inRun map[string]bool
 
 	// retry is the run that re-runs the failed examples in retrying (see
 	// retryFailed); nil when none are retried.
@@ -359,14 +368,19 @@ func (c *coord) runOf(id string) *runenv.Run {
 // admission window.
 func (c *coord) resumeStarted(ctx context.Context) error {
 	agentName := c.run.Def.Name
+	var open []string
 	for _, id := range c.m.Examples {
 		if _, done := c.finals[id]; done || c.retrying[id] {
 			continue // a retried example starts afresh in its own run
 		}
-		current, err := c.env.State.Current(ctx, c.m.Run, id, agentName)
-		if err != nil {
-			return err
-		}
+		open = append(open, id)
+	}
+	currents, err := c.env.State.Currents(ctx, c.m.Run, agentName, open)
+	if err != nil {
+		return err
+	}
+	for _, id := range open {
+		current := currents[id]
 		if current < 0 {
 			continue
 		}
@@ -655,7 +669,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			if c.retry != nil && f.Run == c.retry.Manifest.Run && c.retrying[f.Example] {
 				f.Run = c.m.Run // the retry's answer is this run's
 			}
-			if f.Run != c.m.Run || !slices.Contains(c.m.Examples, f.Example) {
+			if f.Run != c.m.Run || !c.inRun[f.Example] {
 				// Not this run's: a forged or stray message names no
 				// output file and counts for nothing.
 				c.env.Log.Warn("final answer for no example of this run: dropped", zap.String("run", f.Run), zap.String("example", f.Example))
@@ -789,6 +803,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	ctx := context.Background()
 	bird, closeBird := c.birdGold()
 	defer closeBird()
+	metas := c.metas(ctx)
 	for _, id := range c.m.Examples {
 		f := c.finals[id]
 		e, _ := c.run.DS.Example(id)
@@ -805,7 +820,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		}
 		if e != nil {
 			r.Dialect, r.Database = string(e.Dialect), e.DB
-			if meta, err := c.env.State.Meta(ctx, c.runOf(id).Manifest.Run, id); err == nil {
+			if meta, ok := metas[c.runOf(id).Manifest.Run][id]; ok {
 				if at, ok := c.arrived[id]; ok {
 					r.LatencySeconds = at.Sub(meta.Published).Seconds()
 				}
@@ -816,6 +831,26 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	}
 	rep.Summarize()
 	return rep
+}
+
+// metas reads every example's meta, by run (this one and the retry run),
+// in batches; an example whose meta cannot be read gets no latency.
+func (c *coord) metas(ctx context.Context) map[string]map[string]*runstate.ExampleMeta {
+	byRun := map[string][]string{}
+	for _, id := range c.m.Examples {
+		run := c.runOf(id).Manifest.Run
+		byRun[run] = append(byRun[run], id)
+	}
+	out := map[string]map[string]*runstate.ExampleMeta{}
+	for run, ids := range byRun {
+		m, err := c.env.State.Metas(ctx, run, ids)
+		if err != nil {
+			c.log.Warn("run.json without latencies: the examples' metas cannot be read", zap.String("run", run), zap.Error(err))
+			continue
+		}
+		out[run] = m
+	}
+	return out
 }
 
 // birdGold runs gold SQL for the examples that have no gold result CSVs,
@@ -836,7 +871,18 @@ func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *datase
 	switch {
 	case len(e.Gold.Results) > 0 && c.run.DS.GoldDir != "":
 		r.Metric = "spider2"
-		one = func(ref string) bool { return c.scoreRef(ctx, e, ref) }
+		// The gold tables are read at the first result to score, once.
+		var golds []*eval.Frame
+		var goldErr error
+		one = func(ref string) bool {
+			if ref == "" {
+				return false
+			}
+			if golds == nil && goldErr == nil {
+				golds, goldErr = goldFrames(e)
+			}
+			return goldErr == nil && c.scoreRef(ctx, e, golds, ref)
+		}
 	case strings.TrimSpace(e.Gold.SQL) != "" && e.Dialect == warehouse.SQLite:
 		defer bird.Forget(e.ID)
 		gold, err := bird.Result(ctx, e.ID, e.Gold.SQL)
@@ -870,8 +916,23 @@ func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *datase
 	}
 }
 
-// scoreRef scores one stored result against the example's gold CSVs.
-func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bool {
+// goldFrames reads e's gold result tables, once for all its candidates:
+// the files the dataset listed when it loaded (listing the gold folder
+// again for each candidate cost a listing of every example's files).
+func goldFrames(e *dataset.Example) ([]*eval.Frame, error) {
+	golds := make([]*eval.Frame, len(e.Gold.Results))
+	for i, f := range e.Gold.Results {
+		g, err := eval.ReadCSVFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("gold %w", err)
+		}
+		golds[i] = g
+	}
+	return golds, nil
+}
+
+// scoreRef scores one stored result against the example's gold tables.
+func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, golds []*eval.Frame, ref string) bool {
 	if ref == "" {
 		return false
 	}
@@ -883,7 +944,7 @@ func (c *coord) scoreRef(ctx context.Context, e *dataset.Example, ref string) bo
 	if err != nil {
 		return false
 	}
-	ok, err := eval.ScoreAgainstGold(fr, filepath.Join(c.run.DS.GoldDir, "exec_result"), e.ID, e.Gold.Spec)
+	ok, err := eval.CompareGold(fr, golds, e.Gold.Single, e.Gold.Spec.ConditionCols, e.Gold.Spec.IgnoreOrder)
 	return err == nil && ok
 }
 

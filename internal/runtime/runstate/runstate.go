@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,31 @@ func (s *Store) Meta(ctx context.Context, run, ex string) (*ExampleMeta, error) 
 	return &m, json.Unmarshal(b, &m)
 }
 
+// Metas returns the metas of the examples ids that were published, by
+// id, a thousand to a round trip: a report over a whole run reads them
+// all, and one round trip each made that the longest part of its output.
+func (s *Store) Metas(ctx context.Context, run string, ids []string) (map[string]*ExampleMeta, error) {
+	out := make(map[string]*ExampleMeta, len(ids))
+	for chunk := range slices.Chunk(ids, 1000) {
+		vals, err := s.rdb.HMGet(ctx, rdb.MetaKey(run), chunk...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("metas of run %s: %w", run, err)
+		}
+		for i, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				continue // never published
+			}
+			var m ExampleMeta
+			if err := json.Unmarshal([]byte(str), &m); err != nil {
+				return nil, fmt.Errorf("meta of example %s of run %s: %w", chunk[i], run, err)
+			}
+			out[chunk[i]] = &m
+		}
+	}
+	return out, nil
+}
+
 var exKey = rdb.ExampleKey
 
 // AddResult records a candidate result once: a redelivered or duplicated
@@ -260,6 +286,36 @@ func (s *Store) Current(ctx context.Context, run, ex, agentName string) (int, er
 		return -1, nil
 	}
 	return n, err
+}
+
+// Currents is Current for each of the examples ids, pipelined a thousand
+// to a round trip: a coordinator that starts or resumes a run asks it of
+// every example, and one round trip each grew its start with the run.
+func (s *Store) Currents(ctx context.Context, run, agentName string, ids []string) (map[string]int, error) {
+	out := make(map[string]int, len(ids))
+	for chunk := range slices.Chunk(ids, 1000) {
+		cmds := make([]*redis.StringCmd, len(chunk))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, ex := range chunk {
+				cmds[i] = p.Get(ctx, exKey(run, ex, agentName, "current"))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("current rounds of run %s: %w", run, err)
+		}
+		for i, cmd := range cmds {
+			n, err := cmd.Int()
+			switch {
+			case errors.Is(err, redis.Nil):
+				n = -1
+			case err != nil:
+				return nil, fmt.Errorf("current round of %s in run %s: %w", chunk[i], run, err)
+			}
+			out[chunk[i]] = n
+		}
+	}
+	return out, nil
 }
 
 // Tasks returns every task logged for the example.

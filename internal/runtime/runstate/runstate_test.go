@@ -106,3 +106,59 @@ func TestUntakeQueuesATaskAgain(t *testing.T) {
 		t.Errorf("reissues %v (%v), want map[b:2]", n, err)
 	}
 }
+
+// TestBatchReadsMatchOneByOne: Metas and Currents, which read a whole
+// run's examples a thousand to a round trip, say what Meta and Current
+// say of each, across a chunk boundary, and leave out (Metas) or give -1
+// (Currents) for examples never published or opened.
+func TestBatchReadsMatchOneByOne(t *testing.T) {
+	t.Parallel()
+	s := runstate.New(redistest.Start(t).Client(t))
+	ctx := context.Background()
+	var ids []string
+	published := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 1203 {
+		id := fmt.Sprintf("ex%04d", i)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			continue // never published
+		}
+		if err := s.SetMeta(ctx, "run", id, runstate.ExampleMeta{Warehouse: fmt.Sprintf("wh%d", i%5), Published: published.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Open(ctx, "run", id, "agent", i%4, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metas, err := s.Metas(ctx, "run", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	currents, err := s.Currents(ctx, "run", "agent", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(currents) != len(ids) {
+		t.Fatalf("Currents gave %d examples, want %d", len(currents), len(ids))
+	}
+	for _, id := range ids {
+		want, err := s.Meta(ctx, "run", id)
+		got, ok := metas[id]
+		switch {
+		case err != nil && ok:
+			t.Fatalf("%s: Metas gave %+v, Meta says %v", id, got, err)
+		case err == nil && (!ok || got.Warehouse != want.Warehouse || !got.Published.Equal(want.Published)):
+			t.Fatalf("%s: Metas gave %+v (present %v), Meta %+v", id, got, ok, want)
+		}
+		cur, err := s.Current(ctx, "run", id, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if currents[id] != cur {
+			t.Fatalf("%s: Currents gave round %d, Current %d", id, currents[id], cur)
+		}
+	}
+	if got, want := len(metas), 1203-401; got != want {
+		t.Fatalf("Metas gave %d examples, want the %d published", got, want)
+	}
+}

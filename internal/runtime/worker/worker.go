@@ -136,7 +136,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	var used llm.Meter
 	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
 	stopWatch()
+	executing := time.Since(executed)
 	m.Since("execute", executed)
+	defer m.ObserveRuntime(start, executing)
 	stopBeat()
 	if err != nil && errors.Is(context.Cause(lctx), errLeaseLost) && ctx.Err() == nil {
 		// Another delivery holds the task now: this one stops, and its
