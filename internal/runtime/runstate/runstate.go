@@ -22,6 +22,7 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // Manifest describes a run; resuming a run, and every worker joining it,
@@ -592,26 +593,35 @@ func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.Fin
 func (s *Store) Once(ctx context.Context, run, ex, agentName, name string, fn func(ctx context.Context) (string, error)) (string, error) {
 	key := exKey(run, ex, agentName, "once", name)
 	lease := rdb.NewLease(s.rdb, rdb.LockKey(key), "", onceLease)
+	// Waiting for another task's value leaves this task's slot to others
+	// (the holder may need one to finish); it is taken again to compute.
+	wctx, back := ctx, func() {}
+	defer func() { back() }()
 	for {
-		v, err := s.rdb.Get(ctx, key).Result()
+		v, err := s.rdb.Get(wctx, key).Result()
 		if err == nil {
 			return v, nil
 		}
 		if !errors.Is(err, redis.Nil) {
 			return "", err
 		}
-		got, err := lease.Acquire(ctx)
+		got, err := lease.Acquire(wctx)
 		if err != nil {
 			return "", err
 		}
 		if got {
 			// The holder before us may have stored the value and let go
 			// between our read and our lease.
-			if v, err := s.rdb.Get(ctx, key).Result(); err == nil {
+			if v, err := s.rdb.Get(wctx, key).Result(); err == nil {
 				_ = lease.Release(context.WithoutCancel(ctx))
 				return v, nil
 			}
+			back()
+			back = func() {}
 			return s.computeOnce(ctx, run, key, lease, fn)
+		}
+		if wctx == ctx {
+			wctx, back = slot.Idle(ctx)
 		}
 		select {
 		case <-ctx.Done():

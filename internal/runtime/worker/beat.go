@@ -12,6 +12,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // beat moves the round's deadline while a task runs (a task waiting for
@@ -68,13 +69,20 @@ const leaseWait = 250 * time.Millisecond
 func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done bool, err error) {
 	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, w.env.Name, 0)
 	logged := false
+	// Waiting for the holder leaves this delivery's slot to others: the
+	// holder may be in this process, needing one to finish.
+	wctx, back := ctx, func() {}
+	defer func() { back() }()
 	for {
-		got, err := l.Acquire(ctx)
+		got, err := l.Acquire(wctx)
 		if err != nil || got {
 			return l, false, err
 		}
-		if done, err := w.env.State.Done(ctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
+		if done, err := w.env.State.Done(wctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
 			return nil, done, err
+		}
+		if wctx == ctx {
+			wctx, back = slot.Idle(ctx)
 		}
 		if !logged {
 			w.env.Log.Info("another delivery of the task is running; waiting for it", zap.String("run", t.Run),

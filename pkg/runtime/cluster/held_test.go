@@ -126,3 +126,57 @@ func TestWaitingTrajectoriesKeepTheLLMBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestOneSlotEachFinishesEveryAgent: with one generator and one explorer
+// slot and the default room for waiting tasks, every agent's run ends
+// answered. A task waiting on another task's work (a value another task
+// computes once, a task lease another delivery holds) leaves its slot
+// too; if it did not, the tasks waiting would fill the slots the one
+// they wait for needs to come back to, and the run would hang.
+func TestOneSlotEachFinishesEveryAgent(t *testing.T) {
+	t.Parallel()
+	fx := agenttest.Demo(t)
+	for name, options := range map[string]map[string]string{
+		// The format, asked once per example, is what the candidates wait on.
+		"reforce": {"format-restriction": "true"}, "pexa": nil, "raise": nil, "ensemble": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			sim, err := llmsim.New(llmsim.Config{Dataset: fx.Dataset, Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(sim)
+			t.Cleanup(srv.Close)
+			cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
+				LLM:        llm.Config{BaseURL: srv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}, HeaderTimeout: 2 * time.Minute},
+				Generators: 1, GeneratorConcurrency: 1, Explorers: 1, ExplorerConcurrency: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cl.Close)
+			def, err := agents.Builtin().Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := def.RunOptions(options, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			abs, _ := filepath.Abs(demo)
+			m := &runstate.Manifest{Run: "one-slot-" + name, Dataset: abs, Seed: 1, Votes: 4, Agent: name, AgentOptions: opts,
+				RoundTimeout: time.Hour, Created: time.Now(), Examples: []string{"local001", "local002"}}
+			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
+			if err != nil {
+				t.Fatalf("%s with one slot per pool: %v", name, err)
+			}
+			for _, e := range rep.Examples {
+				if e.Status != "answered" {
+					t.Errorf("%s: %s (%s), want answered", e.InstanceID, e.Status, e.Error)
+				}
+			}
+		})
+	}
+}
