@@ -392,8 +392,13 @@ func New(cfg Config) (*OpenAI, error) {
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		base = cfg.HTTPClient.Transport
 	} else if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		// A pool of its own, which Close empties.
+		// A pool of its own, which Close empties. It keeps a connection
+		// for every call a worker may have in flight (waiting tasks hold
+		// no slot, so hundreds may be): Go's default of 2 idle per host
+		// would open a connection (and a TLS handshake) for most calls,
+		// delaying each past the moment the quota admitted it.
 		own = t.Clone()
+		own.MaxIdleConns, own.MaxIdleConnsPerHost = 1024, 512
 		base = own
 	}
 	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own}
