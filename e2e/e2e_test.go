@@ -89,11 +89,40 @@ type gate struct {
 	// gate lets it pass, so the gate never kills one task twice and a task's
 	// bounded deliveries (--max-deliver) are not used up by the test.
 	once map[[sha256.Size]byte]bool
-	stop chan struct{}
+	// freed[name] lets name's held request through (release): a partition
+	// test lets the cut-off worker finish its task late.
+	freed map[string]*freed
+	stop  chan struct{}
+}
+
+// freed is a release: free is closed to let the held request through,
+// answered once the simulator has answered it.
+type freed struct{ free, answered chan struct{} }
+
+// freedLocked returns name's release, made on first use; g.mu is held.
+func (g *gate) freedLocked(name string) *freed {
+	f, ok := g.freed[name]
+	if !ok {
+		f = &freed{free: make(chan struct{}), answered: make(chan struct{})}
+		g.freed[name] = f
+	}
+	return f
+}
+
+// headersSent is a ResponseWriter whose headers are already out: the
+// simulator's are dropped, its body streams on.
+type headersSent struct{ http.ResponseWriter }
+
+func (h headersSent) WriteHeader(int) {}
+
+func (h headersSent) Flush() {
+	if f, ok := h.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func newGate(sim http.Handler) *gate {
-	return &gate{sim: sim, hold: map[string]chan struct{}{}, once: map[[sha256.Size]byte]bool{}, stop: make(chan struct{})}
+	return &gate{sim: sim, hold: map[string]chan struct{}{}, once: map[[sha256.Size]byte]bool{}, freed: map[string]*freed{}, stop: make(chan struct{})}
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -127,6 +156,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.once[sum] = true
 	delete(g.hold, name)
 	close(held)
+	rel := g.freedLocked(name)
 	g.mu.Unlock()
 	// The headers go at once, as a live endpoint's do, so the caller's
 	// header timeout does not abandon the request before the kill; the
@@ -140,6 +170,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-r.Context().Done():
 	case <-g.stop:
+	case <-rel.free:
+		g.sim.ServeHTTP(headersSent{w}, r)
+		close(rel.answered)
 	}
 }
 
@@ -151,6 +184,16 @@ func (c *cluster) inFlight(name string) <-chan struct{} {
 	c.gate.hold[name] = ch
 	c.gate.mu.Unlock()
 	return ch
+}
+
+// release lets name's held LLM request through to the simulator; the
+// returned channel closes once it has been answered. Call it once.
+func (c *cluster) release(name string) <-chan struct{} {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	rel := c.gate.freedLocked(name)
+	close(rel.free)
+	return rel.answered
 }
 
 // disarm takes back inFlight(name); it reports whether the gate had
