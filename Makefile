@@ -105,9 +105,10 @@ bench: deps build
 # voter over and over, Redis down 40 s, NATS and the coordinator SIGKILLed
 # and restarted. Over a three-node JetStream cluster (R3 streams) and Redis
 # with a replica and three sentinels: the stream leader SIGKILLed three
-# times and the Redis primary once. Answers must equal an undisturbed run's.
+# times and the Redis primary once. A generator partitioned from NATS and
+# Redis mid-task and healed. Answers must equal an undisturbed run's.
 chaos: deps
-	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run 'TestChaos|TestClusterChaos' -v -timeout 30m ./e2e
+	QUORUM_CHAOS_LONG=1 $(GO) test -count=1 -run 'TestChaos|TestClusterChaos|TestWorkerPartition' -v -timeout 30m ./e2e
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
