@@ -72,7 +72,7 @@ func toyRun(t *testing.T, ctx context.Context, natsURL, redisURL, id string, dur
 	if during != nil {
 		during(finals)
 	}
-	r := twait.Recv(t, 45*time.Second, "the run to finish", done)
+	r := twait.Recv(t, 2*time.Minute, "the run to finish", done)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -93,7 +93,7 @@ func toyRun(t *testing.T, ctx context.Context, natsURL, redisURL, id string, dur
 // while JetStream has acknowledged it. The run must finish, every example
 // with the undisturbed run's answer and all its candidates.
 func TestRedisLosesItsLastWrites(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	summary := func(rep *outputs.Report) map[string]string {
 		out := map[string]string{}
@@ -116,7 +116,7 @@ func TestRedisLosesItsLastWrites(t *testing.T) {
 	snapshot := filepath.Join(t.TempDir(), "snapshot.rdb")
 	var lostFinals, accepted int
 	rep := toyRun(t, ctx, natstest.Start(t).URL(), srv.URL(), "lossy", func(finals finalsSeen) {
-		twait.Recv(t, 45*time.Second, "the first final answer", (<-chan struct{})(finals))
+		twait.Recv(t, time.Minute, "the first final answer", (<-chan struct{})(finals))
 		accepted = 1
 		c := redis.NewClient(srv.ClientOptions())
 		if err := c.Save(ctx).Err(); err != nil {
@@ -132,7 +132,7 @@ func TestRedisLosesItsLastWrites(t *testing.T) {
 			<-finals
 		}
 		for range 2 {
-			twait.Recv(t, 45*time.Second, "two more final answers", (<-chan struct{})(finals))
+			twait.Recv(t, time.Minute, "two more final answers", (<-chan struct{})(finals))
 			accepted++
 		}
 		sigkill(t, ctx, c0(srv))
