@@ -56,6 +56,68 @@ func (s *Store) Put(ctx context.Context, data []byte) (string, error) {
 	return ref, nil
 }
 
+// PutMany stores several texts in one round trip and returns their
+// references, in order.
+func (s *Store) PutMany(ctx context.Context, texts []string) ([]string, error) {
+	refs := make([]string, len(texts))
+	if len(texts) == 0 {
+		return refs, nil
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range texts {
+			refs[i] = Ref([]byte(t))
+			p.SetArgs(ctx, rdb.BlobKey(refs[i]), t, redis.SetArgs{TTL: s.ttl})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %d blobs: %w", len(texts), err)
+	}
+	return refs, nil
+}
+
+// GetMany returns the texts of refs in one round trip, checked against
+// their hashes; a reference the store does not hold is ErrNotFound.
+func (s *Store) GetMany(ctx context.Context, refs []string) ([]string, error) {
+	out := make([]string, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(refs))
+	for i, r := range refs {
+		if err := CheckRef(r); err != nil {
+			return nil, err
+		}
+		keys[i] = rdb.BlobKey(r)
+	}
+	// Pipelined GETs rather than MGET: the keys may live on different
+	// shards.
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read %d blobs: %w", len(refs), err)
+	}
+	for i, c := range cmds {
+		str, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, refs[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read blob %s: %w", refs[i], err)
+		}
+		if Ref([]byte(str)) != refs[i] {
+			return nil, fmt.Errorf("blob %s is corrupt (hash mismatch)", refs[i])
+		}
+		out[i] = str
+	}
+	return out, nil
+}
+
 // PutString stores a string.
 func (s *Store) PutString(ctx context.Context, text string) (string, error) {
 	return s.Put(ctx, []byte(text))

@@ -46,6 +46,8 @@ type clusterFlags struct {
 	whQPS                      float64
 	whConcurrent               int
 	whConfig                   string
+	otlpEndpoint               string
+	otlpContent                bool
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
@@ -66,6 +68,8 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
 	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP to this collector (http://host:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for gRPC); default OTEL_EXPORTER_OTLP_ENDPOINT, none when unset")
+	fl.BoolVar(&f.otlpContent, "otlp-content", false, "put prompts, replies and SQL in the exported spans (they may hold data); also OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true")
 	fl.StringVar(&f.whConfig, "warehouses-config", "", "YAML/JSON file naming the warehouses with their kind, connection and quotas (default: one per kind, Snowflake and BigQuery from the environment)")
 	if withWork {
 		fl.IntVar(&f.concurrency, "concurrency", 8, "tasks run at once (a task waiting for the LLM, its quota or a warehouse's gate leaves its slot to another)")
@@ -245,7 +249,8 @@ func (f *clusterFlags) process(role string) (cluster.Config, error) {
 	}
 	return cluster.Config{Role: role, Name: f.name, NATSURL: f.natsURL, RedisURL: f.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
 		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver, Replicas: f.streamReplicas}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}, MaxHeld: f.maxHeld,
-		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log}, nil
+		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log,
+		OTLPEndpoint: f.otlpEndpoint, OTLPContent: f.otlpContent}, nil
 }
 
 // role is the configuration of a role binary's process: it joins the

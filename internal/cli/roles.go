@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -40,6 +41,7 @@ type runFlags struct {
 	maxInFlight  int
 	skipBad      bool
 	retain       retainFlags
+	trace        string
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
@@ -53,6 +55,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.limit, "examples", 0, "at most this many examples (0 = all)")
 	deprecate(fl, "examples", "limit")
 	fl.IntVar(&f.votes, "votes", 8, "candidates per example")
+	fl.StringVar(&f.trace, "trace", trace.NameFull, "what each example's trace keeps (quorum trace, report.html): full (prompts, replies, query previews), summary (timing, tokens, SQL) or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "run seed: every LLM request's seed and every tie-break derive from it")
 	fl.StringVar(&f.out, "out", "", "output folder (default out/<run-id>)")
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 30*time.Minute, "decide a round with the results that are in once none of its tasks has made progress (started, beat, finished) for this long; tasks still queued behind the quota never trigger it")
@@ -90,6 +93,9 @@ func droppedLines(ds *dataset.Dataset, skip bool) error {
 
 // validate refuses flag values that cannot run.
 func (f *runFlags) validate() error {
+	if _, err := trace.ParseLevel(f.trace); err != nil {
+		return err
+	}
 	switch {
 	case f.votes < 1:
 		return fmt.Errorf("--votes %d: an example needs at least 1 candidate", f.votes)
@@ -278,7 +284,8 @@ func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Mani
 		sqliteDir, _ = filepath.Abs(sqliteDir)
 	}
 	m := &runstate.Manifest{Run: f.runID, Dataset: abs, TaskFile: f.df.tasks, SQLiteDir: sqliteDir, Seed: f.seed, Votes: f.votes,
-		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, LLM: llmLabel}
+		Created: time.Now().UTC(), Agent: agentName, AgentOptions: opts, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, LLM: llmLabel,
+		Trace: f.trace}
 	for _, e := range examples {
 		m.Examples = append(m.Examples, e.ID)
 	}

@@ -57,7 +57,7 @@ Start with:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
-		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newVersionCmd())
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {
@@ -94,6 +94,9 @@ var examples = map[string]string{
 	"generator-worker": `  quorum generator-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --llm-base-url https://api.openai.com/v1 --llm-rpm 3000`,
 	"explorer-worker":  `  quorum explorer-worker --nats-url nats://nats:4222 --redis-url redis://redis:6379/0 --warehouses sqlite --concurrency 16`,
 	"voter":            `  quorum voter --nats-url nats://nats:4222 --redis-url redis://redis:6379/0`,
+	"trace": `  quorum trace --out out/run-1 --example local002            # the tree, texts cut to a line
+  quorum trace --out out/run-1 --example local002 --full     # prompts, replies and rows whole
+  quorum trace --run run-1 --example local002 --json --redis-url rediss://…`,
 	"check-sql": `  quorum check-sql --dialect sqlite examples/demo/evaluation_suite/gold/sql/local*.sql
   quorum check-sql --dialect bigquery query.sql      # exit 1 and the reason when refused`,
 	"version": `  quorum version

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -144,11 +145,21 @@ func runsFlags(cmd *cobra.Command, cf *clusterFlags, stateDir *string, nats bool
 // runsStore connects to the --redis-url Redis, or to the one kept under
 // --state-dir.
 func runsStore(cf *clusterFlags, stateDir string) (*runstate.Store, func(), error) {
+	rdb, closeRedis, err := runsRedis(cf, stateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return runstate.New(rdb), closeRedis, nil
+}
+
+// runsRedis is the client of the --redis-url Redis, or of the one kept
+// under --state-dir.
+func runsRedis(cf *clusterFlags, stateDir string) (*redis.Client, func(), error) {
 	if stateDir != "" {
 		if cf.redisURL != "" {
 			return nil, nil, usage(errors.New("--state-dir and --redis-url: give one (--state-dir names the Redis of a quorum run or serve that had no --redis-url)"))
 		}
-		return stateDirStore(stateDir)
+		return stateDirRedis(stateDir)
 	}
 	if cf.redisURL == "" {
 		return nil, nil, usage(errors.New("--redis-url is required (or QUORUM_REDIS_URL), or --state-dir for the Redis a quorum run or serve keeps in its state folder"))
@@ -158,13 +169,13 @@ func runsStore(cf *clusterFlags, stateDir string) (*runstate.Store, func(), erro
 		return nil, nil, usage(err)
 	}
 	rdb := opt.Client()
-	return runstate.New(rdb), func() { rdb.Close() }, nil
+	return rdb, func() { rdb.Close() }, nil
 }
 
-// stateDirStore reaches the Redis under a state folder: the server a
+// stateDirRedis reaches the Redis under a state folder: the server a
 // quorum process runs there, or else one this command starts over the
 // folder's append-only file and stops when it is done.
-func stateDirStore(stateDir string) (*runstate.Store, func(), error) {
+func stateDirRedis(stateDir string) (*redis.Client, func(), error) {
 	dir := filepath.Join(stateDir, "redis")
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return nil, nil, usage(fmt.Errorf("--state-dir %s has no redis folder: give the --state-dir of a quorum run (default <out>/.state) or serve (default ~/.local/state/quorum/serve)", stateDir))
@@ -189,7 +200,7 @@ func stateDirStore(stateDir string) (*runstate.Store, func(), error) {
 		return nil, nil, fmt.Errorf("--state-dir %s: %w", stateDir, err)
 	}
 	rdb := opt.Client()
-	return runstate.New(rdb), func() { rdb.Close(); stop() }, nil
+	return rdb, func() { rdb.Close(); stop() }, nil
 }
 
 func newRunsListCmd() *cobra.Command {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/quorumsql/quorum/internal/redact"
 )
@@ -233,9 +235,16 @@ func (q *Queue) Publish(ctx context.Context, subject, msgID string, v any) error
 	if err != nil {
 		return err
 	}
+	msg := &nats.Msg{Subject: subject, Data: data}
+	if sc := oteltrace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The W3C trace context of the span that published: the
+		// message's handler continues the example's one trace.
+		msg.Header = nats.Header{}
+		propagation.TraceContext{}.Inject(ctx, headerCarrier(msg.Header))
+	}
 	var last error
 	for attempt := 0; attempt < 5; attempt++ {
-		_, err := q.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+		_, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 		if err == nil {
 			return nil
 		}
@@ -246,6 +255,30 @@ func (q *Queue) Publish(ctx context.Context, subject, msgID string, v any) error
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
 	return fmt.Errorf("publish %s (%s): %w", subject, msgID, last)
+}
+
+// headerCarrier carries the W3C trace context in NATS headers, keys as
+// written (NATS headers are not canonicalised).
+type headerCarrier nats.Header
+
+func (h headerCarrier) Get(key string) string { return nats.Header(h).Get(key) }
+func (h headerCarrier) Set(key, value string) { nats.Header(h).Set(key, value) }
+func (h headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// TraceContext returns ctx with the trace context a message carries as its
+// remote parent (ctx unchanged when it carries none).
+func TraceContext(ctx context.Context, m jetstream.Msg) context.Context {
+	h := m.Headers()
+	if len(h) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, headerCarrier(h))
 }
 
 // Consumer creates (or updates) the durable pull consumer named name over

@@ -17,6 +17,7 @@
 //	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
 //	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
 //	run:<run>:cancelled               runstate (serve's cancel)  the reason                                CancelTTL (14 days); retired: ≤ state
+//	run:<run>:trace:<ex>              runstate (internal/trace)  list of the example's trace entries       none; retired: state
 //	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, reissued,       none; retired: state
 //	                                                             current, expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
@@ -87,6 +88,10 @@ func MetaKey(run string) string { return RunKey(run, "meta") }
 
 // CancelledKey marks run cancelled; its value is the reason.
 func CancelledKey(run string) string { return RunKey(run, "cancelled") }
+
+// TraceKey holds the trace entries of run's example (internal/trace), in
+// the order they were written.
+func TraceKey(run, ex string) string { return RunKey(run, "trace", ex) }
 
 // CancelTTL is how long a cancel mark lasts (a retired run's at most its
 // state retention).

@@ -143,6 +143,19 @@ func SAddRunKey(ctx context.Context, c redis.Cmdable, run, key string, members .
 	return runScript(ctx, c, runSAddScript, run, []string{key}, members...).Err()
 }
 
+var runRPushScript = redis.NewScript(trackLua + `
+for i = 2, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
+track(KEYS[4], false)
+return 1`)
+
+// RPushRunKey appends values to run's list key (per-task state).
+func RPushRunKey(ctx context.Context, c redis.Cmdable, run, key string, values ...any) error {
+	if len(values) == 0 {
+		return nil
+	}
+	return runScript(ctx, c, runRPushScript, run, []string{key}, values...).Err()
+}
+
 var runHIncrScript = redis.NewScript(trackLua + `
 local n = redis.call('HINCRBY', KEYS[4], ARGV[2], ARGV[3])
 track(KEYS[4], false)

@@ -6,8 +6,10 @@ package outputs
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -254,6 +256,53 @@ func (w *Writer) Candidate(id, name, sql string, csv *string) error {
 		}
 	}
 	return writeAtomic(filepath.Join(dir, name+".sql"), []byte(sql+"\n"))
+}
+
+// TracesDir is the folder of a run's output holding each example's trace,
+// traces/<instance_id>.json.gz (quorum trace --out reads it; gzip because
+// prompts compress tenfold).
+const TracesDir = "traces"
+
+// TraceFile is the file of an example's trace inside TracesDir.
+func TraceFile(id string) string { return id + ".json.gz" }
+
+// Trace writes an example's trace (JSON) gzipped as
+// traces/<id>.json.gz, atomically.
+func (w *Writer) Trace(id string, data []byte) error {
+	if err := dataset.CheckName(id); err != nil {
+		return fmt.Errorf("trace of instance %q: %w", id, err)
+	}
+	dir := filepath.Join(w.Dir, TracesDir)
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return fmt.Errorf("traces: %w", err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		return fmt.Errorf("trace of instance %s: %w", id, err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("trace of instance %s: %w", id, err)
+	}
+	return writeAtomic(filepath.Join(dir, TraceFile(id)), buf.Bytes())
+}
+
+// ReadTrace reads an example's trace written by Trace.
+func ReadTrace(dir, id string) ([]byte, error) {
+	f, err := os.Open(filepath.Join(dir, TracesDir, TraceFile(id)))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", f.Name(), err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", f.Name(), err)
+	}
+	return b, nil
 }
 
 // Answer writes <id>.sql and <id>.csv atomically (a crash never leaves a

@@ -10,6 +10,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
@@ -22,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/queue"
@@ -29,6 +31,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -174,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
 		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{},
+		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
 		c.inRun[id] = true
@@ -252,7 +255,10 @@ type coord struct {
 	llmFailures int
 	aborted     error
 	finals      map[string]*message.FinalAnswer
-	arrived     map[string]time.Time
+	// began is when each example this coordinator started was published:
+	// its root span's start.
+	began   map[string]time.Time
+	arrived map[string]time.Time
 	// flying are the examples started and not final.
 	flying map[string]bool
 
@@ -446,7 +452,11 @@ func (c *coord) start(ctx context.Context, id string) error {
 	if err := c.env.State.SetMeta(ctx, run.Manifest.Run, id, *meta); err != nil {
 		return err
 	}
-	d, err := run.Agent.Start(ctx, c.env.Context(run, e, agentName))
+	// The first round's tasks are children of the example's root span,
+	// which accept emits once the example ends.
+	ctx = trace.ExampleContext(ctx, run.Manifest.Run, id, run.Manifest.TraceParent)
+	rec := c.env.Recorder(run)
+	d, err := run.Agent.Start(trace.With(ctx, rec), c.env.Context(run, e, agentName))
 	if agent.IsUnrunnable(err) {
 		return c.fail(ctx, id, err.Error())
 	}
@@ -455,7 +465,14 @@ func (c *coord) start(ctx context.Context, id string) error {
 	}
 	c.mu.Lock()
 	c.flying[id] = true
+	c.began[id] = meta.Published
 	c.mu.Unlock()
+	ts := &trace.Start{Warehouse: meta.Warehouse, Round: d.Round, Expect: d.Expect, Steps: rec.Steps()}
+	for _, t := range d.Tasks {
+		ts.Tasks = append(ts.Tasks, t.ID)
+	}
+	c.env.WriteTrace(ctx, run, id, &trace.Entry{Type: trace.TypeStart, Agent: agentName, Process: c.env.Name,
+		At: meta.Published, End: time.Now(), Start: ts})
 	return c.env.Open(ctx, run, id, agentName, meta.Warehouse, d)
 }
 
@@ -541,6 +558,7 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	if err := c.env.State.SetFinal(ctx, f); err != nil {
 		return err
 	}
+	c.exportTrace(ctx, f.Example)
 	c.mu.Lock()
 	c.finals[f.Example] = f
 	delete(c.flying, f.Example)
@@ -554,7 +572,15 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	}
 	c.arrived[f.Example] = time.Now()
 	n := len(c.finals)
+	began, ok := c.began[f.Example]
+	delete(c.began, f.Example)
 	c.mu.Unlock()
+	if !ok { // started by an earlier coordinator of the run
+		began = time.Now().Add(-time.Duration(f.ServiceSeconds * float64(time.Second)))
+	}
+	trace.EmitExample(ctx, c.env.Exporter.Tracer(), c.m.Run, f.Example, c.m.TraceParent, began, time.Now(),
+		attribute.String("quorum.agent", f.Agent), attribute.String("quorum.status", f.Status),
+		attribute.String("quorum.confidence", f.Confidence), attribute.Int("quorum.rounds", f.Rounds))
 	if c.env.Metrics != nil {
 		c.env.Metrics.FinalAnswers.WithLabelValues(f.Status).Inc()
 		if !c.m.Interactive { // a question's run would add series per question
@@ -637,6 +663,27 @@ func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
 		return err
 	}
 	return c.w.Answer(f.Example, f.SQL, csv)
+}
+
+// exportTrace writes an example's trace, texts included, into the output
+// folder (traces/<id>.json), where quorum trace --out and the report's
+// example pages read it. A trace that cannot be exported is logged: the
+// answer is written, and the trace stays in Redis.
+func (c *coord) exportTrace(ctx context.Context, id string) {
+	if c.env.Traces == nil || c.run.TraceLevel() == trace.None || c.m.Interactive {
+		return
+	}
+	x, err := c.env.Traces.Export(ctx, c.m.Run, id)
+	if err == nil {
+		x.Agent, x.Level = c.m.Agent, c.m.Trace
+		var b []byte
+		if b, err = json.Marshal(x); err == nil {
+			err = c.w.Trace(id, b)
+		}
+	}
+	if err != nil {
+		c.log.Warn("exporting the trace", zap.String("example", id), zap.Error(err))
+	}
 }
 
 // awaitFinals consumes this run's final answers until every example has one.

@@ -30,6 +30,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -63,6 +64,10 @@ type Env struct {
 	// least recently used run is dropped beyond it; a later task of that
 	// run loads it again from its manifest.
 	MaxRuns int
+	// Traces stores examples' traces; nil records none.
+	Traces *trace.Store
+	// Exporter exports spans over OTLP; nil exports none.
+	Exporter *trace.Exporter
 
 	mu   sync.Mutex
 	runs map[string]*Run
@@ -106,10 +111,41 @@ func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Ware
 	} else {
 		wh, err = r.reg.Open(ctx, e, r.whs)
 	}
-	if err != nil || r.Manifest.QueryTimeout <= 0 {
+	if err != nil {
 		return wh, err
 	}
-	return &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}, nil
+	if r.Manifest.QueryTimeout > 0 {
+		wh = &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}
+	}
+	// Every query an agent runs lands in its task's trace.
+	return &trace.Warehouse{W: wh}, nil
+}
+
+// TraceLevel is what the run's trace keeps.
+func (r *Run) TraceLevel() trace.Level {
+	l, err := trace.ParseLevel(r.Manifest.Trace)
+	if err != nil {
+		return trace.None // a run recorded before traces
+	}
+	return l
+}
+
+// Recorder is the recorder of one task of the run: nil when the run keeps
+// no trace and the process exports no spans.
+func (e *Env) Recorder(r *Run) *trace.Recorder {
+	return trace.NewRecorder(trace.RecorderConfig{Level: r.TraceLevel(), Tracer: e.Exporter.Tracer(), Content: e.Exporter.Content()})
+}
+
+// WriteTrace appends entries to an example's trace when the run keeps
+// one. A trace that cannot be written is logged, not the task's failure:
+// the answer matters more than its record.
+func (e *Env) WriteTrace(ctx context.Context, r *Run, ex string, entries ...*trace.Entry) {
+	if e.Traces == nil || r.TraceLevel() == trace.None {
+		return
+	}
+	if err := e.Traces.Write(ctx, r.Manifest.Run, ex, entries...); err != nil {
+		e.Log.Warn("writing the trace", zap.String("run", r.Manifest.Run), zap.String("example", ex), zap.Error(err))
+	}
 }
 
 // Priority marks ctx for the run's class of work: an interactive run's LLM
@@ -169,7 +205,12 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
-	ag, err := def.New(agent.Config{Options: opts, LLM: e.LLM, Cache: e.Cache, Log: e.Log})
+	var client llm.Client
+	if e.LLM != nil {
+		// Every call an agent makes lands in its task's trace.
+		client = trace.Client{LLM: e.LLM}
+	}
+	ag, err := def.New(agent.Config{Options: opts, LLM: client, Cache: e.Cache, Log: e.Log})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: agent %s: %w", id, m.Agent, err)
 	}

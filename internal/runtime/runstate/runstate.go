@@ -59,6 +59,12 @@ type Manifest struct {
 	// coordinator gives the streams as many again, and refuses a flag
 	// asking for fewer.
 	StreamReplicas int `json:"stream_replicas,omitempty"`
+	// Trace is what the run's trace keeps (internal/trace: none, summary,
+	// full); empty, a run recorded before traces, keeps none.
+	Trace string `json:"trace,omitempty"`
+	// TraceParent is the W3C traceparent the run's examples' traces
+	// continue (a serve question's HTTP request), if any.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // ExampleMeta is what the runtime needs about a published example.
@@ -568,6 +574,29 @@ func (s *Store) Set(ctx context.Context, run, ex, agentName, name, value string)
 func (s *Store) SetFinal(ctx context.Context, f *message.FinalAnswer) error {
 	b, _ := json.Marshal(f)
 	return rdb.HSetRunKey(ctx, s.rdb, f.Run, rdb.FinalKey(f.Run), rdb.AnswerKey, f.Example, b)
+}
+
+// AppendTrace appends encoded trace entries to an example's trace.
+func (s *Store) AppendTrace(ctx context.Context, run, ex string, entries ...[]byte) error {
+	vals := make([]any, len(entries))
+	for i, e := range entries {
+		vals[i] = e
+	}
+	return rdb.RPushRunKey(ctx, s.rdb, run, rdb.TraceKey(run, ex), vals...)
+}
+
+// Trace returns an example's encoded trace entries, in the order they were
+// written.
+func (s *Store) Trace(ctx context.Context, run, ex string) ([][]byte, error) {
+	vals, err := s.rdb.LRange(ctx, rdb.TraceKey(run, ex), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("trace of %s in run %s: %w", ex, run, err)
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, nil
 }
 
 // Finals returns every final answer of a run.

@@ -191,6 +191,8 @@ func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
 	if v.env.Metrics != nil {
 		v.env.Metrics.Decisions.WithLabelValues(strconv.Itoa(r.Round), d.Confidence, d.Method).Inc()
 	}
+	// The decision's span parents the tasks and the answer it publishes.
+	ctx = v.traceDecision(ctx, run, r, d, cands)
 	outcome := runstate.OutcomeFinal
 	if d.Next != nil {
 		meta, err := v.env.State.Meta(ctx, r.Run, r.Example)
@@ -206,8 +208,12 @@ func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
 		outcome = runstate.OutcomeNext
 		ac.Log.Info("round decided: next round", zap.Int("round", r.Round), zap.String("confidence", d.Confidence),
 			zap.Int("valid", d.Valid), zap.Int("tasks", len(d.Next.Tasks)))
-	} else if err := v.env.PublishFinal(ctx, final(run.Manifest, r, d, cands, results)); err != nil {
-		return err
+	} else {
+		f := final(run.Manifest, r, d, cands, results)
+		v.traceFinal(ctx, run, f)
+		if err := v.env.PublishFinal(ctx, f); err != nil {
+			return err
+		}
 	}
 	if err := v.env.State.MarkDecided(ctx, r, outcome); err != nil {
 		return err

@@ -77,7 +77,7 @@ type worker struct {
 	pool agent.Pool
 }
 
-func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
+func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	start := time.Now()
 	m := w.env.Metrics
 	var t message.Task
@@ -134,8 +134,12 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	executed := time.Now()
 	ectx, stopWatch := w.watchCancel(lctx, run)
 	var used llm.Meter
-	out, err := def.Execute(llm.WithMeter(run.Priority(ectx), &used), ag, ac, t.Task)
+	tr := w.startTrace(ctx, d, run, &t, kind.Name)
+	out, err := def.Execute(llm.WithMeter(run.Priority(tr.context(ectx)), &used), ag, ac, t.Task)
 	stopWatch()
+	// The task's own spans parent what it publishes.
+	ctx = tr.context(ctx)
+	defer func() { tr.end(ctx, out, err) }()
 	executing := time.Since(executed)
 	m.Since("execute", executed)
 	defer m.ObserveRuntime(start, executing)
@@ -151,6 +155,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 		// The agent's ledger loses the calls of the step that failed; the
 		// meter has every call the LLM answered.
 		calls, usage := used.Total()
+		tr.outcome = "cancelled"
 		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}})
 	}
 	if agent.IsPermanent(err) {
@@ -162,6 +167,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) error {
 	for _, s := range ac.Ledger.Stages() {
 		m.ObserveCost(s, *ac.Ledger[s])
 	}
+	// The task's record is in its example's trace before its results can
+	// end the example (and the trace be exported).
+	tr.end(ctx, out, nil)
 	if err := w.publish(ctx, run, &t, ac.Ledger, out, start); err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/voter"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
@@ -116,6 +117,12 @@ type Config struct {
 	// Agents are the agents the roles can run (pkg/agents.Builtin()).
 	Agents *agent.Registry
 	Log    *zap.Logger
+	// OTLPEndpoint exports the process's spans to an OpenTelemetry
+	// collector (--otlp-endpoint; empty reads OTEL_EXPORTER_OTLP_ENDPOINT,
+	// and no export when that is unset too); OTLPContent puts prompts,
+	// replies and SQL in them.
+	OTLPEndpoint string
+	OTLPContent  bool
 }
 
 // secret is a fresh credential for a server this process starts: only its
@@ -154,8 +161,9 @@ type Cluster struct {
 	// without Config.HTTPAddr).
 	HTTPAddr net.Addr
 
-	log   *zap.Logger
-	grace time.Duration
+	log      *zap.Logger
+	grace    time.Duration
+	exporter *trace.Exporter
 	// ctx is the components' context: they outlive Start's, and Close
 	// stops them.
 	ctx    context.Context
@@ -330,8 +338,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 	}
 	c.Metrics = metrics.New(cfg.Role)
-	c.Env = &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: cfg.Name, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb)}
+	exp, err := trace.NewExporter(ctx, trace.ExportConfig{Endpoint: cfg.OTLPEndpoint, Service: "quorum-" + cfg.Role,
+		Instance: cfg.Name, Content: cfg.OTLPContent})
+	if err != nil {
+		return fail(err)
+	}
+	c.exporter = exp
+	blobs, state := blob.New(rdb, 0), runstate.New(rdb)
+	c.Env = &runenv.Env{Queue: q, Blobs: blobs, State: state, LLM: client, Log: cfg.Log,
+		Metrics: c.Metrics, Name: cfg.Name, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
+		Traces: &trace.Store{Lists: state, Blobs: blobs}, Exporter: exp}
 	if cfg.HTTPAddr != "" {
 		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
 		if err != nil {

@@ -107,6 +107,14 @@ func (c *Cluster) Close() {
 	if c.llm != nil {
 		c.llm.Close()
 	}
+	if c.exporter != nil {
+		// The spans still batched go out before the process ends.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := c.exporter.Shutdown(sctx); err != nil {
+			c.log.Warn("exporting the last spans", zap.Error(err))
+		}
+		cancel()
+	}
 	if c.queue != nil {
 		c.queue.Close()
 	}
