@@ -44,8 +44,10 @@ var ErrNotFound = errors.New("jaeger: trace not found")
 
 // config is Jaeger v2's all-in-one configuration (an OpenTelemetry
 // Collector configuration) cut to what a test needs: the OTLP receiver,
-// memory storage, the query API; no internal metrics, which would listen
-// on a fixed port and collide with a second Jaeger.
+// memory storage, the query API. No internal metrics, which would listen
+// on a fixed port and collide with a second Jaeger, and no traces of its
+// own queries, which it would send to localhost:4317 (nobody there) and
+// wait for at shutdown.
 const config = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -66,6 +68,7 @@ extensions:
   jaeger_query:
     storage:
       traces: memstore
+    enable_tracing: false
     http:
       endpoint: %s
     grpc:
