@@ -307,12 +307,39 @@ func (j *Jaeger) Services(ctx context.Context) ([]string, error) {
 // Traces returns the traces with spans of service (up to limit; 0 is
 // Jaeger's default of 100) from the last two days.
 func (j *Jaeger) Traces(ctx context.Context, service string, limit int) ([]Trace, error) {
-	q := url.Values{"service": {service}}
-	if limit > 0 {
-		q.Set("limit", fmt.Sprint(limit))
+	return j.Find(ctx, Query{Service: service, Limit: limit})
+}
+
+// Query selects traces: those with a span of Service (required) named
+// Operation (any when empty) that has every attribute of Tags, from the
+// last two days.
+type Query struct {
+	Service   string
+	Operation string
+	Tags      map[string]string
+	// Limit is the most traces returned; 0 is Jaeger's default of 100.
+	Limit int
+}
+
+// Find returns the traces q selects, whole (every span, from every
+// service).
+func (j *Jaeger) Find(ctx context.Context, q Query) ([]Trace, error) {
+	v := url.Values{"service": {q.Service}}
+	if q.Operation != "" {
+		v.Set("operation", q.Operation)
+	}
+	if len(q.Tags) > 0 {
+		b, err := json.Marshal(q.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("jaeger query tags %v: %w", q.Tags, err)
+		}
+		v.Set("tags", string(b))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", fmt.Sprint(q.Limit))
 	}
 	var out []Trace
-	if err := j.get(ctx, "/api/traces", q, &out); err != nil {
+	if err := j.get(ctx, "/api/traces", v, &out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -91,6 +91,20 @@ func TestSpansReadBack(t *testing.T) {
 	if err != nil || len(traces) != 1 || traces[0].TraceID != id {
 		t.Errorf("Traces(test-worker) = %d traces, %v; want the one trace %s", len(traces), err, id)
 	}
+	for _, tc := range []struct {
+		q    jaegertest.Query
+		want int
+	}{
+		{jaegertest.Query{Service: "test-coordinator", Tags: map[string]string{"quorum.example": "ex1"}}, 1},
+		{jaegertest.Query{Service: "test-coordinator", Tags: map[string]string{"quorum.example": "ex2"}}, 0},
+		{jaegertest.Query{Service: "test-worker", Operation: "chat gpt-4o"}, 1},
+		{jaegertest.Query{Service: "test-worker", Operation: "example ex1"}, 0},
+	} {
+		got, err := j.Find(ctx, tc.q)
+		if err != nil || len(got) != tc.want || (tc.want == 1 && (got[0].TraceID != id || len(got[0].Spans) != 2)) {
+			t.Errorf("Find(%+v) = %d traces, %v; want %d (the trace %s, whole)", tc.q, len(got), err, tc.want, id)
+		}
+	}
 	if _, err := j.Trace(ctx, "0123456789abcdef0123456789abcdef"); !errors.Is(err, jaegertest.ErrNotFound) {
 		t.Errorf("Trace of an unknown ID: %v, want ErrNotFound", err)
 	}
