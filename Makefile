@@ -10,7 +10,7 @@ REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check
+.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check jaeger
 
 all: build
 
@@ -33,6 +33,16 @@ demo: deps-demo build
 APT = SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	$$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends
 
+# jaeger builds Jaeger all-in-one (v2, an OpenTelemetry Collector
+# distribution) into bin/jaeger from the Go module proxy. Its version and
+# dependencies are pinned by the tool module tools/jaeger, so none of them
+# enter quorum's go.mod. internal/testutil/jaegertest runs it.
+JAEGER := bin/jaeger
+jaeger: $(JAEGER)
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	@echo "building Jaeger (tools/jaeger, pinned) into $@: the first build takes minutes"
+	cd tools/jaeger && GOFLAGS= GOWORK=off $(GO) build -o ../../$@ github.com/jaegertracing/jaeger/cmd/jaeger
+
 # deps-demo installs what the demo needs: redis-server (quorum run starts
 # one when no --redis-url is given).
 deps-demo:
@@ -46,8 +56,11 @@ deps-demo:
 # deps installs what the tests need when it is missing: redis-server, which
 # the rate-limit and runtime tests start on a free port, (best effort)
 # chromium, which renders report.html and the question page in the browser
-# tests, and redocly (npm, pinned), which lints docs/openapi.yaml.
+# tests, Jaeger (best effort; the tests build it on demand too), which the
+# OpenTelemetry tests export spans to, and redocly (npm, pinned), which
+# lints docs/openapi.yaml.
 deps: deps-demo
+	@$(MAKE) --no-print-directory jaeger || echo "Jaeger not built: the tests against it will be skipped"
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 		echo "installing chromium (Debian package): the browser tests of report.html and the question page"; \
 		$(APT) chromium >/dev/null 2>&1 || \

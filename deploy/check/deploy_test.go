@@ -12,10 +12,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,6 +66,7 @@ type manifests struct {
 	policies     []*networkingv1.NetworkPolicy
 	jobs         []*batchv1.Job
 	configMaps   map[string]*corev1.ConfigMap
+	services     map[string]*corev1.Service
 }
 
 // decode reads one document strictly into the type of its apiVersion/kind.
@@ -101,7 +104,10 @@ func decode(t *testing.T, file string, doc []byte, m *manifests) {
 			m.configMaps[c.Name] = &c
 		}
 	case "v1/Service":
-		strict(&corev1.Service{})
+		var svc corev1.Service
+		if strict(&svc) {
+			m.services[svc.Name] = &svc
+		}
 	case "v1/Secret":
 		t.Errorf("%s: Secrets must be referenced, not committed", file)
 	case "policy/v1/PodDisruptionBudget":
@@ -178,7 +184,7 @@ func loadDir(t *testing.T, dir string, m *manifests) {
 
 func newManifests() *manifests {
 	return &manifests{deployments: map[string]*appsv1.Deployment{}, statefulSets: map[string]*appsv1.StatefulSet{},
-		configMaps: map[string]*corev1.ConfigMap{}}
+		configMaps: map[string]*corev1.ConfigMap{}, services: map[string]*corev1.Service{}}
 }
 
 func TestKubernetesManifests(t *testing.T) {
@@ -204,6 +210,89 @@ func TestKubernetesManifests(t *testing.T) {
 				checkRedis(t, m)
 			}
 		})
+	}
+}
+
+// TestKubernetesTracing: the optional tracing component (an overlay adds
+// it with components: [../../tracing]) runs Jaeger as the other pods run,
+// and points every role's OpenTelemetry exporter at a port of its Service
+// that the NetworkPolicy lets quorum's pods reach.
+func TestKubernetesTracing(t *testing.T) {
+	dir := filepath.Join(k8sDir, "tracing")
+	k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kust kustomization
+	if err := yaml.UnmarshalStrict(k, &kust); err != nil || kust.Kind != "Component" {
+		t.Errorf("tracing/kustomization.yaml: kind %q (%v), want a kustomize Component an overlay can add", kust.Kind, err)
+	}
+	m := newManifests()
+	loadDir(t, dir, m)
+	checkDeployments(t, m)
+	d, ok := m.deployments["jaeger"]
+	if !ok {
+		t.Fatal("no jaeger Deployment")
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if !strings.HasPrefix(c.Image, "jaegertracing/jaeger:2.") {
+		t.Errorf("jaeger image %q, want a pinned jaegertracing/jaeger:2.x", c.Image)
+	}
+	containerPorts := map[string]int32{}
+	for _, p := range c.Ports {
+		containerPorts[p.Name] = p.ContainerPort
+	}
+
+	config, ok := m.configMaps["quorum-config"]
+	if !ok {
+		t.Fatal("the tracing component does not patch quorum-config")
+	}
+	endpoint := config.Data["OTEL_EXPORTER_OTLP_ENDPOINT"]
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Scheme != "http" {
+		t.Fatalf("OTEL_EXPORTER_OTLP_ENDPOINT %q, want http://SERVICE:PORT (%v)", endpoint, err)
+	}
+	svc, ok := m.services[u.Hostname()]
+	if !ok {
+		t.Fatalf("OTEL_EXPORTER_OTLP_ENDPOINT %q names no Service here", endpoint)
+	}
+	var target string
+	for _, p := range svc.Spec.Ports {
+		if strconv.Itoa(int(p.Port)) == u.Port() {
+			target = p.TargetPort.String()
+		}
+	}
+	if target == "" || containerPorts[target] == 0 {
+		t.Fatalf("OTEL_EXPORTER_OTLP_ENDPOINT %q: Service %s has no such port onto a named container port (ports %v, container %v)", endpoint, svc.Name, svc.Spec.Ports, containerPorts)
+	}
+	if containerPorts[target] != 4318 {
+		t.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %q reaches container port %d, want 4318 (OTLP/HTTP, the SDK's default protocol)", endpoint, containerPorts[target])
+	}
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, which the jaeger pods lack", svc.Name, k, v)
+		}
+	}
+	allowed := false
+	for _, p := range m.policies {
+		if p.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != "jaeger" {
+			continue
+		}
+		for _, in := range p.Spec.Ingress {
+			for _, from := range in.From {
+				if from.PodSelector == nil || from.PodSelector.MatchLabels["app.kubernetes.io/part-of"] != "quorum" {
+					continue
+				}
+				for _, port := range in.Ports {
+					if port.Port != nil && port.Port.IntValue() == int(containerPorts[target]) {
+						allowed = true
+					}
+				}
+			}
+		}
+	}
+	if !allowed {
+		t.Errorf("no NetworkPolicy lets quorum's pods reach jaeger's OTLP port %d", containerPorts[target])
 	}
 }
 
@@ -348,7 +437,7 @@ const (
 // .env.example as .env and env (NAME=value) set on top of it.
 func composeProject(env ...string) (*types.Project, error) {
 	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.yml"}, cli.WithEnv(env),
-		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability", "serve"}), cli.WithName("quorum"))
+		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability", "serve", "tracing"}), cli.WithName("quorum"))
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +455,7 @@ func TestComposeFileLoads(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	want := []string{"coordinator", "explorer", "generator", "grafana", "llmsim", "nats", "prometheus", "redis", "serve", "voter"}
+	want := []string{"coordinator", "explorer", "generator", "grafana", "jaeger", "llmsim", "nats", "prometheus", "redis", "serve", "voter"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("services %v, want %v", names, want)
 	}
@@ -415,6 +504,67 @@ func TestComposeFileLoads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestComposeTracing: the tracing profile's Jaeger is pinned, receives
+// OTLP and serves its UI on loopback only, and every role exports to the
+// endpoint .env names, and to none when it names none.
+func TestComposeTracing(t *testing.T) {
+	const endpoint = "http://jaeger:4318"
+	base := []string{"QUORUM_REDIS_PASSWORD=" + composeRedisPassword, "QUORUM_NATS_PASSWORD=" + composeNATSPassword,
+		"GRAFANA_ADMIN_PASSWORD=0f1e2d3c4b5a6978", "QUORUM_API_KEYS=app:0123456789abcdef0123"}
+	p, err := composeProject(append(base, "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint)...)
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	j, ok := p.Services["jaeger"]
+	if !ok {
+		t.Fatal("no jaeger service")
+	}
+	if !strings.HasPrefix(j.Image, "jaegertracing/jaeger:2.") || strings.HasSuffix(j.Image, ":latest") {
+		t.Errorf("jaeger image %q, want a pinned jaegertracing/jaeger:2.x", j.Image)
+	}
+	if strings.Join(j.Profiles, ",") != "tracing" {
+		t.Errorf("jaeger profiles %v, want only tracing (optional)", j.Profiles)
+	}
+	published := map[string]string{}
+	for _, port := range j.Ports {
+		published[port.Published] = port.HostIP
+		if port.Target != mustAtoi(t, port.Published) {
+			t.Errorf("jaeger publishes %s on %s; want the same port", port.Published, port.HostIP)
+		}
+	}
+	for _, port := range []string{"4317", "4318", "16686"} {
+		if ip, ok := published[port]; !ok || ip != "127.0.0.1" {
+			t.Errorf("jaeger port %s published on %q (published %v), want 127.0.0.1: the UI has no login", port, ip, ok)
+		}
+	}
+	for _, role := range []string{"generator", "explorer", "voter", "coordinator", "serve"} {
+		if v := p.Services[role].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; v == nil || *v != endpoint {
+			t.Errorf("%s OTEL_EXPORTER_OTLP_ENDPOINT = %v, want %s", role, v, endpoint)
+		}
+	}
+
+	// Without it (.env.example leaves it empty) no role exports: the
+	// OpenTelemetry SDK reads an empty value as unset.
+	p, err = composeProject(base...)
+	if err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, role := range []string{"generator", "explorer", "voter", "coordinator", "serve"} {
+		if v := p.Services[role].Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; v != nil && *v != "" {
+			t.Errorf("%s OTEL_EXPORTER_OTLP_ENDPOINT = %q without tracing asked for, want empty", role, *v)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) uint32 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		t.Fatalf("port %q: %v", s, err)
+	}
+	return uint32(n)
 }
 
 func checkMount(t *testing.T, s types.ServiceConfig, dir, target string) {
