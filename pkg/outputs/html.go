@@ -25,6 +25,44 @@ type Extra struct {
 	// Lead sections come before the run's own (a comparison of runs);
 	// Sections follow them.
 	Lead, Sections []Section
+	// Pages are the examples with a trace page (examples/<id>.html),
+	// which the report links.
+	Pages map[string]bool
+}
+
+// ExamplesDir holds the trace pages of the examples a report links.
+const ExamplesDir = "examples"
+
+// PageFile is the file of an example's trace page inside ExamplesDir.
+func PageFile(id string) string { return id + ".html" }
+
+// topExamples are the 10 examples with the largest key.
+func topExamples(r *Report, key func(Example) float64) []Example {
+	ex := slices.Clone(r.Examples)
+	sort.SliceStable(ex, func(i, j int) bool { return key(ex[i]) > key(ex[j]) })
+	return ex[:min(10, len(ex))]
+}
+
+func latencyOf(e Example) float64 { return e.LatencySeconds }
+func tokensOf(e Example) float64  { return float64(e.Cost.Tokens()) }
+
+// Linked are the examples a report lists by name, which get a page of
+// their trace: the slowest, the most expensive, the failed and the wrong.
+func Linked(r *Report) []string {
+	var ids []string
+	for _, e := range topExamples(r, latencyOf) {
+		ids = append(ids, e.InstanceID)
+	}
+	for _, e := range topExamples(r, tokensOf) {
+		ids = append(ids, e.InstanceID)
+	}
+	for _, e := range r.Examples {
+		if e.Status == "failed" || e.Correct != nil && !*e.Correct {
+			ids = append(ids, e.InstanceID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // Bars is a horizontal bar chart (inline SVG), for a caller's sections.
@@ -202,6 +240,8 @@ func stamp(t time.Time) string {
 // exampleRow is a line of the slowest and most expensive tables.
 type exampleRow struct {
 	ID, Status, Latency, Calls, Tokens string
+	// Page links the example's trace page, when there is one.
+	Page string
 }
 
 type stageRow struct {
@@ -286,8 +326,13 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 {{.MemberChart}}
 </section>{{end}}
 
+{{if .Wrong}}<section id="wrong"><h2>Wrong answers ({{len .Wrong}})</h2>
+<p>Answered, but not the gold result. Each links to what the agent did.</p>
+{{template "examples" .Wrong}}
+</section>{{end}}
+
 {{if .Failed}}<section id="failed"><h2>Failed examples ({{len .Failed}})</h2>
-<table><tr><th>example</th><th class="l">error</th></tr>{{range .Failed}}<tr><td><code>{{.InstanceID}}</code></td><td class="err">{{.Error}}</td></tr>{{end}}</table>
+<table><tr><th>example</th><th class="l">error</th></tr>{{range $i, $e := .Failed}}<tr><td>{{with index $.FailedRows $i}}{{template "id" .}}{{end}}</td><td class="err">{{$e.Error}}</td></tr>{{end}}</table>
 </section>{{end}}
 
 {{range .Sections}}<section id="{{.ID}}"><h2>{{.Heading}}</h2>
@@ -308,7 +353,8 @@ addEventListener("load", function () {
 </script>
 </body></html>
 {{define "examples"}}<table><tr><th>example</th><th class="l">status</th><th>latency</th><th>LLM calls</th><th>tokens</th></tr>
-{{range .}}<tr><td><code>{{.ID}}</code></td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
+{{range .}}<tr><td>{{template "id" .}}</td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
+{{define "id"}}{{if .Page}}<a href="{{.Page}}"><code>{{.ID}}</code></a>{{else}}<code>{{.ID}}</code>{{end}}{{end}}
 `))
 
 // memberRow is one ensemble member's record over a run.
@@ -537,15 +583,29 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		latNote += " No throughput chart: the run recorded fewer than two finish times."
 	}
 
+	rowOf := func(e Example) exampleRow {
+		row := exampleRow{ID: e.InstanceID, Status: e.Status, Latency: secs(e.LatencySeconds),
+			Calls: num(e.Cost.LLMCalls), Tokens: num(e.Cost.Tokens())}
+		if extra.Pages[e.InstanceID] {
+			row.Page = ExamplesDir + "/" + PageFile(e.InstanceID)
+		}
+		return row
+	}
 	top := func(key func(Example) float64) []exampleRow {
-		ex := slices.Clone(r.Examples)
-		sort.SliceStable(ex, func(i, j int) bool { return key(ex[i]) > key(ex[j]) })
 		var out []exampleRow
-		for _, e := range ex[:min(10, len(ex))] {
-			out = append(out, exampleRow{ID: e.InstanceID, Status: e.Status, Latency: secs(e.LatencySeconds),
-				Calls: num(e.Cost.LLMCalls), Tokens: num(e.Cost.Tokens())})
+		for _, e := range topExamples(r, key) {
+			out = append(out, rowOf(e))
 		}
 		return out
+	}
+	var wrong, failedRows []exampleRow
+	for _, e := range r.Examples {
+		if e.Correct != nil && !*e.Correct && e.Status != "failed" {
+			wrong = append(wrong, rowOf(e))
+		}
+	}
+	for _, e := range failed {
+		failedRows = append(failedRows, rowOf(e))
 	}
 
 	data := map[string]any{
@@ -563,9 +623,9 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "", histogram(lat, 8, " s")),
 			svgBars("LLM calls per example (examples per bucket)", "", histogram(calls, 8, "")),
 			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
-		"Slowest":   top(func(e Example) float64 { return e.LatencySeconds }),
-		"Expensive": top(func(e Example) float64 { return float64(e.Cost.Tokens()) }),
-		"Failed":    failed, "Sections": extra.Sections, "Lead": extra.Lead,
+		"Slowest":   top(latencyOf),
+		"Expensive": top(tokensOf),
+		"Failed":    failed, "FailedRows": failedRows, "Wrong": wrong, "Sections": extra.Sections, "Lead": extra.Lead,
 	}
 	if ms := memberRows(r); len(ms) > 0 {
 		data["Members"] = ms

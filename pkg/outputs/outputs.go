@@ -287,6 +287,18 @@ func (w *Writer) Trace(id string, data []byte) error {
 	return writeAtomic(filepath.Join(dir, TraceFile(id)), buf.Bytes())
 }
 
+// Page writes an example's trace page, examples/<id>.html, atomically.
+func (w *Writer) Page(id string, html []byte) error {
+	if err := dataset.CheckName(id); err != nil {
+		return fmt.Errorf("page of instance %q: %w", id, err)
+	}
+	dir := filepath.Join(w.Dir, ExamplesDir)
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return fmt.Errorf("example pages: %w", err)
+	}
+	return writeAtomic(filepath.Join(dir, PageFile(id)), html)
+}
+
 // ReadTrace reads an example's trace written by Trace.
 func ReadTrace(dir, id string) ([]byte, error) {
 	f, err := os.Open(filepath.Join(dir, TracesDir, TraceFile(id)))
@@ -329,8 +341,15 @@ func (w *Writer) Report(r *Report) error {
 	if err := writeAtomic(filepath.Join(w.Dir, "run.json"), append(b, '\n')); err != nil {
 		return err
 	}
+	// The report links the trace pages written before it.
+	pages := map[string]bool{}
+	for _, id := range Linked(r) {
+		if _, err := os.Stat(filepath.Join(w.Dir, ExamplesDir, PageFile(id))); err == nil {
+			pages[id] = true
+		}
+	}
 	var buf bytes.Buffer
-	if err := WriteHTML(&buf, r, nil); err != nil {
+	if err := WriteHTML(&buf, r, &Extra{Pages: pages}); err != nil {
 		return fmt.Errorf("render %s: %w", filepath.Join(w.Dir, "report.html"), err)
 	}
 	return writeAtomic(filepath.Join(w.Dir, "report.html"), buf.Bytes())

@@ -9,6 +9,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		return nil, err
 	}
 	rep := c.report(started)
+	c.writePages(rep)
 	if err := w.Report(rep); err != nil {
 		return nil, err
 	}
@@ -683,6 +685,55 @@ func (c *coord) exportTrace(ctx context.Context, id string) {
 	}
 	if err != nil {
 		c.log.Warn("exporting the trace", zap.String("example", id), zap.Error(err))
+	}
+}
+
+// writePages writes a trace page for each example the report lists by
+// name (slowest, most expensive, failed, wrong) from the traces in the
+// output folder. A page that cannot be written is logged; the report then
+// lists the example without a link.
+func (c *coord) writePages(rep *outputs.Report) {
+	if c.run.TraceLevel() == trace.None || c.m.Interactive {
+		return
+	}
+	simulated := strings.Contains(strings.ToUpper(rep.LLM), "SIMULATED")
+	byID := map[string]*outputs.Example{}
+	for i := range rep.Examples {
+		byID[rep.Examples[i].InstanceID] = &rep.Examples[i]
+	}
+	for _, id := range outputs.Linked(rep) {
+		raw, err := outputs.ReadTrace(c.w.Dir, id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // failed before it started: no trace
+		}
+		var x trace.Export
+		if err == nil {
+			err = json.Unmarshal(raw, &x)
+		}
+		info := trace.PageInfo{Simulated: simulated, Back: "../report.html"}
+		if e, ok := c.run.DS.Example(id); ok {
+			info.Question = e.Question
+		}
+		if e := byID[id]; e != nil {
+			info.Status = e.Status
+			if e.Error != "" {
+				info.Status += ": " + e.Error
+			}
+			if e.Correct != nil {
+				info.Correct = map[bool]string{true: "right", false: "wrong"}[*e.Correct]
+			}
+		}
+		var buf bytes.Buffer
+		if err == nil {
+			x.Resolve()
+			err = trace.WriteHTML(&buf, &x, info)
+		}
+		if err == nil {
+			err = c.w.Page(id, buf.Bytes())
+		}
+		if err != nil {
+			c.log.Warn("writing the trace page", zap.String("example", id), zap.Error(err))
+		}
 	}
 }
 
