@@ -137,6 +137,9 @@ func (p *printer) line(format string, args ...any) {
 }
 
 func (p *printer) steps(pad string, steps []Step, t0 time.Time) {
+	// A conversation sends its earlier messages again on every call:
+	// each is printed once per task.
+	printed := map[string]bool{}
 	for i, s := range steps {
 		branch, sub := "├─ ", "│  "
 		if i == len(steps)-1 {
@@ -169,7 +172,18 @@ func (p *printer) steps(pad string, steps []Step, t0 time.Time) {
 			if c.Error != "" {
 				p.line("%s %serror: %s", blank, ind, p.cut(c.Error))
 			}
+			again := 0
 			for _, m := range c.Messages {
+				key := m.Role + "\x00" + m.Content.Ref + "\x00" + m.Content.S
+				if len(m.ToolCalls) == 0 && printed[key] {
+					again++
+					continue
+				}
+				printed[key] = true
+				if again > 0 {
+					p.line("%s %s(%d earlier message(s), as above)", blank, ind, again)
+					again = 0
+				}
 				if m.Content.S != "" || len(m.ToolCalls) == 0 {
 					p.text(blank+" "+ind, m.Role, m.Content.S)
 				}
