@@ -249,6 +249,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/databases/{db}/schema", s.authed(s.databaseSchema))
 	mux.HandleFunc("GET /v1/databases/{db}/examples", s.authed(s.exampleQuestions))
 	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /assets/{name}", s.asset)
 	metrics.HandleHealth(mux, s.cfg.Ready)
 	return s.boundBody(mux)
 }
