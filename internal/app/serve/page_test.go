@@ -245,8 +245,19 @@ func TestPageAsksInBrowser(t *testing.T) {
 		t.Errorf("history: %q", got)
 	}
 
-	// A question the simulator has no answer for says so, not as an error.
+	// A time series is drawn as a line.
 	b.click("endfollowup")
+	b.typeInto("question", "For each month of 2024, how many orders were placed and what was their total amount? Round the amount to 2 decimals.")
+	b.click("ask")
+	if state := b.waitState(60 * time.Second); state != "answered" {
+		t.Fatalf("the monthly question ended %s:\n%s", state, pageText(b.dom()))
+	}
+	if !b.evalBool(`document.getElementById("chartkind").value === "line" && document.querySelector("#chart canvas") !== null && Array.from(document.getElementById("chartkind").options).some(o => o.value === "bar")`) {
+		t.Errorf("a time series: chart %q of %s, want a line (and bars to switch to)", b.evalString(`document.getElementById("chartkind").value`),
+			b.evalString(`Array.from(document.getElementById("chartkind").options).map(o => o.value).join(",")`))
+	}
+
+	// A question the simulator has no answer for says so, not as an error.
 	b.typeInto("question", "What is the meaning of life?")
 	b.click("ask")
 	if state := b.waitState(30 * time.Second); state != "failed" {
