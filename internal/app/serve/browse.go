@@ -134,7 +134,7 @@ func (s *Server) examplesOf(db *Database) (exampleSet, error) {
 var (
 	dateLike    = regexp.MustCompile(`(?i)(date|time|_at$|_on$|month|year|day)`)
 	measureLike = regexp.MustCompile(`(?i)(amount|price|total|cost|revenue|quantity|qty|count|value|score|salary|balance|sales)`)
-	categoryish = regexp.MustCompile(`(?i)(country|category|type|status|channel|region|city|state|kind|segment|currency|name)`)
+	categoryish = regexp.MustCompile(`(?i)(country|category|type|status|channel|region|city|state|kind|segment|currency|department|brand)`)
 	numericType = regexp.MustCompile(`(?i)(int|real|float|double|numeric|decimal|number)`)
 )
 
@@ -161,14 +161,14 @@ func schemaQuestions(tables []schemaTable) []string {
 				category = c.Name
 			}
 		}
+		// One question a table, the most telling its columns allow.
 		switch {
 		case measure != "" && category != "":
 			add(fmt.Sprintf("What is the total %s by %s in %s?", human(measure), human(category), human(t.Name)))
+		case measure != "" && date != "":
+			add(fmt.Sprintf("What is the total %s in %s per month of %s?", human(measure), human(t.Name), human(date)))
 		case category != "":
 			add(fmt.Sprintf("How many %s are there for each %s?", human(t.Name), human(category)))
-		}
-		if date != "" {
-			add(fmt.Sprintf("How many %s are there per month of %s?", human(t.Name), human(date)))
 		}
 	}
 	for _, t := range tables {

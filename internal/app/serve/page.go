@@ -20,8 +20,8 @@ var pageHTML []byte
 var vendor embed.FS
 
 // pageCSP allows only this origin: scripts and styles from the page and
-// its assets, images from data: URLs (a chart's PNG), nothing framed.
-const pageCSP = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+// its assets, nothing framed, no base or form elsewhere.
+const pageCSP = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
 func (s *Server) page(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
