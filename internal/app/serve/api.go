@@ -123,13 +123,8 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s.sim != nil && !s.sim.Knows(q.DB, q.Question.Question) {
-		// Run, the simulator would answer a generic SELECT 1 that reads
-		// as a real answer: say what is true instead.
-		q.Status, q.NoAnswer, q.Finished = Failed, true, time.Now().UTC()
-		q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
-			"(GET /v1/databases/" + q.DB + "/examples lists them); configure a real model (--llm-base-url) to ask anything"
-	} else if s.cfg.VerifiedExamples {
+	unknown := s.sim != nil && !s.sim.Knows(q.DB, q.Question.Question)
+	if s.cfg.VerifiedExamples && !unknown {
 		ex, err := s.verifiedFor(ctx, q.db, q.Question.Question)
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
@@ -165,7 +160,7 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s.cfg.CacheTTL >= 0 && !q.NoCache && !q.NoAnswer {
+	if s.cfg.CacheTTL >= 0 && !q.NoCache {
 		fp, err := s.fingerprint(ctx, q.db)
 		if err != nil {
 			unavailable(err)
@@ -173,10 +168,17 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Fingerprint = fp
 	}
-	if hit, ok := s.cached(ctx, &q.Question); ok && !q.NoAnswer {
+	if hit, ok := s.cached(ctx, &q.Question); ok {
 		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
 		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
+	}
+	if unknown && !q.Cached {
+		// Run, the simulator would answer a generic SELECT 1 that reads
+		// as a real answer: say what is true instead.
+		q.Status, q.NoAnswer, q.Finished = Failed, true, time.Now().UTC()
+		q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
+			"(GET /v1/databases/" + q.DB + "/examples lists them); configure a real model (--llm-base-url) to ask anything"
 	}
 	if err := s.store.put(ctx, &q.Question); err != nil {
 		unavailable(err)

@@ -150,6 +150,13 @@ func TestSimulatorSaysItHasNoAnswer(t *testing.T) {
 	if q.Status != Answered || q.NoAnswer || q.Confidence == "" {
 		t.Errorf("the dataset's question %q: status %s, no_answer %v, confidence %q, error %q", ex.Questions[0], q.Status, q.NoAnswer, q.Confidence, q.Error)
 	}
+	// The same question written differently is still answered from the
+	// cache, though the simulator would not recognise it.
+	variant := "  " + strings.ToLower(strings.TrimSuffix(ex.Questions[0], "?"))
+	q = askAndWait(t, h, jsonBody(map[string]string{"db": "shop", "question": variant}))
+	if q.Status != Answered || !q.Cached || q.NoAnswer {
+		t.Errorf("%q: status %s, cached %v, no_answer %v; want the cached answer", variant, q.Status, q.Cached, q.NoAnswer)
+	}
 }
 
 // TestFollowUpCarriesTheConversation: a follow-up question's prompts carry
