@@ -256,6 +256,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 		t.Errorf("a time series: chart %q of %s, want a line (and bars to switch to)", b.evalString(`document.getElementById("chartkind").value`),
 			b.evalString(`Array.from(document.getElementById("chartkind").options).map(o => o.value).join(",")`))
 	}
+	b.screenshot("page-line.png")
 
 	// A question the simulator has no answer for says so, not as an error.
 	b.typeInto("question", "What is the meaning of life?")
