@@ -10,7 +10,7 @@ REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check jaeger
+.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check jaeger web-vendor
 
 all: build
 
@@ -71,6 +71,18 @@ deps: deps-demo
 		echo "installing @redocly/cli@$(REDOCLY_VERSION) (npm, into bin/): lints docs/openapi.yaml" && \
 		npm install --silent --no-audit --no-fund --prefix bin/redocly-$(REDOCLY_VERSION) @redocly/cli@$(REDOCLY_VERSION) >/dev/null; } || \
 		echo "npm not found: docs/openapi.yaml is not linted (internal/app/serve's OpenAPI tests still parse it)"
+
+# web-vendor fetches the question page's charting library again (the
+# pinned npm package, checked against the registry's integrity by npm
+# pack) and checks it is byte for byte the vendored copy the binary embeds
+# (internal/app/serve/web/vendor/PIN); to upgrade, change the version
+# there and copy the new files in.
+WEB_VENDOR := internal/app/serve/web/vendor
+web-vendor:
+	@pkg=$$(sed -n 's/^package \([^ ]*\).*/\1/p' $(WEB_VENDOR)/PIN); tmp=$$(mktemp -d); \
+	(cd $$tmp && npm pack --silent $$pkg >/dev/null && tar xzf *.tgz) && \
+	cp $$tmp/package/dist/uPlot.iife.min.js $$tmp/package/dist/uPlot.min.css $$tmp/ && cp $$tmp/package/LICENSE $$tmp/LICENSE.uPlot && \
+	(cd $$tmp && grep -v '^#\|^package' $(CURDIR)/$(WEB_VENDOR)/PIN | sha256sum -c -) && rm -rf $$tmp && echo "$$pkg: the vendored copy is the package's"
 
 # test runs three steps, each even when an earlier one failed: go test
 # (a line per package as it finishes; the roles' JSON logs are kept out;

@@ -46,6 +46,7 @@ type serveFlags struct {
 	refresh      time.Duration
 	http         serve.HTTPLimits
 	retain       retainFlags
+	verified     bool
 }
 
 func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
@@ -85,6 +86,7 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	fl.DurationVar(&f.cacheTTL, "cache-ttl", time.Hour, "answer an equal question on an unchanged schema from the cache for this long (0 = no cache)")
 	fl.DurationVar(&f.queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 10*time.Minute, "decide a question's round with the results that are in once none of its tasks has made progress for this long")
+	fl.BoolVar(&f.verified, "verified-examples", true, "offer each question the question–SQL pairs users verified (thumbs up, or a corrected SQL) on its database that are most like it, as examples; recorded in the question run's manifest (batch runs never use them)")
 	fl.IntVar(&f.explorers, "explorers", 8, "exploration tasks handled at once in this process")
 	// A question whose worker died waits this long for its task to come
 	// back: shorter than a batch run's default, a user is waiting.
@@ -228,6 +230,10 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 		return nil, usage(err)
 	}
 	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
+	// serve tells what the simulator cannot answer only when it is the
+	// one started here, over serve's own dataset: a standalone llmsim's
+	// dataset is not known here.
+	inProcessSim := simulated && strings.HasPrefix(label, "SIMULATED LLM (quorum llmsim,")
 	listen := f.listen
 	if listen == "" {
 		listen = "127.0.0.1:0"
@@ -253,7 +259,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
 		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
-		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log}, p)
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, VerifiedExamples: f.verified}, p)
 	if err != nil {
 		p.Listener.Close()
 		return nil, usage(err)

@@ -256,3 +256,12 @@ const SettleKey = servePrefix + "settle"
 
 // IDKey holds the secret question ids are signed with.
 const IDKey = servePrefix + "idkey"
+
+// HistoryKey is the sorted set of tenant's questions by creation (the
+// question page's history).
+func HistoryKey(tenant string) string { return servePrefix + "history:" + tenant }
+
+// VerifiedKey is the hash of question–SQL pairs users verified on database
+// db (its name and dialect), by normalised question: the examples offered
+// to later similar questions.
+func VerifiedKey(db, dialect string) string { return servePrefix + "verified:" + dialect + ":" + db }

@@ -79,6 +79,10 @@ type askRequest struct {
 	Votes             int               `json:"votes"`
 	Options           map[string]string `json:"options"`
 	Cache             *bool             `json:"cache"`
+	// FollowUpOf names an earlier answered question of the tenant's on
+	// the same database: its question and SQL (and its own earlier turns)
+	// go to the agent as the conversation so far.
+	FollowUpOf string `json:"follow_up_of"`
 }
 
 // accepted is POST's answer.
@@ -108,6 +112,30 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Tenant = tenant
+	if q.followUp != "" {
+		msg, err := s.followUp(ctx, tenant, q.followUp, q)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+			return
+		}
+		if msg != "" {
+			badField(w, "follow_up_of", "%s", msg)
+			return
+		}
+	}
+	unknown := s.sim != nil && !s.sim.Knows(q.DB, q.Question.Question)
+	if s.cfg.VerifiedExamples && !unknown {
+		ex, err := s.verifiedFor(ctx, q.db, q.Question.Question)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+			return
+		}
+		q.Examples = ex
+	}
+	if len(q.Turns) > 0 || len(q.Examples) > 0 {
+		// The answer depends on more than the cache key says.
+		q.NoCache = true
+	}
 	id, err := s.ids.mint(ctx, tenant)
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
@@ -145,11 +173,19 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
 		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
 	}
+	if unknown && !q.Cached {
+		// Run, the simulator would answer a generic SELECT 1 that reads
+		// as a real answer: say what is true instead.
+		q.Status, q.NoAnswer, q.Finished = Failed, true, time.Now().UTC()
+		q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
+			"(GET /v1/databases/" + q.DB + "/examples lists them); configure a real model (--llm-base-url) to ask anything"
+	}
 	if err := s.store.put(ctx, &q.Question); err != nil {
 		unavailable(err)
 		return
 	}
-	if q.Cached {
+	s.remember(ctx, &q.Question)
+	if q.Cached || q.NoAnswer {
 		s.finished(ctx, &q.Question)
 	} else {
 		// The question is stored before it is started: from here on a
@@ -180,7 +216,8 @@ func (s *Server) resend(w http.ResponseWriter, r *http.Request, id string) {
 // pendingQuestion is a parsed request with its database.
 type pendingQuestion struct {
 	Question
-	db *Database
+	db       *Database
+	followUp string
 }
 
 // parseQuestion reads and checks the body; on bad input it has answered
@@ -238,7 +275,7 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 		badField(w, "dialect", "database %q exists in several dialects: name one", req.DB)
 		return nil, false
 	}
-	q := &pendingQuestion{db: db, Question: Question{ID: newID(), Status: Queued, DB: db.Name, Dialect: db.Dialect,
+	q := &pendingQuestion{db: db, followUp: strings.TrimSpace(req.FollowUpOf), Question: Question{ID: newID(), Status: Queued, DB: db.Name, Dialect: db.Dialect,
 		Question: strings.TrimSpace(req.Question), ExternalKnowledge: req.ExternalKnowledge, Agent: req.Agent, Votes: req.Votes,
 		Created: time.Now().UTC(), NoCache: req.Cache != nil && !*req.Cache}}
 	if q.Agent == "" {

@@ -96,8 +96,9 @@ func (s *Server) manifest(q *Question) *runstate.Manifest {
 	return &runstate.Manifest{Run: q.ID, Dataset: s.cfg.Dataset, SQLiteDir: s.cfg.SQLiteDir, Seed: s.cfg.Seed, Votes: q.Votes,
 		Examples: []string{q.Example}, Created: q.Created, Agent: q.Agent, AgentOptions: q.Options,
 		RoundTimeout: s.cfg.RoundTimeout, QueryTimeout: s.cfg.QueryTimeout, LLM: s.cfg.LLM, Interactive: true,
+		VerifiedExamples: s.cfg.VerifiedExamples,
 		Questions: []dataset.Question{{ID: q.Example, DB: q.DB, Dialect: warehouse.Dialect(q.Dialect), Question: q.Question,
-			ExternalKnowledge: q.ExternalKnowledge}}}
+			ExternalKnowledge: q.context()}}}
 }
 
 // drive runs the question to its answer and records it. A question whose

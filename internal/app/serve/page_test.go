@@ -9,10 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,9 @@ const demo = "../../../examples/demo"
 
 // pageIDs are the elements the page promises (tests and users rely on
 // them).
-var pageIDs = []string{"db", "question", "ask", "cancel", "progress", "sql", "result", "confidence", "agreed", "cost", "error", "status"}
+var pageIDs = []string{"db", "question", "ask", "cancel", "progress", "sql", "result", "confidence", "agreed", "cost", "error", "status",
+	"intro", "examples", "schema", "chart", "chartkind", "csv", "copysql", "editsql", "permalink", "elapsed", "confline", "history",
+	"askfollowup", "followup", "thumbup", "thumbdown", "correction", "notice", "work"}
 
 // TestPageServed: GET / is the page, as HTML, under a Content-Security-
 // Policy that allows nothing from elsewhere, with every element the page
@@ -85,13 +88,16 @@ func TestPageServed(t *testing.T) {
 // TestPageAsksInBrowser drives the page in headless Chromium, as a user
 // would, against the real thing in process: an in-process cluster
 // (embedded NATS, a spawned redis-server, the workers) whose LLM is
-// llmsim, and the serve API over it with one tenant. The page first says
-// a key is needed; the key is pasted, a database picked, a question typed
-// and Ask clicked; the answer must be on the page (SQL, result table,
-// confidence, agreement, cost) with the progress the event stream
-// delivered. Asking again is answered from the cache; a slower question
-// is cancelled with Cancel; and a link with the question in its query
-// string asks it on load.
+// llmsim, and the serve API over it with one tenant, told its LLM is the
+// simulator. The first screen explains itself and asks for the key (no
+// error); an example question is clicked and asked; the progress reads in
+// words, in order, "Answered" last; the answer has formatted SQL, a table
+// with numbers right-aligned, a chart chosen from the result's shape (the
+// user can switch), a CSV download, a permalink; a follow-up carries the
+// conversation; a thumbs-up is recorded; the history lists it all; a
+// question the simulator cannot answer says so; a running question is
+// cancelled; and at 390 px wide nothing runs off the screen. No script
+// error, console error or CSP violation at any point.
 func TestPageAsksInBrowser(t *testing.T) {
 	bin := chromiumBin(t)
 	start := time.Now()
@@ -130,7 +136,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := serve.New(serve.Config{Env: cl.Env, Redis: rdb, Dataset: demo, Votes: 2, StateDir: t.TempDir(),
-		RoundTimeout: time.Minute, Tenants: tenants})
+		RoundTimeout: time.Minute, Tenants: tenants, Simulated: true, VerifiedExamples: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,71 +151,121 @@ func TestPageAsksInBrowser(t *testing.T) {
 	b := startBrowser(t, bin)
 	b.navigate(ts.URL + "/")
 
-	// No key: the page says one is needed and opens the key box.
-	b.waitFor(`document.getElementById("error").textContent.includes("a valid API key is required")`, 10*time.Second)
-	if !b.evalBool(`document.getElementById("keybox").open && document.body.dataset.state === "idle"`) {
-		t.Error("without a key: the key box is not open, or the page is not idle")
+	// The first screen: what quorum is and where the key goes, no error.
+	b.waitFor(`!document.getElementById("keyhint").hidden`, 10*time.Second)
+	if !b.evalBool(`document.getElementById("keybox").open && document.getElementById("error").hidden && document.body.dataset.state === "idle"`) {
+		t.Errorf("without a key: the key box is closed, an error shows (%q), or the page is not idle", b.evalString(`document.getElementById("error").textContent`))
+	}
+	if got := b.evalString(`document.getElementById("intro").textContent`); !strings.Contains(got, "candidate query") || !strings.Contains(got, "API key") {
+		t.Errorf("the first screen does not say what quorum is and where the key goes: %q", got)
 	}
 	b.typeInto("apikey", key)
 	b.click("savekey")
 	b.waitFor(`Array.from(document.getElementById("db").options).some(o => o.value === "shop")`, 10*time.Second)
-	if b.evalBool(`document.getElementById("error").hidden === false`) {
-		t.Errorf("#error still shown with a key: %s", b.evalString(`document.getElementById("error").textContent`))
-	}
 	if !b.evalBool(`sessionStorage.getItem("quorum.apiKey") === ` + jsString(key) + ` && !location.href.includes(` + jsString(key) + `)`) {
 		t.Error("the key is not in sessionStorage, or it is in the URL")
 	}
-	if got := b.evalString(`document.getElementById("db").selectedOptions[0].textContent`); !regexp.MustCompile(`^shop \(sqlite, \d+ tables\)$`).MatchString(got) {
-		t.Errorf("database option %q", got)
+	// Example questions (the dataset's: the simulator answers only those)
+	// and the schema browser.
+	b.waitFor(`document.querySelectorAll("#examples button").length > 0 && document.querySelectorAll("#schema details").length > 0`, 10*time.Second)
+	if got := b.evalString(`document.getElementById("exampleshint").textContent`); !strings.Contains(got, "simulated LLM") {
+		t.Errorf("the examples do not say they are the simulator's: %q", got)
+	}
+	if !b.evalBool(`Array.from(document.querySelectorAll("#schema summary")).some(s => s.textContent.startsWith("customers ("))`) {
+		t.Errorf("the schema browser has no customers table: %s", b.evalString(`document.getElementById("schema").textContent`))
 	}
 
-	// Ask.
-	b.eval(`(() => { const s = document.getElementById("db"); s.value = "shop"; s.dispatchEvent(new Event("change")); })()`)
-	b.typeInto("question", "How many customers does the shop have?")
+	// Ask an example: categories with a measure.
+	const channels = "How many orders came through each sales channel?"
+	b.eval(`Array.from(document.querySelectorAll("#examples button")).find(x => x.textContent === ` + jsString(channels) + `).click()`)
+	if got := b.evalString(`document.getElementById("question").value`); got != channels {
+		t.Fatalf("clicking the example filled in %q", got)
+	}
 	asked := time.Now()
 	b.click("ask")
-	b.waitFor(`document.body.dataset.state !== "idle"`, 5*time.Second)
-	if !b.evalBool(`document.getElementById("ask").disabled || document.body.dataset.state === "answered"`) {
-		t.Error("Ask is not disabled while asking")
+	if state := b.waitState(60 * time.Second); state != "answered" {
+		t.Fatalf("the question ended %s on the page:\n%s", state, pageText(b.dom()))
 	}
-	state := b.waitState(60 * time.Second)
 	t.Logf("asked and answered through the page in %s", time.Since(asked).Round(time.Millisecond))
-	dom := b.dom()
-	if state != "answered" {
-		t.Fatalf("the question ended %s on the page:\n%s", state, pageText(dom))
-	}
-	checkAnswer(t, dom, "customer_count", []string{"300"})
-	progress := regexp.MustCompile(`(?s)<ol id="progress"[^>]*>(.*?)</ol>`).FindStringSubmatch(dom)
-	if progress == nil {
-		t.Fatal("no #progress")
-	}
-	// The progress came from the event stream (polling shows statuses
-	// only): tasks, the candidates executed, the vote.
-	for _, want := range []string{"Task started: ", "Task done: ", "Candidate 0 (round 0): ok, 1 row", "Vote, round 0: final answer chosen"} {
-		if !strings.Contains(progress[1], want) {
-			t.Errorf("#progress has no %q:\n%s", want, pageText(progress[1]))
+	progress := b.evalString(`Array.from(document.querySelectorAll("#progress li")).map(l => l.textContent).join("\n")`)
+	steps := strings.Split(progress, "\n")
+	order := []string{"Asked", "Writing 2 candidate queries", "Ran 2 of 2 candidate queries", "Compared the results and voted", " of 2 agree", "Answered"}
+	at := -1
+	for _, want := range order {
+		i := slices.IndexFunc(steps, func(s string) bool { return strings.Contains(s, want) })
+		if i <= at {
+			t.Errorf("progress: %q missing or out of order (want %q in order):\n%s", want, order, progress)
+			break
 		}
+		at = i
 	}
-	if strings.Contains(progress[1], "Streaming did not work") {
-		t.Errorf("the page fell back to polling:\n%s", pageText(progress[1]))
+	if steps[len(steps)-1] != "Answered" || regexp.MustCompile(`r\d+\.[a-z]+\.\d+`).MatchString(progress) {
+		t.Errorf("progress does not end with Answered, or shows task ids:\n%s", progress)
 	}
-	if !regexp.MustCompile(`<button id="cancel"[^>]*hidden`).MatchString(dom) || regexp.MustCompile(`<button id="ask"[^>]*disabled`).MatchString(dom) {
-		t.Error("after the answer: Cancel still shown or Ask still disabled")
+	checkAnswer(t, b)
+	if !b.evalBool(`document.getElementById("chartkind").value === "bar" && document.querySelector("#chart canvas") !== null`) {
+		t.Errorf("categories with a measure: chart %q, want bars drawn", b.evalString(`document.getElementById("chartkind").value`))
 	}
-	if !regexp.MustCompile(`<span id="cached"[^>]*hidden`).MatchString(dom) {
-		t.Error("a fresh answer is badged cached")
+	b.eval(`(() => { const s = document.getElementById("chartkind"); s.value = "none"; s.dispatchEvent(new Event("change")); })()`)
+	if !b.evalBool(`document.querySelector("#chart canvas") === null`) {
+		t.Error("switching the chart off left it drawn")
+	}
+	id := b.evalString(`new URLSearchParams(location.search).get("id")`)
+	if !regexp.MustCompile(`^q[0-9a-f]{36}$`).MatchString(id) {
+		t.Fatalf("the permalink is not in the URL: %s", b.evalString(`location.href`))
+	}
+	b.click("csv")
+	b.waitFor(`document.getElementById("status").textContent.startsWith("Downloaded ")`, 10*time.Second)
+	csv := b.evalString(`fetch("/v1/questions/` + id + `/result.csv", {headers: {Authorization: "Bearer ` + key + `"}}).then(r => r.text())`)
+	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) < 3 || b.evalString(`Array.from(document.querySelectorAll("#result thead th")).map(x => x.textContent).join(",")`) != lines[0] {
+		t.Errorf("the CSV %q does not match the table", csv)
 	}
 
-	// The same question again: the cache answers.
-	b.click("ask")
-	b.waitFor(`document.getElementById("progress").textContent.includes("cached answer")`, 10*time.Second)
-	if state := b.waitState(10 * time.Second); state != "answered" {
-		t.Fatalf("asked again: %s\n%s", state, pageText(b.dom()))
+	// A follow-up carries the conversation; its answer is one number.
+	b.click("askfollowup")
+	if !b.evalBool(`!document.getElementById("followup").hidden && document.getElementById("followupq").textContent.includes(` + jsString(channels) + `)`) {
+		t.Error("Ask a follow-up does not show what it follows up")
 	}
-	dom = b.dom()
-	checkAnswer(t, dom, "customer_count", []string{"300"})
-	if regexp.MustCompile(`<span id="cached"[^>]*hidden`).MatchString(dom) {
-		t.Error("a cached answer is not badged cached")
+	b.typeInto("question", "How many customers does the shop have?")
+	b.click("ask")
+	if state := b.waitState(60 * time.Second); state != "answered" {
+		t.Fatalf("the follow-up ended %s:\n%s", state, pageText(b.dom()))
+	}
+	if got := b.evalString(`document.getElementById("askedq").textContent`); !strings.Contains(got, "(a follow-up)") {
+		t.Errorf("the follow-up's answer does not say it is one: %q", got)
+	}
+	if !b.evalBool(`document.getElementById("chartkind").value === "number" && !document.getElementById("bignumber").hidden && document.getElementById("bignumber").textContent.startsWith("300")`) {
+		t.Errorf("a single number is not shown big: %q", b.evalString(`document.getElementById("bignumber").textContent`))
+	}
+	// Thumbs up, then the history shows both questions.
+	b.click("thumbup")
+	b.waitFor(`document.getElementById("feedbackmsg").textContent.startsWith("Thanks")`, 10*time.Second)
+	b.waitFor(`document.querySelectorAll("#history li").length >= 2 && document.getElementById("history").textContent.includes("marked right")`, 10*time.Second)
+	if got := b.evalString(`document.getElementById("history").textContent`); !strings.Contains(got, channels) || !strings.Contains(got, "follow-up") {
+		t.Errorf("history: %q", got)
+	}
+
+	// A time series is drawn as a line.
+	b.click("endfollowup")
+	b.typeInto("question", "For each month of 2024, how many orders were placed and what was their total amount? Round the amount to 2 decimals.")
+	b.click("ask")
+	if state := b.waitState(60 * time.Second); state != "answered" {
+		t.Fatalf("the monthly question ended %s:\n%s", state, pageText(b.dom()))
+	}
+	if !b.evalBool(`document.getElementById("chartkind").value === "line" && document.querySelector("#chart canvas") !== null && Array.from(document.getElementById("chartkind").options).some(o => o.value === "bar")`) {
+		t.Errorf("a time series: chart %q of %s, want a line (and bars to switch to)", b.evalString(`document.getElementById("chartkind").value`),
+			b.evalString(`Array.from(document.getElementById("chartkind").options).map(o => o.value).join(",")`))
+	}
+	b.screenshot("page-line.png")
+
+	// A question the simulator has no answer for says so, not as an error.
+	b.typeInto("question", "What is the meaning of life?")
+	b.click("ask")
+	if state := b.waitState(30 * time.Second); state != "failed" {
+		t.Fatalf("an unknown question ended %s", state)
+	}
+	if !b.evalBool(`!document.getElementById("notice").hidden && document.getElementById("notice").textContent.includes("simulator has no answer") && document.getElementById("error").hidden && document.getElementById("answer").hidden`) {
+		t.Errorf("an unknown question: notice %q, error %q", b.evalString(`document.getElementById("notice").textContent`), b.evalString(`document.getElementById("error").textContent`))
 	}
 
 	// Another question, cancelled while it runs.
@@ -220,64 +276,59 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if state := b.waitState(30 * time.Second); state != "cancelled" {
 		t.Fatalf("cancelled question ended %s:\n%s", state, pageText(b.dom()))
 	}
-	if got := b.evalString(`document.getElementById("error").hidden ? "" : document.getElementById("error").textContent`); !strings.Contains(got, "cancelled") {
-		t.Errorf("cancelled: #error %q", got)
-	}
-	if !b.evalBool(`document.getElementById("answer").hidden`) {
-		t.Error("a cancelled question shows an answer")
-	}
 
-	// A link asks on load (the key stays in the tab's session storage).
-	q := url.Values{"db": {"shop"}, "q": {"How many orders came through each sales channel?"}, "ask": {"1"}}
-	b.navigate(ts.URL + "/?" + q.Encode())
-	if state := b.waitState(60 * time.Second); state != "answered" {
-		t.Fatalf("the linked question ended %s:\n%s", state, pageText(b.dom()))
-	}
-	dom = b.dom()
-	if got := b.evalString(`document.getElementById("question").value`); got != q.Get("q") {
-		t.Errorf("the question from the link is %q", got)
-	}
-	if n := len(regexp.MustCompile(`<tr><td>`).FindAllString(dom, -1)); n < 2 {
-		t.Errorf("the sales channels answer has %d rows:\n%s", n, pageText(dom))
+	// The permalink opens the answer, at desktop and phone width: the
+	// elements are there and nothing runs off the screen.
+	for _, width := range []int{1200, 390} {
+		b.viewport(width, 844)
+		b.navigate(ts.URL + "/?id=" + id)
+		if state := b.waitState(20 * time.Second); state != "answered" {
+			t.Fatalf("the permalink at %d px: %s\n%s", width, state, pageText(b.dom()))
+		}
+		b.waitFor(`document.querySelector("#chart canvas") !== null`, 10*time.Second)
+		for _, el := range []string{"question", "ask", "sql", "result", "chart", "csv", "confidence", "cost", "thumbup", "history"} {
+			if !b.evalBool(`(() => { const r = document.getElementById("` + el + `").getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= document.documentElement.clientWidth + 0.5; })()`) {
+				t.Errorf("at %d px #%s is not visible within the screen: %s", width, el, b.evalString(`JSON.stringify(document.getElementById("`+el+`").getBoundingClientRect())`))
+			}
+		}
+		if over := b.evalString(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
+			t.Errorf("at %d px the page is %s px wider than the screen", width, over)
+		}
+		if !b.evalBool(`getComputedStyle(document.querySelector("#result td.num")).textAlign === "right"`) {
+			t.Errorf("at %d px numbers are not right-aligned", width)
+		}
+		b.screenshot(fmt.Sprintf("page-%d.png", width))
 	}
 	b.checkNoErrors()
 	t.Logf("test ran %s", time.Since(start).Round(time.Millisecond))
 }
 
-// checkAnswer checks the answer on the page: the SQL, the result table's
-// one column and its rows, the confidence, the agreement and the cost.
-func checkAnswer(t *testing.T, dom, column string, rows []string) {
+// checkAnswer checks the answer on the page: the SQL formatted and
+// highlighted, the table's numbers right-aligned and formatted, the
+// confidence in one line, the agreement, the time and the cost.
+func checkAnswer(t *testing.T, b *browser) {
 	t.Helper()
-	if m := regexp.MustCompile(`(?s)<pre id="sql"[^>]*>(.*?)</pre>`).FindStringSubmatch(dom); m == nil || !strings.Contains(strings.ToUpper(m[1]), "SELECT") {
-		t.Errorf("#sql holds no SELECT: %v", m)
+	sql := b.evalString(`document.getElementById("sql").textContent`)
+	if !strings.HasPrefix(sql, "SELECT") && !strings.HasPrefix(sql, "--") || !strings.Contains(sql, "\nFROM") || !b.evalBool(`document.querySelectorAll("#sql span.kw").length > 1`) {
+		t.Errorf("#sql is not formatted and highlighted:\n%s", sql)
 	}
-	table := regexp.MustCompile(`(?s)<table id="result"[^>]*>(.*?)</table>`).FindStringSubmatch(dom)
-	if table == nil {
-		t.Fatal("no #result table")
-	}
-	if !regexp.MustCompile(`<thead><tr><th scope="col">` + column + `</th></tr></thead>`).MatchString(table[1]) {
-		t.Errorf("#result's header is not %s: %s", column, table[1])
-	}
-	body := "<tbody>"
-	for _, r := range rows {
-		body += "<tr><td>" + r + "</td></tr>"
-	}
-	if !strings.Contains(table[1], body+"</tbody>") {
-		t.Errorf("#result's rows are not %v: %s", rows, table[1])
+	if !b.evalBool(`document.querySelectorAll("#result tbody tr").length > 1 && document.querySelectorAll("#result td.num").length > 0 && getComputedStyle(document.querySelector("#result td.num")).textAlign === "right"`) {
+		t.Errorf("#result has no right-aligned numbers: %s", b.evalString(`document.getElementById("result").outerHTML`))
 	}
 	for id, want := range map[string]string{
 		"confidence": `^(high|low)$`,
+		"confline":   `^(High|Low) confidence: \d+ of 2 `,
 		"agreed":     `^[12] of 2 candidates agreed`,
-		"cost":       `^Cost: \d+ LLM calls?, \d+ tokens .*\d+ warehouse quer`,
+		"elapsed":    `^Took \d+(\.\d)? s$`,
+		"cost":       `^Cost: \d+ LLM calls? · [\d,]+ tokens? · \d+ warehouse quer`,
 		"status":     `^Answered`,
 	} {
-		m := regexp.MustCompile(`<[a-z]+ id="` + id + `"[^>]*>([^<]*)<`).FindStringSubmatch(dom)
-		if m == nil || !regexp.MustCompile(want).MatchString(m[1]) {
-			t.Errorf("#%s: %v, want %s", id, m, want)
+		if got := b.evalString(`document.getElementById("` + id + `").textContent`); !regexp.MustCompile(want).MatchString(got) {
+			t.Errorf("#%s: %q, want %s", id, got, want)
 		}
 	}
-	if m := regexp.MustCompile(`<div id="error"[^>]*>`).FindString(dom); !strings.Contains(m, "hidden") {
-		t.Errorf("#error shown: %s", pageText(dom))
+	if !b.evalBool(`document.getElementById("error").hidden`) {
+		t.Errorf("#error shown: %s", b.evalString(`document.getElementById("error").textContent`))
 	}
 }
 
@@ -540,6 +591,30 @@ func (b *browser) click(id string) {
 	}
 	for _, typ := range []string{"mouseMoved", "mousePressed", "mouseReleased"} {
 		b.call(b.session, "Input.dispatchMouseEvent", map[string]any{"type": typ, "x": xy[0], "y": xy[1], "button": "left", "clickCount": 1}, nil)
+	}
+}
+
+// viewport makes the page width px wide, as a phone when narrow.
+func (b *browser) viewport(width, height int) {
+	b.t.Helper()
+	b.call(b.session, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height,
+		"deviceScaleFactor": 1, "mobile": width < 600}, nil)
+}
+
+// screenshot saves a PNG of the page under $QUORUM_SCREENSHOTS, when set,
+// for a person to look at.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("QUORUM_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var r struct {
+		Data []byte `json:"data"`
+	}
+	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true}, &r)
+	if err := os.WriteFile(filepath.Join(dir, name), r.Data, 0o644); err != nil {
+		b.t.Errorf("screenshot: %v", err)
 	}
 }
 

@@ -72,6 +72,18 @@ type Question struct {
 	Created    time.Time  `json:"created"`
 	Started    time.Time  `json:"started,omitzero"`
 	Finished   time.Time  `json:"finished,omitzero"`
+	// NoAnswer says the simulated LLM has no answer for the question (it
+	// answers only its dataset's questions): the question was not run.
+	NoAnswer bool `json:"no_answer,omitempty"`
+	// FollowUpOf is the earlier question this one follows up; Turns the
+	// conversation it carries to the agent (at most MaxTurns).
+	FollowUpOf string `json:"follow_up_of,omitempty"`
+	Turns      []Turn `json:"turns,omitempty"`
+	// Examples are the verified pairs offered to the agent
+	// (Config.VerifiedExamples).
+	Examples []VerifiedPair `json:"examples,omitempty"`
+	// Feedback is the user's verdict on the answer.
+	Feedback *Feedback `json:"feedback,omitempty"`
 	// Example is the question's example id within its run, derived from
 	// what was asked so that its seeds (and so its answer) are those of
 	// the same question in a dataset run.

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/metrics"
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
@@ -73,6 +74,15 @@ type Config struct {
 	MaxRows int
 	// LLM labels the endpoint in runs (never with credentials).
 	LLM string
+	// Simulated says the LLM is quorum's simulator: a question it has no
+	// answer for (not one of the dataset's) is told so at once instead of
+	// run to a made-up SELECT 1, and the example questions are the
+	// dataset's.
+	Simulated bool
+	// VerifiedExamples offers each question the verified question–SQL
+	// pairs of its database most like it (feedback), as examples in its
+	// context; recorded in the run's manifest.
+	VerifiedExamples bool
 	// QuestionLog receives one JSON line per finished question.
 	QuestionLog io.Writer
 	// Metrics receives serve's aggregate series; Handler never serves
@@ -107,6 +117,10 @@ type Server struct {
 	// drivers are the questions driven here, pollers the event feeds'
 	// pollers, for Wait.
 	drivers, pollers sync.WaitGroup
+	// sim recognises the simulator's questions (Config.Simulated).
+	sim *llmsim.Recogniser
+	// examples are each database's example questions, made once.
+	examples exampleCache
 	// loop runs Run between Start and Stop (drivers.go).
 	loop service.Loop
 }
@@ -181,6 +195,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, ds: ds, store: &store{rdb: cfg.Redis, ttl: cfg.Retain.State},
 		quota: &quota{rdb: cfg.Redis, lim: cfg.Limiter}, owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()),
 		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis}}
+	if cfg.Simulated {
+		s.sim = llmsim.NewRecogniser(ds)
+	}
 	for _, db := range ds.Databases {
 		d := Database{Name: db.Name, Dialect: string(db.Dialect), db: db}
 		if sc, _, err := dataset.LoadSchema(db); err == nil {
@@ -225,8 +242,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/questions/{id}", s.authed(s.getQuestion))
 	mux.HandleFunc("GET /v1/questions/{id}/events", s.authed(s.questionEvents))
 	mux.HandleFunc("DELETE /v1/questions/{id}", s.authed(s.cancelQuestion))
+	mux.HandleFunc("GET /v1/questions", s.authed(s.listQuestions))
+	mux.HandleFunc("GET /v1/questions/{id}/result.csv", s.authed(s.resultCSV))
+	mux.HandleFunc("POST /v1/questions/{id}/feedback", s.authed(s.postFeedback))
 	mux.HandleFunc("GET /v1/databases", s.authed(s.listDatabases))
+	mux.HandleFunc("GET /v1/databases/{db}/schema", s.authed(s.databaseSchema))
+	mux.HandleFunc("GET /v1/databases/{db}/examples", s.authed(s.exampleQuestions))
 	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /assets/{name}", s.asset)
 	metrics.HandleHealth(mux, s.cfg.Ready)
 	return s.boundBody(mux)
 }

@@ -52,6 +52,11 @@ type Manifest struct {
 	// Interactive runs' tasks go to the pools' urgent lane, which workers
 	// drain before batch work.
 	Interactive bool `json:"interactive,omitempty"`
+	// VerifiedExamples says the run's questions were offered question–SQL
+	// pairs users verified (quorum serve --verified-examples; the pairs
+	// are in each question's external knowledge). Batch runs never are,
+	// so their EX stays comparable with the papers'.
+	VerifiedExamples bool `json:"verified_examples,omitempty"`
 	// Skipped are the task lines left out with --skip-invalid.
 	Skipped []string `json:"skipped,omitempty"`
 	// StreamReplicas is how many JetStream servers kept a copy of the
