@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -47,6 +48,7 @@ type serveFlags struct {
 	http         serve.HTTPLimits
 	retain       retainFlags
 	verified     bool
+	trace        string
 }
 
 func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
@@ -86,6 +88,7 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 	fl.DurationVar(&f.cacheTTL, "cache-ttl", time.Hour, "answer an equal question on an unchanged schema from the cache for this long (0 = no cache)")
 	fl.DurationVar(&f.queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
 	fl.DurationVar(&f.roundTimeout, "round-timeout", 10*time.Minute, "decide a question's round with the results that are in once none of its tasks has made progress for this long")
+	fl.StringVar(&f.trace, "trace", trace.NameSummary, "what each question's trace keeps (GET /v1/questions/{id}/trace, the page's \"show the work\"): summary (tasks, timing, tokens, SQL), full (prompts, replies, query previews too) or none; kept for --retain")
 	fl.BoolVar(&f.verified, "verified-examples", true, "offer each question the question–SQL pairs users verified (thumbs up, or a corrected SQL) on its database that are most like it, as examples; recorded in the question run's manifest (batch runs never use them)")
 	fl.IntVar(&f.explorers, "explorers", 8, "exploration tasks handled at once in this process")
 	// A question whose worker died waits this long for its task to come
@@ -186,6 +189,9 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	if f.queryTimeout <= 0 {
 		return nil, usage(queryTimeoutError(f.queryTimeout))
 	}
+	if _, err := trace.ParseLevel(f.trace); err != nil {
+		return nil, usage(err)
+	}
 	if f.http.MaxStreams < 0 || f.http.MaxStreamsPerTenant < 0 {
 		return nil, usage(fmt.Errorf("--max-streams %d, --max-streams-per-tenant %d: want 1 or more", f.http.MaxStreams, f.http.MaxStreamsPerTenant))
 	}
@@ -259,7 +265,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
 		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
-		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, VerifiedExamples: f.verified}, p)
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
 	if err != nil {
 		p.Listener.Close()
 		return nil, usage(err)

@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -112,6 +116,15 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Tenant = tenant
+	if tracer := s.cfg.Env.Exporter.Tracer(); tracer != nil {
+		// The question's trace starts at the request (continuing the
+		// caller's, when it sent a traceparent).
+		sctx, span := tracer.Start(propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header)), "POST /v1/questions",
+			oteltrace.WithSpanKind(oteltrace.SpanKindServer), oteltrace.WithAttributes(attribute.String("http.request.method", "POST"),
+				attribute.String("http.route", "/v1/questions"), attribute.String("quorum.tenant", tenant)))
+		defer span.End()
+		q.TraceParent = trace.Traceparent(sctx)
+	}
 	if q.followUp != "" {
 		msg, err := s.followUp(ctx, tenant, q.followUp, q)
 		if err != nil {

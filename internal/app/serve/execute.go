@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -96,7 +98,7 @@ func (s *Server) manifest(q *Question) *runstate.Manifest {
 	return &runstate.Manifest{Run: q.ID, Dataset: s.cfg.Dataset, SQLiteDir: s.cfg.SQLiteDir, Seed: s.cfg.Seed, Votes: q.Votes,
 		Examples: []string{q.Example}, Created: q.Created, Agent: q.Agent, AgentOptions: q.Options,
 		RoundTimeout: s.cfg.RoundTimeout, QueryTimeout: s.cfg.QueryTimeout, LLM: s.cfg.LLM, Interactive: true,
-		VerifiedExamples: s.cfg.VerifiedExamples,
+		VerifiedExamples: s.cfg.VerifiedExamples, Trace: cmp.Or(s.cfg.Trace, trace.NameSummary), TraceParent: q.TraceParent,
 		Questions: []dataset.Question{{ID: q.Example, DB: q.DB, Dialect: warehouse.Dialect(q.Dialect), Question: q.Question,
 			ExternalKnowledge: q.context()}}}
 }

@@ -237,6 +237,14 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if !b.evalBool(`document.getElementById("chartkind").value === "number" && !document.getElementById("bignumber").hidden && document.getElementById("bignumber").textContent.startsWith("300")`) {
 		t.Errorf("a single number is not shown big: %q", b.evalString(`document.getElementById("bignumber").textContent`))
 	}
+	// Show the work: the question's trace, its LLM calls and the vote.
+	if !b.evalBool(`(document.getElementById("work").open = true) && true`) {
+		t.Error("the show-the-work panel did not open")
+	}
+	b.waitFor(`document.querySelectorAll("#worklist li.work-task").length > 0 && document.querySelectorAll("#worklist li.work-decision").length > 0`, 15*time.Second)
+	if got := b.evalString(`document.getElementById("worklist").textContent`); !strings.Contains(got, "LLM ") || !strings.Contains(got, "vote on round 0") || !strings.Contains(got, "answer: answered") {
+		t.Errorf("the show-the-work panel lists no LLM call, vote or answer: %.600q (%s)", got, b.evalString(`document.getElementById("workmsg").textContent`))
+	}
 	// Thumbs up, then the history shows both questions.
 	b.click("thumbup")
 	b.waitFor(`document.getElementById("feedbackmsg").textContent.startsWith("Thanks")`, 10*time.Second)

@@ -90,6 +90,9 @@ type Question struct {
 	Example string `json:"-"`
 	// NoCache skips the answer cache for this question.
 	NoCache bool `json:"-"`
+	// TraceParent is the W3C trace context of the request that asked it:
+	// the question's trace continues it.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// Fingerprint is the database schema's when the question was asked.
 	Fingerprint string `json:"-"`
 	// Timing is where its run spent its time, once it has an answer.

@@ -83,6 +83,9 @@ type Config struct {
 	// pairs of its database most like it (feedback), as examples in its
 	// context; recorded in the run's manifest.
 	VerifiedExamples bool
+	// Trace is what each question's trace keeps (internal/trace: none,
+	// summary, full); empty keeps a summary.
+	Trace string
 	// QuestionLog receives one JSON line per finished question.
 	QuestionLog io.Writer
 	// Metrics receives serve's aggregate series; Handler never serves
@@ -244,6 +247,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/questions/{id}", s.authed(s.cancelQuestion))
 	mux.HandleFunc("GET /v1/questions", s.authed(s.listQuestions))
 	mux.HandleFunc("GET /v1/questions/{id}/result.csv", s.authed(s.resultCSV))
+	mux.HandleFunc("GET /v1/questions/{id}/trace", s.authed(s.questionTrace))
 	mux.HandleFunc("POST /v1/questions/{id}/feedback", s.authed(s.postFeedback))
 	mux.HandleFunc("GET /v1/databases", s.authed(s.listDatabases))
 	mux.HandleFunc("GET /v1/databases/{db}/schema", s.authed(s.databaseSchema))
