@@ -53,6 +53,9 @@ type LLMBudget struct {
 	// calls whose endpoint has no quota of its own.
 	Quotas  map[string]LLMQuota
 	Default LLMQuota
+	// OnHealth, when set, hears a deployment's health change: cooled
+	// down (for d) or back (d = 0) as this process saw it (metrics).
+	OnHealth func(endpoint, model string, d time.Duration)
 }
 
 // quota is the endpoint's own quota when it has one (zero fields then mean
@@ -84,6 +87,20 @@ func (b *LLMBudget) group(bk llm.Bucket) string {
 // settle function reconciles the estimate with the real usage after the
 // call.
 func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (settle func(ctx context.Context, actual int), err error) {
+	group := b.group(bk)
+	claims := b.claims(bk, tokens)
+	noop := func(context.Context, int) {}
+	if len(claims) == 0 {
+		return noop, nil
+	}
+	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
+		return noop, err
+	}
+	return b.settle(bk, tokens), nil
+}
+
+// claims are a call's claims on the bucket: one request, tokens.
+func (b *LLMBudget) claims(bk llm.Bucket, tokens int) []Claim {
 	req, tok := b.quota(bk).rates()
 	group := b.group(bk)
 	var claims []Claim
@@ -93,21 +110,21 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	if tok.Limit > 0 && tokens > 0 {
 		claims = append(claims, Claim{Key: rdb.LLMTokensName(group), Rate: tok, Units: float64(tokens)})
 	}
-	noop := func(context.Context, int) {}
-	if len(claims) == 0 {
-		return noop, nil
-	}
-	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
-		return noop, err
-	}
+	return claims
+}
+
+// settle reconciles a call's token estimate with its real usage.
+func (b *LLMBudget) settle(bk llm.Bucket, tokens int) func(ctx context.Context, actual int) {
+	_, tok := b.quota(bk).rates()
 	if tok.Limit <= 0 || tokens <= 0 {
-		return noop, nil
+		return func(context.Context, int) {}
 	}
+	group := b.group(bk)
 	return func(ctx context.Context, actual int) {
 		if actual >= 0 && actual != tokens {
 			_ = b.Limiter.Adjust(ctx, rdb.LLMTokensName(group), tok, float64(actual-tokens))
 		}
-	}, nil
+	}
 }
 
 // Cooldown pauses all calls to the bucket's endpoint and model for d,
