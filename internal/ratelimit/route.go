@@ -87,4 +87,5 @@ func (b *LLMBudget) Down(ctx context.Context, bk llm.Bucket) (time.Duration, err
 	}
 	return d, err
 }
+
 var _ llm.Router = (*LLMBudget)(nil)

@@ -516,6 +516,12 @@ func (c *OpenAI) Model(role Role) ModelConfig {
 	if m.ReasoningEffort != "" {
 		d.ReasoningEffort = m.ReasoningEffort
 	}
+	if len(m.Deployments) > 0 {
+		d.Deployments = m.Deployments
+	}
+	if len(m.Fallbacks) > 0 {
+		d.Fallbacks = m.Fallbacks
+	}
 	return d
 }
 
