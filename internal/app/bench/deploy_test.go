@@ -8,17 +8,17 @@ import (
 
 // TestDeploymentsShort is scenarios (a) and (b) in short form, through
 // llmsim over HTTP, embedded NATS and redis-server: three deployments at
-// 1,200/800/400 requests a minute behind one model serve at their sum
+// 900/600/300 requests a minute behind one model serve at their sum
 // without a 429; killing the largest mid-run fails no example and changes
 // no answer, and the others keep the capacity left busy.
 func TestDeploymentsShort(t *testing.T) {
 	t.Parallel()
 	sc := Deployments()
 	sc.Dataset = "../../../examples/demo"
-	sc.Examples, sc.Votes, sc.RPM = 24, 4, []int{1200, 800, 400}
+	sc.Examples, sc.Votes, sc.RPM = 48, 4, []int{900, 600, 300}
 	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
 	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 8, 1, 8
-	sc.KillAfterSeconds, sc.KillSeconds, sc.CooldownSeconds = 3, 4, 1
+	sc.KillAfterSeconds, sc.KillSeconds, sc.CooldownSeconds = 4, 5, 1
 	var progress bytes.Buffer
 	rep, err := RunDeployments(context.Background(), sc, t.TempDir(), &progress)
 	t.Log(progress.String())
