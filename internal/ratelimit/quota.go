@@ -24,13 +24,25 @@ type LLMQuota struct {
 	TokenBurst   float64
 }
 
+// lowRateSlack is the time a call leaves to the next under a quota of
+// fewer than two requests a second.
+const lowRateSlack = 60 * time.Millisecond
+
 func (q LLMQuota) rates() (req, tok Rate) {
 	if q.RequestsPerMinute > 0 {
-		b := q.RequestBurst
+		rpm, b := q.RequestsPerMinute, q.RequestBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(0.5*q.RequestsPerMinute/60))
+			b = math.Max(1, math.Floor(0.5*rpm/60))
+			if rpm < 120 {
+				// Under two a second, a provider's one-second window
+				// holds a single request: calls granted exactly at its
+				// rate reach it with no slack, and any delay between
+				// the grant and its clock draws a 429 (and a pause).
+				// Leave each call lowRateSlack.
+				rpm = 60 / (60/rpm + lowRateSlack.Seconds())
+			}
 		}
-		req = PerMinute(q.RequestsPerMinute, b)
+		req = PerMinute(rpm, b)
 	}
 	if q.TokensPerMinute > 0 {
 		b := q.TokenBurst
