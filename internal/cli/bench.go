@@ -29,6 +29,9 @@ func newBenchCmd() *cobra.Command {
 		mixed                   bool
 		ms                      = bench.StandardMixed()
 		interval                = time.Duration(ms.IntervalMS) * time.Millisecond
+		deploy                  bool
+		ds                      = bench.Deployments()
+		killAfter, killFor      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -62,6 +65,10 @@ and writes mixed.json.`,
 			sc.FirstTokenMS = int(ttft.Milliseconds())
 			if mixed && len(scale) > 0 {
 				return usage(fmt.Errorf("--scale and --mixed are separate benchmarks: run them one at a time"))
+			}
+			if deploy {
+				ds.KillAfterSeconds, ds.KillSeconds = killAfter.Seconds(), killFor.Seconds()
+				return benchDeployments(cmd, sc, ds, ttft, work, out, asJSON)
 			}
 			if mixed {
 				return benchMixed(cmd, sc, ms, interval, agentOpts, scenarioFile, compare, work, out, asJSON)
@@ -160,6 +167,10 @@ and writes mixed.json.`,
 	f.IntVar(&ms.Questions, "questions", ms.Questions, "--mixed: questions asked in each phase")
 	f.IntVar(&ms.QuestionVotes, "question-votes", ms.QuestionVotes, "--mixed: candidates per question")
 	f.DurationVar(&interval, "interval", interval, "--mixed: time between questions")
+	f.BoolVar(&deploy, "deployments", false, "issue 33's scenarios (a) and (b): one model behind llmsim deployments (--deployment-rpm), all up, then the first killed for --kill-for after --kill-after; quota ratios, 429s, failed examples, whether the answers are the same (its own defaults: 120 examples x 8, 2 generators x 24)")
+	f.IntSliceVar(&ds.RPM, "deployment-rpm", ds.RPM, "--deployments: requests/min of each deployment")
+	f.DurationVar(&killAfter, "kill-after", time.Duration(ds.KillAfterSeconds*float64(time.Second)), "--deployments: when run (b) kills the first deployment")
+	f.DurationVar(&killFor, "kill-for", time.Duration(ds.KillSeconds*float64(time.Second)), "--deployments: how long it stays down")
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
 	return cmd
@@ -434,4 +445,52 @@ func flagsOver(cmd *cobra.Command, dst *bench.Scenario, flags bench.Scenario) {
 	set("scaling-examples", func() { dst.ScalingExamples = flags.ScalingExamples })
 	set("nats-url", func() { dst.NATSURL = flags.NATSURL })
 	set("redis-url", func() { dst.RedisURL = flags.RedisURL })
+}
+
+// benchDeployments runs the deployments scenarios: their defaults, with
+// the scenario flags given explicitly applied over them.
+func benchDeployments(cmd *cobra.Command, sc bench.Scenario, ds bench.DeployScenario, ttft time.Duration, work, out string, asJSON bool) error {
+	fl := cmd.Flags()
+	for name, apply := range map[string]func(){
+		"dataset": func() { ds.Dataset = sc.Dataset }, "examples": func() { ds.Examples = sc.Examples }, "votes": func() { ds.Votes = sc.Votes },
+		"ttft": func() { ds.FirstTokenMS = int(ttft.Milliseconds()) }, "tps": func() { ds.TokensPerSecond = sc.TokensPerSecond },
+		"generators": func() { ds.Generators = sc.Generators }, "generator-concurrency": func() { ds.GeneratorConcurrency = sc.GeneratorConcurrency },
+	} {
+		if fl.Changed(name) {
+			apply()
+		}
+	}
+	if work == "" {
+		dir, err := os.MkdirTemp("", "quorum-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		work = dir
+	}
+	start := time.Now()
+	rep, err := bench.RunDeployments(cmd.Context(), ds, work, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if err := writeJSONFile(out, "bench.json", rep); err != nil {
+		return err
+	}
+	if asJSON {
+		c, _ := json.Marshal(rep)
+		fmt.Fprintln(cmd.OutOrStdout(), string(c))
+		return nil
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "deployments %v req/min, %d examples x %d candidates, SIMULATED LLM (llmsim)\n", ds.RPM, ds.Examples, ds.Votes)
+	fmt.Fprintf(w, "%-14s %8s %7s %6s %6s %-18s %11s\n", "run", "wall s", "failed", "429s", "ratio", "served", "down s")
+	for _, r := range []struct {
+		name string
+		r    bench.DeployRun
+	}{{"(a) all up", rep.A}, {"(b) one killed", rep.B}} {
+		fmt.Fprintf(w, "%-14s %8.1f %7d %6d %6.3f %-18s %11.1f\n", r.name, r.r.Wall, r.r.Failed, r.r.RateLimited, r.r.QuotaRatio, fmt.Sprint(r.r.Served), r.r.KilledSeconds)
+	}
+	fmt.Fprintf(w, "(ratio: calls served over the capacity of the deployments up; answers of (b) the same as (a)'s: %v)\n", rep.SameAnswers)
+	fmt.Fprintf(w, "Wrote %s (bench took %s)\n", filepath.Join(out, "bench.json"), time.Since(start).Round(time.Second))
+	return nil
 }

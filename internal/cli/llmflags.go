@@ -137,9 +137,10 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		}
 	}
 	fileDefault := false
+	var file *llmConfig
 	if f.configFile != "" {
-		file, err := loadLLMConfig(f.configFile, f.env)
-		if err != nil {
+		var err error
+		if file, err = loadLLMConfig(f.configFile, f.env); err != nil {
 			return cfg, "", nil, err
 		}
 		for _, e := range file.Endpoints {
@@ -160,6 +161,14 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 	}
 	if err := f.applyRoleFlags(&cfg, &temp); err != nil {
 		return cfg, "", nil, err
+	}
+	if file != nil {
+		cfg.Default = file.routes(cfg.Default, nil)
+		for role, m := range cfg.Models {
+			if m.Name != "" || len(file.fallbacks[role]) > 0 {
+				cfg.Models[role] = file.routes(m, file.fallbacks[role])
+			}
+		}
 	}
 	stop := func() {}
 	label := ""
@@ -394,6 +403,24 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 type llmConfigFile struct {
 	Endpoints []llmConfigEndpoint      `json:"endpoints"`
 	Roles     map[string]llmConfigRole `json:"roles"`
+	// Models are aliases: a role's model (or --model) naming one is
+	// served by its deployments, then its fallbacks.
+	Models map[string]llmConfigModel `json:"models,omitempty"`
+}
+
+type llmConfigModel struct {
+	Deployments []llmConfigDeployment `json:"deployments,omitempty"`
+	Fallbacks   []string              `json:"fallbacks,omitempty"`
+}
+
+type llmConfigDeployment struct {
+	Endpoint string `json:"endpoint"`
+	// Model is the model's name there (an Azure deployment name).
+	Model    string  `json:"model,omitempty"`
+	RPM      float64 `json:"rpm,omitempty"`
+	TPM      float64 `json:"tpm,omitempty"`
+	Weight   float64 `json:"weight,omitempty"`
+	Priority int     `json:"priority,omitempty"`
 }
 
 type llmConfigEndpoint struct {
@@ -417,12 +444,46 @@ type llmConfigRole struct {
 	Model       string   `json:"model,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
 	MaxTokens   int      `json:"max_tokens,omitempty"`
+	// Deployments and Fallbacks as a model alias has them.
+	Deployments []llmConfigDeployment `json:"deployments,omitempty"`
+	Fallbacks   []string              `json:"fallbacks,omitempty"`
 }
 
 // llmConfig is a checked --llm-config file with the keys read.
 type llmConfig struct {
 	Endpoints []llm.Endpoint
 	Roles     map[llm.Role]llm.ModelConfig
+	// Models are the aliases, their fallbacks resolved by routes.
+	Models map[string]modelAlias
+	// fallbacks are the roles' fallback names.
+	fallbacks map[llm.Role][]string
+}
+
+type modelAlias struct {
+	deployments []llm.Deployment
+	fallbacks   []string
+}
+
+// routes gives mc the deployments and fallbacks its alias or its role
+// (fallbacks) names: a fallback naming an alias takes its deployments,
+// any other name is that model at mc's endpoint.
+func (c *llmConfig) routes(mc llm.ModelConfig, fallbacks []string) llm.ModelConfig {
+	a, ok := c.Models[mc.Name]
+	if ok && len(mc.Deployments) == 0 {
+		mc.Deployments = a.deployments
+	}
+	if len(fallbacks) == 0 {
+		fallbacks = a.fallbacks
+	}
+	mc.Fallbacks = nil
+	for _, name := range fallbacks {
+		fb := llm.ModelConfig{Name: name, Endpoint: mc.Endpoint}
+		if fa, ok := c.Models[name]; ok {
+			fb.Deployments = fa.deployments
+		}
+		mc.Fallbacks = append(mc.Fallbacks, fb)
+	}
+	return mc
 }
 
 // loadLLMConfig reads and checks an --llm-config file; unknown keys are
@@ -438,7 +499,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if i := strings.Index(msg, "unknown field"); i >= 0 {
 			msg = msg[i:] // without the decoder's layers of prefixes
 		}
-		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream], roles: {ROLE: endpoint, model, temperature, max_tokens})", path, msg)
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
 	}
 	fail := func(format string, args ...any) (*llmConfig, error) {
 		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
@@ -475,6 +536,29 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		}
 		out.Endpoints = append(out.Endpoints, ep)
 	}
+	deployments := func(what string, ds []llmConfigDeployment) ([]llm.Deployment, error) {
+		var out []llm.Deployment
+		for i, d := range ds {
+			switch {
+			case d.Endpoint == "" || d.Endpoint != llm.DefaultEndpoint && !names[d.Endpoint]:
+				return nil, fmt.Errorf("%s: deployment %d uses endpoint %q, which the file does not define (defined: %s)", what, i+1, d.Endpoint, strings.Join(slices.Sorted(maps.Keys(names)), ", "))
+			case d.RPM < 0 || d.TPM < 0 || d.Weight < 0:
+				return nil, fmt.Errorf("%s: deployment %d at %s: rpm, tpm and weight must not be negative", what, i+1, d.Endpoint)
+			}
+			out = append(out, llm.Deployment{Endpoint: d.Endpoint, Name: d.Model, Quota: llm.Quota{RequestsPerMinute: d.RPM, TokensPerMinute: d.TPM},
+				Weight: d.Weight, Priority: d.Priority})
+		}
+		return out, nil
+	}
+	out.Models = map[string]modelAlias{}
+	out.fallbacks = map[llm.Role][]string{}
+	for name, m := range file.Models {
+		ds, err := deployments("model "+name, m.Deployments)
+		if err != nil {
+			return fail("%v", err)
+		}
+		out.Models[name] = modelAlias{deployments: ds, fallbacks: m.Fallbacks}
+	}
 	for r, rc := range file.Roles {
 		switch {
 		case strings.TrimSpace(r) == "":
@@ -490,7 +574,12 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if ep == llm.DefaultEndpoint {
 			ep = ""
 		}
-		out.Roles[llm.Role(r)] = llm.ModelConfig{Name: rc.Model, Endpoint: ep, Temperature: rc.Temperature, MaxCompletionTokens: rc.MaxTokens}
+		ds, err := deployments("role "+r, rc.Deployments)
+		if err != nil {
+			return fail("%v", err)
+		}
+		out.Roles[llm.Role(r)] = llm.ModelConfig{Name: rc.Model, Endpoint: ep, Temperature: rc.Temperature, MaxCompletionTokens: rc.MaxTokens, Deployments: ds}
+		out.fallbacks[llm.Role(r)] = rc.Fallbacks
 	}
 	return out, nil
 }

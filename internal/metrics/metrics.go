@@ -46,6 +46,12 @@ type Metrics struct {
 	QuestionsRunning prometheus.Gauge
 	EventStreams     prometheus.Gauge
 	StreamsRefused   *prometheus.CounterVec
+	// DeploymentCooldowns and DeploymentDown are the LLM deployments'
+	// health as this process saw it (the cluster-wide state is in
+	// Redis); LLMFallbacks counts calls a fallback model answered.
+	DeploymentCooldowns *prometheus.CounterVec
+	DeploymentDown      *prometheus.GaugeVec
+	LLMFallbacks        prometheus.Counter
 
 	own []prometheus.Collector
 }
@@ -92,8 +98,13 @@ func New(role string) *Metrics {
 		EventStreams:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "quorum_serve_event_streams", Help: "Open question event streams of this serve process.", ConstLabels: c}),
 		StreamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_serve_event_streams_refused_total", Help: "Event streams refused with 429, by cap (tenant, total).", ConstLabels: c},
 			[]string{"cap"}),
+		DeploymentCooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_llm_deployment_cooldowns_total", Help: "LLM deployments cooled down after failures in a row, by endpoint and model.", ConstLabels: c},
+			[]string{"endpoint", "model"}),
+		DeploymentDown: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quorum_llm_deployment_down", Help: "1 while an LLM deployment this process cooled down is out (until a call succeeds on it again), by endpoint and model.", ConstLabels: c},
+			[]string{"endpoint", "model"}),
+		LLMFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "quorum_llm_fallback_calls_total", Help: "LLM calls answered by a fallback model, every deployment of the role's own being down.", ConstLabels: c}),
 	}
-	m.own = []prometheus.Collector{m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
+	m.own = []prometheus.Collector{m.DeploymentCooldowns, m.DeploymentDown, m.LLMFallbacks, m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
 		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime, m.TaskRuntime, m.Questions, m.QuestionsRunning, m.EventStreams, m.StreamsRefused}
 	reg.MustRegister(m.own...)
 	return m
@@ -162,6 +173,7 @@ func (m *Metrics) ObserveCost(stage string, c cost.Cost) {
 		m.LLMLatency.Observe(c.LLM.Latency.Seconds() / float64(c.LLMCalls))
 	}
 	m.RateLimited.Add(float64(c.LLM.RateLimited))
+	m.LLMFallbacks.Add(float64(c.LLM.Fallbacks))
 	m.LimiterWait.Observe(c.LLM.LimiterWait.Seconds())
 	m.Queries.WithLabelValues("ok").Add(float64(c.Queries - c.QueryErrors))
 	m.Queries.WithLabelValues("error").Add(float64(c.QueryErrors))
@@ -203,4 +215,17 @@ func Listen(addr string, m *Metrics, ready func() error) (*service.HTTP, error) 
 		return nil, err
 	}
 	return &service.HTTP{Server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, Listener: ln}, nil
+}
+
+// DeploymentHealth records an LLM deployment cooled down (d > 0) or back.
+func (m *Metrics) DeploymentHealth(endpoint, model string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if d > 0 {
+		m.DeploymentCooldowns.WithLabelValues(endpoint, model).Inc()
+		m.DeploymentDown.WithLabelValues(endpoint, model).Set(1)
+		return
+	}
+	m.DeploymentDown.WithLabelValues(endpoint, model).Set(0)
 }

@@ -24,13 +24,25 @@ type LLMQuota struct {
 	TokenBurst   float64
 }
 
+// lowRateSlack is the time a call leaves to the next under a quota of
+// fewer than two requests a second.
+const lowRateSlack = 60 * time.Millisecond
+
 func (q LLMQuota) rates() (req, tok Rate) {
 	if q.RequestsPerMinute > 0 {
-		b := q.RequestBurst
+		rpm, b := q.RequestsPerMinute, q.RequestBurst
 		if b <= 0 {
-			b = math.Max(1, math.Floor(0.5*q.RequestsPerMinute/60))
+			b = math.Max(1, math.Floor(0.5*rpm/60))
+			if rpm < 120 {
+				// Under two a second, a provider's one-second window
+				// holds a single request: calls granted exactly at its
+				// rate reach it with no slack, and any delay between
+				// the grant and its clock draws a 429 (and a pause).
+				// Leave each call lowRateSlack.
+				rpm = 60 / (60/rpm + lowRateSlack.Seconds())
+			}
 		}
-		req = PerMinute(q.RequestsPerMinute, b)
+		req = PerMinute(rpm, b)
 	}
 	if q.TokensPerMinute > 0 {
 		b := q.TokenBurst
@@ -53,6 +65,9 @@ type LLMBudget struct {
 	// calls whose endpoint has no quota of its own.
 	Quotas  map[string]LLMQuota
 	Default LLMQuota
+	// OnHealth, when set, hears a deployment's health change: cooled
+	// down (for d) or back (d = 0) as this process saw it (metrics).
+	OnHealth func(endpoint, model string, d time.Duration)
 }
 
 // quota is the endpoint's own quota when it has one (zero fields then mean
@@ -84,6 +99,20 @@ func (b *LLMBudget) group(bk llm.Bucket) string {
 // settle function reconciles the estimate with the real usage after the
 // call.
 func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (settle func(ctx context.Context, actual int), err error) {
+	group := b.group(bk)
+	claims := b.claims(bk, tokens)
+	noop := func(context.Context, int) {}
+	if len(claims) == 0 {
+		return noop, nil
+	}
+	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
+		return noop, err
+	}
+	return b.settle(bk, tokens), nil
+}
+
+// claims are a call's claims on the bucket: one request, tokens.
+func (b *LLMBudget) claims(bk llm.Bucket, tokens int) []Claim {
 	req, tok := b.quota(bk).rates()
 	group := b.group(bk)
 	var claims []Claim
@@ -93,21 +122,21 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	if tok.Limit > 0 && tokens > 0 {
 		claims = append(claims, Claim{Key: rdb.LLMTokensName(group), Rate: tok, Units: float64(tokens)})
 	}
-	noop := func(context.Context, int) {}
-	if len(claims) == 0 {
-		return noop, nil
-	}
-	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
-		return noop, err
-	}
+	return claims
+}
+
+// settle reconciles a call's token estimate with its real usage.
+func (b *LLMBudget) settle(bk llm.Bucket, tokens int) func(ctx context.Context, actual int) {
+	_, tok := b.quota(bk).rates()
 	if tok.Limit <= 0 || tokens <= 0 {
-		return noop, nil
+		return func(context.Context, int) {}
 	}
+	group := b.group(bk)
 	return func(ctx context.Context, actual int) {
 		if actual >= 0 && actual != tokens {
 			_ = b.Limiter.Adjust(ctx, rdb.LLMTokensName(group), tok, float64(actual-tokens))
 		}
-	}, nil
+	}
 }
 
 // Cooldown pauses all calls to the bucket's endpoint and model for d,

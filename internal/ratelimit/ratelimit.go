@@ -108,10 +108,23 @@ func (l *Limiter) key(k string) string { return l.prefix + k }
 // whoever asks next). group names the cooldown shared by the claims (e.g.
 // the model); while a cooldown is on, the wait is its remainder.
 func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wait time.Duration, reserved bool, err error) {
+	gcra, err := l.gcra(ctx, claims)
+	if err != nil {
+		return 0, false, err
+	}
+	ok, wait, err := rdb.Reserve(ctx, l.rdb, l.key(rdb.CooldownName(group)), gcra)
+	if err != nil {
+		return 0, false, fmt.Errorf("reserve %s: %w", group, err)
+	}
+	return wait, ok, nil
+}
+
+// gcra is the claims as the reservation scripts take them.
+func (l *Limiter) gcra(ctx context.Context, claims []Claim) ([]rdb.GCRAClaim, error) {
 	gcra := make([]rdb.GCRAClaim, 0, len(claims))
 	for _, c := range claims {
 		if err := c.Rate.valid(); err != nil {
-			return 0, false, fmt.Errorf("limit %s: %w", c.Key, err)
+			return nil, fmt.Errorf("limit %s: %w", c.Key, err)
 		}
 		em := c.Rate.emissionMicros()
 		tol := em * c.Rate.Burst
@@ -122,11 +135,7 @@ func (l *Limiter) reserve(ctx context.Context, group string, claims []Claim) (wa
 		}
 		gcra = append(gcra, rdb.GCRAClaim{Key: l.key(c.Key), EmissionMicros: em, ToleranceMicros: tol, Units: c.Units})
 	}
-	ok, wait, err := rdb.Reserve(ctx, l.rdb, l.key(rdb.CooldownName(group)), gcra)
-	if err != nil {
-		return 0, false, fmt.Errorf("reserve %s: %w", group, err)
-	}
-	return wait, ok, nil
+	return gcra, nil
 }
 
 // Try admits the claims now or says how long until they would fit,

@@ -207,6 +207,14 @@ func LLMRequestsName(group string) string { return "llm:" + group + ":rpm" }
 // LLMTokensName: see LLMRequestsName.
 func LLMTokensName(group string) string { return "llm:" + group + ":tpm" }
 
+// DeploymentDownName is set while an LLM deployment (group: endpoint and
+// model) is cooled down after failures; DeploymentFailsName counts its
+// health failures in a row.
+func DeploymentDownName(group string) string { return "down:" + group }
+
+// DeploymentFailsName: see DeploymentDownName.
+func DeploymentFailsName(group string) string { return "fails:" + group }
+
 // WarehouseGroup names a warehouse's cooldown group and semaphore.
 func WarehouseGroup(name string) string { return "wh:" + name }
 

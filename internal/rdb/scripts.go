@@ -392,6 +392,135 @@ func Adjust(ctx context.Context, c redis.Cmdable, key string, emissionMicros, un
 	return adjustScript.Run(ctx, c, []string{key}, emissionMicros, units).Err()
 }
 
+// reserveAnyScript admits a call on one of several candidates (an LLM
+// model's deployments), each a set of claims as reserveScript takes them:
+// candidates cooled down (their down key set) are skipped; among those
+// that admit the call now, the lowest priority, then the most headroom
+// (the smallest share of a burst left after the claim, times the weight)
+// takes it. KEYS per candidate: cooldown, down, then its claims' keys.
+// ARGV: the number of candidates, then per candidate its number of
+// claims, weight and priority, then per claim emission, tolerance and
+// units. Returns {index (1-based; 0: none admits now, -1: all down),
+// wait_us until the first would}.
+var reserveAnyScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local nc = tonumber(ARGV[1])
+local ki, ai = 1, 2
+local best, bestPri, bestScore, bestClaims = 0, 0, 0, nil
+local minWait = -1
+local up = false
+for c = 1, nc do
+  local cdKey, downKey = KEYS[ki], KEYS[ki + 1]
+  ki = ki + 2
+  local n, weight, pri = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+  ai = ai + 3
+  local claims = {}
+  for j = 1, n do
+    claims[j] = {key = KEYS[ki], em = tonumber(ARGV[ai]), tol = tonumber(ARGV[ai + 1]), units = tonumber(ARGV[ai + 2])}
+    ki = ki + 1
+    ai = ai + 3
+  end
+  if redis.call('EXISTS', downKey) == 0 then
+    up = true
+    local wait = 0
+    local cd = redis.call('PTTL', cdKey)
+    if cd > 0 then wait = cd * 1000 end
+    local head = 1
+    for _, cl in ipairs(claims) do
+      if cl.em * cl.units > cl.tol then cl.tol = cl.em * cl.units end
+      local tat = tonumber(redis.call('GET', cl.key) or now)
+      if tat < now then tat = now end
+      cl.tat = tat
+      local w = tat + cl.em * cl.units - cl.tol - now
+      if w > wait then wait = w end
+      local h = (cl.tol - (tat + cl.em * cl.units - now)) / cl.tol
+      if h < head then head = h end
+    end
+    if wait <= 0 then
+      local score = head * weight
+      if best == 0 or pri < bestPri or (pri == bestPri and score > bestScore) then
+        best, bestPri, bestScore, bestClaims = c, pri, score, claims
+      end
+    elseif minWait < 0 or wait < minWait then
+      minWait = wait
+    end
+  end
+end
+if best > 0 then
+  for _, cl in ipairs(bestClaims) do
+    local newtat = cl.tat + cl.em * cl.units
+    redis.call('SET', cl.key, string.format('%.0f', newtat), 'PX', math.ceil((newtat - now) / 1000) + 1000)
+  end
+  return {best, '0'}
+end
+if not up then return {-1, '0'} end
+return {0, string.format('%.0f', minWait)}
+`)
+
+// RouteCandidate is one candidate of ReserveAny: its claims, its
+// cooldown and down keys, and how it ranks.
+type RouteCandidate struct {
+	CooldownKey, DownKey string
+	Claims               []GCRAClaim
+	Weight               float64
+	Priority             int
+}
+
+// ReserveAny admits the claims of one candidate now and returns its index,
+// or -1 and how long until one would fit; allDown: every candidate is
+// cooled down.
+func ReserveAny(ctx context.Context, c redis.Cmdable, cands []RouteCandidate) (index int, wait time.Duration, allDown bool, err error) {
+	var keys []string
+	args := []any{len(cands)}
+	for _, cd := range cands {
+		keys = append(keys, cd.CooldownKey, cd.DownKey)
+		args = append(args, len(cd.Claims), cd.Weight, cd.Priority)
+		for _, cl := range cd.Claims {
+			keys = append(keys, cl.Key)
+			args = append(args, cl.EmissionMicros, cl.ToleranceMicros, cl.Units)
+		}
+	}
+	res, err := reserveAnyScript.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return -1, 0, false, err
+	}
+	i, _ := res[0].(int64)
+	var micros float64
+	if s, ok := res[1].(string); ok {
+		micros, _ = strconv.ParseFloat(s, 64)
+	}
+	switch {
+	case i > 0:
+		return int(i) - 1, 0, false, nil
+	case i < 0:
+		return -1, 0, true, nil
+	}
+	return -1, time.Duration(micros) * time.Microsecond, false, nil
+}
+
+// deploymentFailedScript counts a health failure of a deployment
+// (KEYS[1], in a row within ARGV[2] ms) unless it is cooled down already
+// (KEYS[2]); the ARGV[1]-th cools it down for ARGV[3] ms and leaves the
+// count one short, so the probe after the cooldown cools it again if it
+// fails. Returns 1 when this failure cooled it down.
+var deploymentFailedScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local n = redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if n < tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+redis.call('SET', KEYS[1], tonumber(ARGV[1]) - 1, 'PX', tonumber(ARGV[3]) + tonumber(ARGV[2]))
+return 1
+`)
+
+// DeploymentFailed counts a deployment's health failure; true when it
+// cooled the deployment down (downKey) for cooldown.
+func DeploymentFailed(ctx context.Context, c redis.Cmdable, failsKey, downKey string, failures int, window, cooldown time.Duration) (bool, error) {
+	n, err := deploymentFailedScript.Run(ctx, c, []string{failsKey, downKey}, failures, window.Milliseconds(), cooldown.Milliseconds()).Int()
+	return n == 1, err
+}
+
 // cooldownScript extends (never shortens) a pause.
 var cooldownScript = redis.NewScript(`
 local cur = redis.call('PTTL', KEYS[1])

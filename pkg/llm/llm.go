@@ -124,6 +124,9 @@ type Usage struct {
 	LimiterWait time.Duration `json:"limiter_wait_ns"`
 	// Tokenize is the time spent counting the prompt's tokens.
 	Tokenize time.Duration `json:"tokenize_ns,omitempty"`
+	// Fallbacks counts calls answered by a fallback model, every
+	// deployment of the role's own being down.
+	Fallbacks int `json:"fallback_calls,omitempty"`
 }
 
 // Add accumulates the counts of o into the receiver.
@@ -137,6 +140,7 @@ func (u *Usage) Add(o Usage) {
 	u.RateLimited += o.RateLimited
 	u.LimiterWait += o.LimiterWait
 	u.Tokenize += o.Tokenize
+	u.Fallbacks += o.Fallbacks
 }
 
 // Response is a call's answer.

@@ -46,6 +46,13 @@ type ModelConfig struct {
 	ContextWindow int
 	// Reasoning overrides the detection from the model name.
 	Reasoning *bool
+	// Deployments serve this model at several endpoints, each with its
+	// own quota; a call goes to the healthy one with the most headroom
+	// (router.go). Empty: Endpoint alone serves it.
+	Deployments []Deployment
+	// Fallbacks are other models tried in order when every deployment
+	// of this one is cooled down.
+	Fallbacks []ModelConfig
 }
 
 func (m ModelConfig) reasoning() bool {
@@ -182,9 +189,15 @@ type Config struct {
 	// reservation is reconciled with the real usage afterwards.
 	ExpectedCompletionTokens int
 	Limiter                  Limiter
-	Tokenizer                *Tokenizer
-	HTTPClient               *http.Client
-	Logger                   *zap.Logger
+	// DeploymentFailures health failures in a row (server errors,
+	// timeouts, connection errors) cool a deployment down for
+	// DeploymentCooldown (defaults 3 and 30s): cluster-wide when the
+	// Limiter is a Router, else in this process.
+	DeploymentFailures int
+	DeploymentCooldown time.Duration
+	Tokenizer          *Tokenizer
+	HTTPClient         *http.Client
+	Logger             *zap.Logger
 }
 
 // defaultEndpoint is the default endpoint as an Endpoint.
@@ -213,6 +226,8 @@ type OpenAI struct {
 	// transport is the client's own connection pool (nil when
 	// Config.HTTPClient brought one).
 	transport *http.Transport
+	// health is the deployments' health when the Limiter is no Router.
+	health *memHealth
 }
 
 // Close closes the client's idle connections (a Config.HTTPClient's stay
@@ -381,6 +396,12 @@ func New(cfg Config) (*OpenAI, error) {
 	if cfg.ExpectedCompletionTokens <= 0 {
 		cfg.ExpectedCompletionTokens = 1024
 	}
+	if cfg.DeploymentFailures <= 0 {
+		cfg.DeploymentFailures = 3
+	}
+	if cfg.DeploymentCooldown <= 0 {
+		cfg.DeploymentCooldown = 30 * time.Second
+	}
 	if cfg.Tokenizer == nil {
 		cfg.Tokenizer = NewTokenizer()
 	}
@@ -401,7 +422,7 @@ func New(cfg Config) (*OpenAI, error) {
 		own.MaxIdleConns, own.MaxIdleConnsPerHost = 1024, 512
 		base = own
 	}
-	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own}
+	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own, health: &memHealth{}}
 	for i, e := range append([]Endpoint{cfg.defaultEndpoint()}, cfg.Endpoints...) {
 		if i > 0 {
 			if !endpointName.MatchString(e.Name) || e.Name == DefaultEndpoint {
@@ -424,9 +445,15 @@ func New(cfg Config) (*OpenAI, error) {
 		if _, ok := c.endpoint(m.Endpoint); !ok {
 			return nil, fmt.Errorf("llm: role %s uses endpoint %q, which is not configured", role, m.Endpoint)
 		}
+		if err := c.checkRoutes(m); err != nil {
+			return nil, fmt.Errorf("llm: role %s: %w", role, err)
+		}
 	}
 	if _, ok := c.endpoint(cfg.Default.Endpoint); !ok {
 		return nil, fmt.Errorf("llm: the default model uses endpoint %q, which is not configured", cfg.Default.Endpoint)
+	}
+	if err := c.checkRoutes(cfg.Default); err != nil {
+		return nil, fmt.Errorf("llm: the default model: %w", err)
 	}
 	return c, nil
 }
@@ -489,13 +516,20 @@ func (c *OpenAI) Model(role Role) ModelConfig {
 	if m.ReasoningEffort != "" {
 		d.ReasoningEffort = m.ReasoningEffort
 	}
+	if len(m.Deployments) > 0 {
+		d.Deployments = m.Deployments
+	}
+	if len(m.Fallbacks) > 0 {
+		d.Fallbacks = m.Fallbacks
+	}
 	return d
 }
 
-// Chat implements Client.
-func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
-	mc := c.Model(req.Role)
-	ep, _ := c.endpoint(mc.Endpoint) // New checked every role's endpoint
+// call runs a call on one route: the role's only endpoint, with the
+// client's retries, or one deployment chosen by the router, which
+// acquired its quota for the first attempt.
+func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, error) {
+	mc, ep := rt.mc, rt.ep
 	usage := Usage{Endpoint: ep.Name, Model: mc.Name}
 	fail := func(attempts, status int, err error) error {
 		return &CallError{Model: mc.Name, Endpoint: ep.Name, URL: redact.URL(ep.BaseURL), Attempts: attempts, Status: status, Err: err, Usage: usage}
@@ -510,7 +544,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	// Reserve what the completion is likely to be, not its ceiling: an
 	// over-reservation is refunded only after the call, too late for the
 	// callers queued behind it.
-	bucket := Bucket{Endpoint: ep.Name, Model: mc.Name, Quota: ep.Quota}
+	bucket := rt.bucket()
 	completion := c.completions.estimate(bucket.key(), c.cfg.ExpectedCompletionTokens)
 	if oreq.MaxCompletionTokens > 0 {
 		completion = min(completion, oreq.MaxCompletionTokens)
@@ -529,6 +563,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	var lastErr error
 	lastStatus := 0
 	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)
+	if rt.attempts > 0 {
+		attempts = rt.attempts
+	}
 	limit, header, dead := c.cfg.CallTimeout, c.cfg.HeaderTimeout, c.cfg.DeadEndpointTimeout
 	if interactive {
 		// A user is waiting: say what is wrong within seconds.
@@ -561,7 +598,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	for attempt := 1; attempt <= attempts; attempt++ {
 		usage.Attempts = attempt
 		settle := func(context.Context, int) {}
-		if c.cfg.Limiter != nil {
+		if attempt == 1 && rt.settle != nil {
+			settle = rt.settle
+		} else if c.cfg.Limiter != nil {
 			start := time.Now()
 			s, err := c.cfg.Limiter.Acquire(ctx, bucket, prompt+completion)
 			waited := time.Since(start)

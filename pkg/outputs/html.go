@@ -554,6 +554,18 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"warehouse queries that failed", num(c.QueryErrors), per(float64(c.QueryErrors))},
 		{"warehouse time", secs(c.QueryTime.Seconds()), secs(c.QueryTime.Seconds() / float64(n))},
 	}
+	if c.LLM.Fallbacks > 0 {
+		// A run never silently mixes models: name the examples a
+		// fallback model answered calls of.
+		var ids []string
+		for _, e := range r.Examples {
+			if e.Cost.LLM.Fallbacks > 0 {
+				ids = append(ids, e.InstanceID)
+			}
+		}
+		costTotals = append(costTotals, costRow{"LLM calls a fallback model answered (examples " + strings.Join(ids, ", ") + ")",
+			num(c.LLM.Fallbacks), per(float64(c.LLM.Fallbacks))})
+	}
 	var stageRows []stageRow
 	var stageBars []bar
 	names := stages.Stages()

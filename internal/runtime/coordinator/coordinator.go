@@ -35,6 +35,7 @@ import (
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
+	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -564,7 +565,9 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	c.mu.Lock()
 	c.finals[f.Example] = f
 	delete(c.flying, f.Example)
-	if f.Status == "failed" && strings.Contains(f.Error, "llm") {
+	// A call that failed while another route of its model was up
+	// (llm.RoutesUpNote) is no outage: only every route down counts.
+	if f.Status == "failed" && strings.Contains(f.Error, "llm") && !strings.Contains(f.Error, llm.RoutesUpNote) {
 		c.llmFailures++
 		if c.abortAfter > 0 && c.llmFailures >= c.abortAfter && c.aborted == nil {
 			c.aborted = &Aborted{Run: c.m.Run, Reason: fmt.Sprintf("%d examples in a row failed on LLM calls; the last: %s", c.llmFailures, f.Error)}

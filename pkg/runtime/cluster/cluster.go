@@ -310,7 +310,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// Always the limiter: endpoints carry their own quotas, a 429's
 		// cooldown is shared, and with no quota anywhere a call does not
 		// touch Redis.
-		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota}
+		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota,
+			OnHealth: func(endpoint, model string, d time.Duration) { c.Metrics.DeploymentHealth(endpoint, model, d) }}
 		oc, err := llm.New(cfg.LLM)
 		if err != nil {
 			return fail(err)

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// TestDeploymentsShort is scenarios (a) and (b) in short form, through
+// llmsim over HTTP, embedded NATS and redis-server: three deployments at
+// 900/600/300 requests a minute behind one model serve at their sum
+// without a 429; killing the largest mid-run fails no example and changes
+// no answer, and the others keep the capacity left busy.
+//
+// Not parallel: the package's other rigs would share its two cores, and
+// the quota ratio measures whether the machine keeps the quotas busy.
+func TestDeploymentsShort(t *testing.T) {
+	sc := Deployments()
+	sc.Dataset = "../../../examples/demo"
+	sc.Examples, sc.Votes, sc.RPM = 48, 4, []int{900, 600, 300}
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
+	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 8, 1, 8
+	sc.KillAfterSeconds, sc.KillSeconds, sc.CooldownSeconds = 4, 5, 1
+	var progress bytes.Buffer
+	rep, err := RunDeployments(context.Background(), sc, t.TempDir(), &progress)
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]DeployRun{"(a)": rep.A, "(b)": rep.B} {
+		if r.Examples != sc.Examples || r.Failed != 0 {
+			t.Errorf("%s: %d examples, %d failed; want %d, 0", name, r.Examples, r.Failed, sc.Examples)
+		}
+		if r.RateLimited != 0 {
+			t.Errorf("%s: %d 429s from deployments whose quotas the limiter knows", name, r.RateLimited)
+		}
+		for i, n := range r.Served {
+			// Its quota over the run, plus the simulator's one-second burst.
+			limit := float64(sc.RPM[i])/60*r.Wall + float64(sc.RPM[i])/60
+			if n == 0 || float64(n) > limit {
+				t.Errorf("%s: deployment %d served %d calls in %.1fs; want some, at most its quota's %.0f (served %v)", name, i+1, n, r.Wall, limit, r.Served)
+			}
+		}
+	}
+	if rep.B.KilledSeconds < sc.KillSeconds/2 {
+		t.Errorf("(b): the deployment was down %.1fs, want about %gs (the run ended first?)", rep.B.KilledSeconds, sc.KillSeconds)
+	}
+	if !rep.SameAnswers {
+		t.Errorf("(b) answered differently from (a): %v", rep.Differing)
+	}
+	// Alone on 2 cores the short form reaches 0.94 in both runs; beside
+	// other test binaries the machine, not the router, bounds it.
+	if rep.A.QuotaRatio < 0.6 || rep.B.QuotaRatio < 0.6 {
+		t.Errorf("quota ratios (a) %.3f, (b) %.3f over the capacity up; want >= 0.6 in this short form", rep.A.QuotaRatio, rep.B.QuotaRatio)
+	}
+}

@@ -1,0 +1,131 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/llm"
+)
+
+// TestAcquireAnyUsesEveryDeploymentsQuota: callers competing for three
+// deployments of one model get the sum of their quotas, and no
+// deployment more than its own.
+func TestAcquireAnyUsesEveryDeploymentsQuota(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t), Prefix: "t:", Reserve: -1})
+	b := &LLMBudget{Limiter: l, Scope: "s"}
+	rpm := []float64{3000, 2000, 1000}
+	cands := make([]llm.Candidate, len(rpm))
+	for i, r := range rpm {
+		cands[i] = llm.Candidate{Bucket: llm.Bucket{Endpoint: []string{"east", "west", "north"}[i], Model: "m",
+			Quota: llm.Quota{RequestsPerMinute: r}}, Weight: 1}
+	}
+	const window = 4 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	var mu sync.Mutex
+	got := make([]int, len(rpm))
+	var wg sync.WaitGroup
+	for range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i, _, err := b.AcquireAny(ctx, cands, 100)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				got[i]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	total, capacity := 0, 0.0
+	for i, r := range rpm {
+		// Each deployment's share: its rate over the window plus its burst.
+		limit := r*window.Minutes() + b.rpmBurst(r) + 1
+		if float64(got[i]) > limit {
+			t.Errorf("deployment %s admitted %d calls in %s, over its quota's %.0f", cands[i].Endpoint, got[i], window, limit)
+		}
+		total += got[i]
+		capacity += r * window.Minutes()
+	}
+	if ratio := float64(total) / capacity; ratio < 0.95 {
+		t.Errorf("three deployments admitted %d calls in %s (%v), %.2f of their %.0f together, want >= 0.95", total, window, got, ratio, capacity)
+	}
+}
+
+func (b *LLMBudget) rpmBurst(rpm float64) float64 {
+	r, _ := LLMQuota{RequestsPerMinute: rpm}.rates()
+	return r.Burst
+}
+
+// TestDeploymentHealth: failures in a row cool a deployment down for
+// every process; the others take its calls; it comes back after the
+// cooldown, and a failed probe cools it again at once.
+func TestDeploymentHealth(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t), Prefix: "t:"})
+	var events []time.Duration
+	b := &LLMBudget{Limiter: l, Scope: "s", OnHealth: func(_, _ string, d time.Duration) { events = append(events, d) }}
+	other := &LLMBudget{Limiter: l, Scope: "s"} // another process
+	ctx := context.Background()
+	a := llm.Candidate{Bucket: llm.Bucket{Endpoint: "a", Model: "m"}, Weight: 1}
+	z := llm.Candidate{Bucket: llm.Bucket{Endpoint: "z", Model: "m"}, Weight: 1}
+	const cooldown = 2 * time.Second
+	for n := 1; n <= 3; n++ {
+		cooled, err := b.Failed(ctx, a.Bucket, 3, cooldown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cooled != (n == 3) {
+			t.Fatalf("failure %d: cooled %v, want %v", n, cooled, n == 3)
+		}
+	}
+	if d, _ := other.Down(ctx, a.Bucket); d <= 0 || d > cooldown {
+		t.Fatalf("another process sees the deployment down for %s, want (0, %s]", d, cooldown)
+	}
+	if cooled, _ := other.Failed(ctx, a.Bucket, 3, cooldown); cooled {
+		t.Error("a failure during the cooldown cooled it again (an in-flight call's failure must not extend it)")
+	}
+	for range 5 {
+		i, _, err := other.AcquireAny(ctx, []llm.Candidate{a, z}, 10)
+		if err != nil || i != 1 {
+			t.Fatalf("with a down: got candidate %d, err %v; want 1 (z)", i, err)
+		}
+	}
+	if _, _, err := other.AcquireAny(ctx, []llm.Candidate{a}, 10); !errors.Is(err, llm.ErrAllDown) {
+		t.Fatalf("only a, which is down: err %v, want ErrAllDown", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := other.Down(ctx, a.Bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still down %s after the cooldown", d)
+		}
+		time.Sleep(d)
+	}
+	if i, _, err := other.AcquireAny(ctx, []llm.Candidate{a}, 10); err != nil || i != 0 {
+		t.Fatalf("after the cooldown: candidate %d, err %v; want a back", i, err)
+	}
+	if cooled, _ := b.Failed(ctx, a.Bucket, 3, cooldown); !cooled {
+		t.Error("the failed probe after the cooldown did not cool it down again")
+	}
+	if len(events) != 2 || events[0] != cooldown {
+		t.Errorf("health events %v, want two cooldowns of %s", events, cooldown)
+	}
+}
