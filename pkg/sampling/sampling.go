@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
@@ -240,4 +241,49 @@ func gamma(rng *rand.Rand, k int) float64 {
 		s += rng.ExpFloat64()
 	}
 	return s
+}
+
+// Settle judges the candidates drawn so far: the rule over their result
+// clusters (vote.Clusters), and the majority vote over them. It is
+// settled when the rule says so and the vote has a winner with high
+// confidence (a unique largest cluster of two or more), so an early stop
+// always decides as the paper's first vote would. Every agent's waves and
+// the offline replay (Replay) decide with it.
+func (c Config) Settle(cands []*agent.Candidate) (Verdict, vote.Decision) {
+	groups, _ := vote.Clusters(cands)
+	sizes := make([]int, len(groups))
+	for i, g := range groups {
+		sizes[i] = len(g)
+	}
+	v, m := c.Judge(sizes), vote.Majority(cands)
+	v.Settled = v.Settled && m.Confidence == vote.High
+	return v, m
+}
+
+// Replayed is what adaptive sampling would have done with candidates
+// drawn in order: how many it drew, the rule's last posterior, whether it
+// stopped early, and the vote then (meaningful when it stopped).
+type Replayed struct {
+	Drawn     int
+	Stopped   bool
+	Posterior float64
+	Vote      vote.Decision
+}
+
+// Replay runs the waves over cands, the candidates in the order they
+// were drawn (a fixed run's, by index): after each wave it settles or
+// draws the next, as an agent's Decide does live.
+func (c Config) Replay(cands []*agent.Candidate) Replayed {
+	drawn := 0
+	var r Replayed
+	for _, n := range c.Waves(len(cands)) {
+		drawn += n
+		v, m := c.Settle(cands[:drawn])
+		r = Replayed{Drawn: drawn, Posterior: v.Confidence, Vote: m}
+		if v.Settled {
+			r.Stopped = drawn < len(cands)
+			return r
+		}
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"math"
 	"slices"
 	"testing"
@@ -99,6 +100,43 @@ func TestFromOptions(t *testing.T) {
 	for _, bad := range []map[string]string{{OptSampling: "sometimes"}, {OptThreshold: "1"}, {OptRule: "gauss"}, {OptFirst: "0"}} {
 		if _, err := FromOptions(bad); err == nil {
 			t.Errorf("FromOptions(%v) accepted", bad)
+		}
+	}
+}
+
+func cands(answers ...string) []*agent.Candidate {
+	out := make([]*agent.Candidate, len(answers))
+	for i, a := range answers {
+		out[i] = &agent.Candidate{Index: i, Status: agent.StatusOK, CSV: "v\n" + a + "\n"}
+		if a == "" {
+			out[i].Status, out[i].CSV = agent.StatusError, ""
+		}
+	}
+	return out
+}
+
+func TestReplayWaves(t *testing.T) {
+	c := Config{Policy: Adaptive, Rule: Beta, Threshold: 0.95, First: 3, Step: 2}
+	for _, tc := range []struct {
+		name    string
+		cands   []*agent.Candidate
+		drawn   int
+		stopped bool
+		winner  int // -1: none
+	}{
+		{"five agree by the second wave", cands("1", "1", "1", "1", "1", "2", "2", "3"), 5, true, 0},
+		{"a split never settles", cands("1", "2", "1", "2", "1", "2", "1", "2"), 8, false, -1},
+		{"failures count for no answer", cands("", "1", "1", "1", "1", "2", "2", "2"), 5, true, 1},
+		{"six to one settles at the third wave", cands("1", "2", "1", "1", "1", "1", "1", "1"), 7, true, 0},
+		{"two to six: the last wave draws every slot", cands("1", "2", "1", "2", "1", "1", "1", "1"), 8, false, 0},
+	} {
+		r := c.Replay(tc.cands)
+		w := -1
+		if r.Vote.Winner != nil {
+			w = r.Vote.Winner.Index
+		}
+		if r.Drawn != tc.drawn || r.Stopped != tc.stopped || w != tc.winner {
+			t.Errorf("%s: drew %d, stopped %v, winner %d (posterior %.3f); want %d, %v, %d", tc.name, r.Drawn, r.Stopped, w, r.Posterior, tc.drawn, tc.stopped, tc.winner)
 		}
 	}
 }

@@ -547,14 +547,9 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 	if round < len(waves) {
 		var verdict *agent.Sampling
 		if len(waves) > 1 {
-			groups, _ := vote.Clusters(cands)
-			sizes := make([]int, len(groups))
-			for i, g := range groups {
-				sizes[i] = len(g)
-			}
-			j := d.samp.Judge(sizes)
+			j, v := d.samp.Settle(cands)
 			verdict = &agent.Sampling{Posterior: j.Confidence}
-			if v := vote.Majority(cands); j.Settled && v.Confidence == vote.High {
+			if j.Settled {
 				if round < len(waves)-1 {
 					verdict.StoppedAfter = len(cands)
 				}
@@ -593,12 +588,8 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 				first = append(first, cand)
 			}
 		}
-		groups, _ := vote.Clusters(first)
-		sizes := make([]int, len(groups))
-		for i, g := range groups {
-			sizes[i] = len(g)
-		}
-		out.Sampling = &agent.Sampling{Posterior: d.samp.Judge(sizes).Confidence}
+		j, _ := d.samp.Settle(first)
+		out.Sampling = &agent.Sampling{Posterior: j.Confidence}
 	}
 	return out, err
 }
