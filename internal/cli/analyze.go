@@ -17,16 +17,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
-func newAnalyzeCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "analyze",
-		Short: "Analyze a finished run's output offline",
-		Args:  usageArgs(cobra.NoArgs),
-	}
-	cmd.AddCommand(newAnalyzeSamplingCmd())
-	return cmd
-}
-
 // samplingExample is one example of the replay.
 type samplingExample struct {
 	ID string `json:"instance_id"`
@@ -55,13 +45,15 @@ type samplingReplay struct {
 	CallsSaved int               `json:"llm_calls_saved"`
 }
 
-func newAnalyzeSamplingCmd() *cobra.Command {
+// newAnalyzeCmd is quorum analyze WHAT: its one analysis so far is
+// sampling (the flags are the command's, so WHAT is an argument).
+func newAnalyzeCmd() *cobra.Command {
 	var runDir string
 	var asJSON bool
 	opts := map[string]*string{}
 	cmd := &cobra.Command{
-		Use:   "sampling --run DIR",
-		Short: "Replay a fixed-sampling ReFoRCE run's candidates through adaptive sampling's stopping rule",
+		Use:   "analyze sampling --run DIR",
+		Short: "Analyze a finished run offline: sampling replays a fixed ReFoRCE run through adaptive sampling's stopping rule",
 		Long: `analyze sampling replays the first-round candidates a ReFoRCE run with fixed
 sampling recorded (its output's candidates/<instance_id>/r0_c<index>.*), in the
 order they were drawn (by index), through adaptive sampling's waves and
@@ -70,8 +62,11 @@ simulator: for each example it reports how many candidates adaptive sampling
 would have drawn, the rule's posterior confidence, whether it stopped early on
 an answer other than the run's, and the LLM calls that would have been saved
 (estimated from the example's own costs per stage).`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "sampling" {
+				return usage(fmt.Errorf("quorum analyze %s: the analyses are: sampling", args[0]))
+			}
 			if runDir == "" {
 				return usage(errors.New("--run is required: a run's output folder"))
 			}
