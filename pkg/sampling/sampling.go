@@ -49,7 +49,7 @@ const (
 )
 
 // Defaults: waves of 3 then 2 more at a time, and a threshold of 0.9.
-// With at most 8 candidates the paper's 0.95 can stop no earlier than
+// With at most 8 candidates 0.95 can stop no earlier than
 // four agreeing ones (three agreeing give 15/16 = 0.9375), so it saves at
 // most three of eight; 0.9 lets three unanimous candidates settle an
 // example (the bench measures both; docs/agents/reforce.md).
