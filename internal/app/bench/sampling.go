@@ -48,6 +48,14 @@ func CompareSampling(ctx context.Context, sc Scenario, agents, policies []string
 		sc.Difficulty = llmsim.DefaultDifficulty().String()
 	}
 	c := &SamplingComparison{Scenario: sc}
+	// Every agent and policy is checked before the first run starts.
+	for _, name := range agents {
+		for _, p := range policies {
+			if err := setSampling(strings.TrimSpace(name), map[string]string{}, strings.TrimSpace(p)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, name := range agents {
 		for _, p := range policies {
 			s := sc
