@@ -75,6 +75,8 @@ type cluster struct {
 	sim    *llmsim.Server
 	gate   *gate
 	logs   string
+	// coordExtra are more flags for the coordinator (agent options).
+	coordExtra []string
 }
 
 // gate sits in front of the simulator and can hold a process's next LLM
@@ -294,7 +296,7 @@ func (c *cluster) start(name, bin string, args ...string) *exec.Cmd {
 }
 
 func (c *cluster) coordinator(name, run, out string) *exec.Cmd {
-	return c.start(name, "coordinator", "--run-id", run, "--dataset", demoDir(c.t), "--votes", "8", "--seed", "3", "--out", out)
+	return c.start(name, "coordinator", append([]string{"--run-id", run, "--dataset", demoDir(c.t), "--votes", "8", "--seed", "3", "--out", out}, c.coordExtra...)...)
 }
 
 func (c *cluster) workers() (gens []*exec.Cmd, voter *exec.Cmd) {
@@ -436,6 +438,63 @@ func TestKilledGeneratorAndRestartedVoter(t *testing.T) {
 	}
 	t.Logf("undisturbed: %d LLM calls; disturbed: %d recorded, %d served by the simulator; %d tasks of the killed generator redelivered to the survivor",
 		want.calls, got.calls, c.sim.Stats().Requests, redelivered)
+}
+
+// TestKilledGeneratorAdaptive is the kill test under adaptive sampling:
+// a generator killed while a task is in flight, its tasks redelivered,
+// gives the answers an undisturbed adaptive run gives, each example
+// stopping after the same wave.
+func TestKilledGeneratorAdaptive(t *testing.T) {
+	adaptive := []string{"--agent-option", "sampling=adaptive"}
+	clean := newCluster(t)
+	clean.coordExtra = adaptive
+	clean.workers()
+	cleanOut := filepath.Join(t.TempDir(), "out")
+	wait(t, clean.coordinator("coordinator", "clean", cleanOut), clean.logs, "coordinator", 3*time.Minute)
+	want := readOutputs(t, cleanOut)
+	stops := stoppedAfter(t, cleanOut)
+	early := 0
+	for _, s := range stops {
+		if s > 0 {
+			early++
+		}
+	}
+	if early == 0 {
+		t.Fatal("no example stopped early under adaptive sampling: the waves were not exercised")
+	}
+
+	c := newCluster(t)
+	c.coordExtra = adaptive
+	gens, _ := c.workers()
+	held := c.inFlight("generator-1")
+	out := filepath.Join(t.TempDir(), "out")
+	coord := c.coordinator("coordinator", "disturbed", out)
+	c.killInFlight(map[string]<-chan struct{}{"generator-1": held}, map[string]*exec.Cmd{"generator-1": gens[0]})
+	wait(t, coord, c.logs, "coordinator", 3*time.Minute)
+	compare(t, "adaptive sampling, killed generator", readOutputs(t, out), want)
+	for id, s := range stoppedAfter(t, out) {
+		if stops[id] != s {
+			t.Errorf("%s: stopped after %d candidates with a generator killed, %d undisturbed", id, s, stops[id])
+		}
+	}
+	survivor, _ := os.ReadFile(filepath.Join(c.logs, "generator-2.log"))
+	if strings.Count(string(survivor), "redelivered message") == 0 {
+		t.Error("no task of the killed generator was redelivered: the kill interrupted nothing")
+	}
+	t.Logf("%d of %d examples stopped early", early, len(stops))
+}
+
+func stoppedAfter(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	rep, err := outputs.ReadReport(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range rep.Examples {
+		out[e.InstanceID] = e.StoppedAfter
+	}
+	return out
 }
 
 func TestCoordinatorKilledAndResumed(t *testing.T) {

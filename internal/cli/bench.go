@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 		scenarioFile, out, work string
 		asJSON, noScaling       bool
 		compare, personas       []string
+		policies                []string
 		scale                   []int
 		agentOpts               []string
 		sc                      = bench.Standard()
@@ -106,6 +107,9 @@ and writes mixed.json.`,
 			if len(scale) > 0 && (len(personas) > 0 || len(compare) > 0) {
 				return usage(fmt.Errorf("--scale runs one agent (--agent) at each size: not with --agents or --personas"))
 			}
+			if len(policies) > 0 {
+				return benchSampling(cmd, sc, orDefault(compare, sc.Agent), policies, work, out, asJSON)
+			}
 			if len(personas) > 0 {
 				return benchConform(cmd, sc, compare, personas, work, out, asJSON)
 			}
@@ -149,6 +153,8 @@ and writes mixed.json.`,
 	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
 	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
 	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
+	f.StringSliceVar(&policies, "sampling", nil, "compare candidate sampling policies (fixed,adaptive), one run each per agent (--agents, else --agent) on the same dataset, seed, difficulty mix and quota; no scaling runs")
+	f.StringVar(&sc.Difficulty, "difficulty", sc.Difficulty, "the simulator's mix of easy, medium and hard questions: easy=W,medium=W,hard=W, default, or off (--sampling uses default when unset)")
 	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the quota and the agent's load, -1 = every example at once)")
 	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
@@ -262,6 +268,32 @@ func benchCompare(cmd *cobra.Command, sc bench.Scenario, names []string, work, o
 	fmt.Fprintf(w, "\n%-10s %8s %8s %10s %12s %9s %8s %7s %5s (EX figures are the SIMULATED LLM's)\n", "agent", "EX", "EX@k", "calls/ex", "tokens/ex", "queries/ex", "wall s", "quota", "429s")
 	for _, a := range c.Agents {
 		fmt.Fprintf(w, "%-10s %8.4f %8.4f %10.1f %12.0f %9.1f %8.1f %7.3f %5d\n", a.Agent, a.EX, a.EXAtK, a.CallsPerExample, a.TokensPerExample, a.QueriesPerEx, a.Wall, a.QuotaRatio, a.RateLimited)
+	}
+	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
+	return nil
+}
+
+func benchSampling(cmd *cobra.Command, sc bench.Scenario, names, policies []string, work, out string, asJSON bool) error {
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "bench %s: sampling %s for %s on %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n",
+		sc.Name, strings.Join(policies, ", "), strings.Join(names, ", "), sc.Examples, sc.Votes, sc.RPM)
+	c, err := bench.CompareSampling(cmd.Context(), sc, names, policies, work, progress)
+	if err != nil {
+		return err
+	}
+	if err := writeBenchFiles(out, c, func(w io.Writer) error { return bench.WriteHTML(w, c.Runs[len(c.Runs)-1].Run, c.Runs[len(c.Runs)-1]) }); err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		j, _ := json.Marshal(c)
+		fmt.Fprintln(w, string(j))
+		return nil
+	}
+	fmt.Fprintf(w, "\ndifficulty %s (EX figures are the SIMULATED LLM's)\n", c.Scenario.Difficulty)
+	fmt.Fprintf(w, "%-10s %-9s %8s %8s %10s %12s %8s %7s %8s %7s\n", "agent", "sampling", "EX", "EX@k", "calls/ex", "tokens/ex", "wall s", "quota", "stopped", "failed")
+	for _, r := range c.Rows {
+		fmt.Fprintf(w, "%-10s %-9s %8.4f %8.4f %10.2f %12.0f %8.1f %7.3f %8d %7d\n", r.Agent, r.Sampling, r.EX, r.EXAtK, r.CallsPerExample, r.TokensPerExample, r.Wall, r.QuotaRatio, r.StoppedEarly, r.FailedExamples)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
 	return nil

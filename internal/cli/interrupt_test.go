@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 // TestRunInterruptedResumes: quorum run interrupted mid-run says what it is
@@ -22,19 +23,59 @@ func TestRunInterruptedResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo three times")
 	}
+	interruptAndResume(t, llmsim.Difficulty{}, "--votes", "4")
+}
+
+// TestRunInterruptedResumesWaves: the same with adaptive sampling on
+// llmsim's difficulty mix; the resumed run continues each example's
+// waves, so every example stops where the undisturbed run stopped.
+func TestRunInterruptedResumesWaves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo three times")
+	}
+	clean, out := interruptAndResume(t, llmsim.DefaultDifficulty(), "--votes", "8", "--agent-option", "sampling=adaptive")
+	want, err := outputs.ReadReport(clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := outputs.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := map[string]int{}
+	early := 0
+	for _, e := range want.Examples {
+		stopped[e.InstanceID] = e.StoppedAfter
+		if e.StoppedAfter > 0 {
+			early++
+		}
+	}
+	for _, e := range got.Examples {
+		if s := stopped[e.InstanceID]; s != e.StoppedAfter {
+			t.Errorf("%s: the resumed run stopped after %d candidates, the undisturbed one after %d", e.InstanceID, e.StoppedAfter, s)
+		}
+	}
+	if early == 0 {
+		t.Error("no example stopped early: the waves were not exercised")
+	}
+}
+
+// interruptAndResume runs 16 demo examples undisturbed, then interrupted
+// and resumed, checks the answers agree, and returns both output folders.
+func interruptAndResume(t *testing.T, mix llmsim.Difficulty, extra ...string) (string, string) {
 	ds, err := dataset.Load(demo, dataset.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 3, Latency: llmsim.Latency{FirstToken: 40 * time.Millisecond}})
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 3, Latency: llmsim.Latency{FirstToken: 40 * time.Millisecond}, Difficulty: mix})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
 	args := func(runID, out string) []string {
-		return []string{"run", "--dataset", demo, "--limit", "16", "--votes", "4", "--run-id", runID, "--out", out,
-			"--llm-base-url", ts.URL + "/v1", "--llm-api-key", "test", "--max-in-flight", "4", "--log-level", "error"}
+		return append([]string{"run", "--dataset", demo, "--limit", "16", "--run-id", runID, "--out", out,
+			"--llm-base-url", ts.URL + "/v1", "--llm-api-key", "test", "--max-in-flight", "4", "--log-level", "error"}, extra...)
 	}
 	clean := filepath.Join(t.TempDir(), "clean")
 	if log, err := run(t, args("clean", clean)...); err != nil {
@@ -83,6 +124,7 @@ func TestRunInterruptedResumes(t *testing.T) {
 			t.Errorf("%s: resumed %v, undisturbed %v", id, got.Decisions[id], d)
 		}
 	}
+	return clean, out
 }
 
 // TestRunAbortsOnBrokenLLM: an endpoint that answers /models but fails

@@ -41,6 +41,7 @@ type llmFlags struct {
 	simSeed                                   uint64
 	simGold                                   float64
 	simPersonas                               llmsim.Personas
+	simDifficulty                             string
 	// getenv reads the environment; nil means os.Getenv (tests set it).
 	getenv func(string) string
 	// stderr is the command's error stream (warnings); keyWarned is set
@@ -69,6 +70,7 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.callTimeout, "llm-call-timeout", llm.DefaultCallTimeout, fmt.Sprintf("start no attempt of an LLM call after this long in all, attempts and the waits between them (quota waits not counted; a stream already flowing is not cut); calls a user waits for (serve, ask) get at most %s and 3 attempts", llm.DefaultInteractiveCallTimeout))
 	fl.Uint64Var(&f.simSeed, "sim-seed", 1, "seed of the simulated LLM (used only when no LLM is configured)")
 	fl.Float64Var(&f.simGold, "sim-p-gold", llmsim.DefaultNoise().Gold, "simulated LLM: probability that a first answer is right")
+	fl.StringVar(&f.simDifficulty, "sim-difficulty", "", "simulated LLM: a mix of easy, medium and hard questions, easy=W,medium=W,hard=W or default (unset: one uniform skill)")
 	fl.Var(&f.simPersonas, "sim-persona", "simulated LLM: reply in a real model's surface form, PERSONA or MODEL=PERSONA by model name; repeatable (see quorum llmsim --help)")
 }
 
@@ -192,7 +194,11 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 	} else {
 		noise := llmsim.DefaultNoise()
 		noise.Gold = f.simGold
-		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: f.simSeed, Noise: noise, Personas: f.simPersonas})
+		mix, err := llmsim.ParseDifficulty(f.simDifficulty)
+		if err != nil {
+			return cfg, "", nil, fmt.Errorf("--sim-difficulty: %w", err)
+		}
+		sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: f.simSeed, Noise: noise, Personas: f.simPersonas, Difficulty: mix})
 		if err != nil {
 			return cfg, "", nil, err
 		}

@@ -31,6 +31,7 @@ func newLLMSimCmd() *cobra.Command {
 		faults   llmsim.Faults
 		personas llmsim.Personas
 		showCfg  bool
+		mix      string
 	)
 	cmd := &cobra.Command{
 		Use:   "llmsim --dataset DIR",
@@ -61,7 +62,11 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 			if err != nil {
 				return err
 			}
-			sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: seed, Noise: noise, Latency: lat, Limits: limits, Faults: faults, Personas: personas})
+			difficulty, err := llmsim.ParseDifficulty(mix)
+			if err != nil {
+				return usage(fmt.Errorf("--difficulty: %w", err))
+			}
+			sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: seed, Noise: noise, Latency: lat, Limits: limits, Faults: faults, Personas: personas, Difficulty: difficulty})
 			if err != nil {
 				return err
 			}
@@ -105,6 +110,7 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 	f.Float64Var(&noise.SyntaxError, "p-syntax-error", noise.SyntaxError, "relative weight of answers with a syntax error")
 	f.Float64Var(&noise.Empty, "p-empty", noise.Empty, "relative weight of answers returning no rows")
 	f.Float64Var(&noise.Wrong, "p-wrong", noise.Wrong, "relative weight of wrong but valid answers")
+	f.StringVar(&mix, "difficulty", "", "a mix of easy, medium and hard questions (easy=W,medium=W,hard=W, or default): each question's skill by its tier, and a hard question's wrong answers mostly the same; unset keeps one uniform skill")
 	f.Float64Var(&noise.Fix, "p-fix", noise.Fix, "probability that a refinement with error feedback returns the gold SQL")
 	f.Float64Var(&noise.ExploreRight, "p-explore-right", noise.ExploreRight, "probability that exploration queries touch the gold tables")
 	f.Float64Var(&noise.ExploreError, "p-explore-error", noise.ExploreError, "probability that an exploration answer has a query to correct")

@@ -57,7 +57,7 @@ Start with:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
-		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd())
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {
@@ -70,6 +70,8 @@ Start with:
 // examples are shown by quorum CMD --help; every command has one (a test
 // checks).
 var examples = map[string]string{
+	"analyze": `  quorum analyze sampling --run out/fixed    # a run of quorum run --dataset examples/demo --sim-difficulty default --out out/fixed
+  quorum analyze sampling --run out/fixed --sampling-threshold 0.95 --json`,
 	"serve": `  quorum serve --dataset examples/demo --no-auth
   quorum serve --dataset examples/demo --api-keys-file keys.txt --listen :8080 --tenant-rpm 30
   quorum serve --dataset DIR --nats-url nats://… --redis-url rediss://… --api-keys-file keys.txt   # join a cluster`,

@@ -131,6 +131,11 @@ func (s *Server) sqlFor(rng *rand.Rand, info *exampleInfo, o outcome) string {
 	case outEmpty:
 		return "SELECT * FROM (\n" + info.gold + "\n) AS t WHERE 1 = 0"
 	case outWrong:
+		// Under a difficulty mix wrong answers cluster (Difficulty); the
+		// draw is skipped without one, so the older answers stay.
+		if info.cluster > 0 && rng.Float64() < info.cluster {
+			return rewrite(rng, info.plausible, opt)
+		}
 		return wrongQuery(rng, info.gold, opt)
 	}
 	return rewrite(rng, info.gold, opt)

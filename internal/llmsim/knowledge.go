@@ -38,6 +38,12 @@ type exampleInfo struct {
 	// skill scales the probability of answering correctly; hard examples
 	// get less, so some of them end with low-confidence votes.
 	skill float64
+	// tier is the question's difficulty ("" without a mix); cluster the
+	// share of its wrong answers that are plausible, its one plausible
+	// wrong SQL (Difficulty).
+	tier      string
+	cluster   float64
+	plausible string
 }
 
 type tableInfo struct {
@@ -46,7 +52,7 @@ type tableInfo struct {
 	columns []string
 }
 
-func newKnowledge(ds *dataset.Dataset, seed uint64) *knowledge {
+func newKnowledge(ds *dataset.Dataset, seed uint64, mix Difficulty) *knowledge {
 	k := &knowledge{ds: ds, seed: seed, examples: map[string]*exampleInfo{}, schemas: map[string][]*tableInfo{}}
 	for _, e := range ds.Examples {
 		info := &exampleInfo{ex: e, skill: skillOf(seed, e.ID)}
@@ -58,6 +64,11 @@ func newKnowledge(ds *dataset.Dataset, seed uint64) *knowledge {
 				info.header, _, _ = strings.Cut(strings.TrimLeft(string(b), "\ufeff"), "\n")
 				info.header = strings.TrimRight(info.header, "\r")
 			}
+		}
+		if !mix.Off() {
+			info.tier = mix.tier(seed, e.ID)
+			info.skill, info.cluster = tiers[info.tier].skill, tiers[info.tier].cluster
+			info.plausible = plausibleWrong(seed, info)
 		}
 		k.examples[e.ID] = info
 		if strings.TrimSpace(e.Question) != "" {

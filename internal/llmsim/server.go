@@ -79,7 +79,10 @@ type Config struct {
 	// Personas give requests a real model's surface by their model field
 	// (see Personas); nil answers every request in canonical form.
 	Personas Personas
-	Logger   *zap.Logger
+	// Difficulty is the mix of easy, medium and hard questions; zero keeps
+	// the older uniform skill.
+	Difficulty Difficulty
+	Logger     *zap.Logger
 }
 
 // MaxRequestBytes bounds a chat request's body (32 MiB: above any real
@@ -124,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Personas.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed), tok: llm.NewTokenizer(), log: cfg.Logger,
+	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed, cfg.Difficulty), tok: llm.NewTokenizer(), log: cfg.Logger,
 		limits: newProviderLimits(cfg.Limits), mem: newMemory(memoryMaxEntries, memoryMaxBytes)}
 	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
 	s.mux = http.NewServeMux()

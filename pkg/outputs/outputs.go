@@ -65,6 +65,12 @@ type Example struct {
 	// members/<agent>/), and Rule how they were combined.
 	Members []Member `json:"members,omitempty"`
 	Rule    string   `json:"rule,omitempty"`
+	// StoppedAfter is how many candidates adaptive sampling drew before
+	// its rule settled the example (absent when every one was drawn);
+	// Posterior is the rule's confidence in the majority after the last
+	// wave (absent under fixed sampling).
+	StoppedAfter int     `json:"stopped_after,omitempty"`
+	Posterior    float64 `json:"posterior_confidence,omitempty"`
 }
 
 // Member is one member agent's decision of an ensemble example.

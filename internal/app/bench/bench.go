@@ -69,6 +69,10 @@ type Scenario struct {
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	Jitter          float64 `json:"jitter"`
 	PGold           float64 `json:"p_gold"`
+	// Difficulty is the simulator's mix of easy, medium and hard
+	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
+	// "default"); "" keeps its uniform skill.
+	Difficulty string `json:"difficulty,omitempty"`
 	// The cluster: worker loops and tasks each takes at once.
 	Generators           int `json:"generators"`
 	GeneratorConcurrency int `json:"generator_concurrency"`
@@ -111,6 +115,9 @@ func LoadScenario(path string) (Scenario, error) {
 func (sc Scenario) Validate() error {
 	if _, err := agents.Builtin().Lookup(sc.agent()); err != nil {
 		return fmt.Errorf("bench scenario %s: agent (--agent): %w", sc.Name, err)
+	}
+	if _, err := llmsim.ParseDifficulty(sc.Difficulty); err != nil {
+		return fmt.Errorf("bench scenario %s: difficulty (--difficulty): %w", sc.Name, err)
 	}
 	for _, f := range []struct {
 		name string
@@ -448,7 +455,11 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	if sc.Persona != "" && sc.Persona != llmsim.PersonaCanonical {
 		personas, model = llmsim.Personas{"*": sc.Persona}, sc.Persona
 	}
-	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits, Personas: personas,
+	mix, err := llmsim.ParseDifficulty(sc.Difficulty)
+	if err != nil {
+		return nil, err
+	}
+	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits, Personas: personas, Difficulty: mix,
 		Latency: llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
 	if err != nil {
 		return nil, err

@@ -911,7 +911,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 		r := outputs.Example{InstanceID: id, Agent: f.Agent, AgreedCandidates: f.Agreed, Status: f.Status, Confidence: f.Confidence, Method: f.Method, Rounds: f.Rounds,
 			Candidates: f.Candidates, ValidCandidates: f.Valid, Cost: f.Cost.Total(), CostByStage: f.Cost, Error: f.Error,
 			CriticalPathSeconds: f.CriticalPathSeconds, TaskSeconds: f.TaskSeconds, Tasks: f.Tasks,
-			ServiceSeconds: f.ServiceSeconds, Rule: f.Rule}
+			ServiceSeconds: f.ServiceSeconds, Rule: f.Rule, StoppedAfter: f.StoppedAfter, Posterior: f.Posterior}
 		for _, m := range f.Members {
 			r.Members = append(r.Members, outputs.Member{Agent: m.Agent, Status: m.Status, Confidence: m.Confidence, Method: m.Method,
 				Valid: m.Valid, Agrees: m.Agrees})

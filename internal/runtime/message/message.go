@@ -157,8 +157,12 @@ type FinalAnswer struct {
 	// were combined.
 	Members []MemberAnswer `json:"members,omitempty"`
 	Rule    string         `json:"rule,omitempty"`
-	Cost    cost.Ledger    `json:"cost"`
-	Error   string         `json:"error,omitempty"`
+	// StoppedAfter and Posterior are adaptive sampling's verdict
+	// (agent.Sampling).
+	StoppedAfter int         `json:"stopped_after,omitempty"`
+	Posterior    float64     `json:"posterior,omitempty"`
+	Cost         cost.Ledger `json:"cost"`
+	Error        string      `json:"error,omitempty"`
 	// CriticalPathSeconds is the slowest candidate chain of each round,
 	// added up: what the example would take with unlimited workers.
 	CriticalPathSeconds float64 `json:"critical_path_seconds"`

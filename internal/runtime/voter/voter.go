@@ -277,6 +277,9 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 		}
 	}
 	f.Rule = d.Rule
+	if d.Sampling != nil {
+		f.StoppedAfter, f.Posterior = d.Sampling.StoppedAfter, d.Sampling.Posterior
+	}
 	for _, m := range d.Members {
 		a := message.MemberAnswer{Agent: m.Agent, Status: "no_answer", Confidence: m.Confidence, Method: m.Method, Valid: m.Valid, Agrees: m.Agrees}
 		for i, res := range results {

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/sampling"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -52,7 +53,10 @@ const (
 // low-confidence vote opens round 1, one exploration and regeneration per
 // vote; the final vote is over round 1 (DecideFinal). With model-vote, a
 // tie of the final vote opens one more round: a vote task on the generate
-// pool, whose choice the next decision applies.
+// pool, whose choice the next decision applies. Under adaptive sampling
+// (package sampling) round 0 is drawn in waves, each a round of its own,
+// and the exploration and vote rounds come after the last wave
+// (distributed.rounds).
 func Definition() *agent.Definition {
 	d := &agent.Definition{
 		Name: "reforce",
@@ -84,6 +88,7 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: cfg.Votes, Calls: 2 * cfg.Votes, Depth: 4}
 		},
 	}
+	d.Options = append(d.Options, sampling.Options("candidate")...)
 	agent.Register(&d.Kinds, KindLink, agent.Generator, "link the tables of a prompt over budget, then publish the candidates", (*distributed).link)
 	agent.Register(&d.Kinds, KindGenerate, agent.Generator, "one self-refined candidate", (*distributed).generate)
 	agent.Register(&d.Kinds, KindExplore, agent.Explorer, "one column exploration, then its regeneration", (*distributed).explore)
@@ -122,7 +127,8 @@ func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 }
 
 type distributed struct {
-	cfg Config
+	cfg  Config
+	samp sampling.Config
 	// steps is nil in roles without an LLM (coordinator, voter).
 	steps  *Agent
 	linker *dbinfo.Linker
@@ -136,7 +142,11 @@ func newDistributed(c agent.Config) (agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &distributed{cfg: cfg, infos: map[string]*dbinfo.Info{},
+	samp, err := sampling.FromOptions(c.Options)
+	if err != nil {
+		return nil, err
+	}
+	d := &distributed{cfg: cfg, samp: samp, infos: map[string]*dbinfo.Info{},
 		linker: &dbinfo.Linker{LLM: c.LLM, Budget: budget, Cache: &dbinfo.MemoryLinkCache{}}}
 	if c.Cache != nil {
 		d.linker.Cache = linkCache{c.Cache}
@@ -278,31 +288,56 @@ func (d *distributed) Start(ctx context.Context, c *agent.Context) (*agent.Dispa
 	if err := c.Store.Set(ctx, infoKey, ref); err != nil {
 		return nil, err
 	}
-	v := d.cfg.Votes
+	// The first wave: every candidate under fixed sampling.
+	v := d.waves()[0]
 	// Column exploration only (explore-all) starts at the exploration
 	// round.
 	round, from := 0, 0
 	if d.cfg.ExploreAll {
-		round, from = 1, v
+		round, from = d.exploreRound(), v
 	}
 	if d.linker.NeedsLinking(info, c.Example.ExternalKnowledge) {
 		t, err := agent.NewTask(KindLink, "link", round, agent.Range(from, from+v), taskPayload{InfoRef: ref})
 		return &agent.Dispatch{Round: round, Expect: v, Tasks: []agent.Task{t}}, err
 	}
 	if d.cfg.ExploreAll {
-		tasks, err := exploreTasks(v, ref)
-		return &agent.Dispatch{Round: 1, Expect: v, Tasks: tasks}, err
+		tasks, err := exploreTasks(round, v, ref)
+		return &agent.Dispatch{Round: round, Expect: v, Tasks: tasks}, err
 	}
 	tasks, err := generateTasks(0, 0, v, taskPayload{InfoRef: ref})
 	return &agent.Dispatch{Round: 0, Expect: v, Tasks: tasks}, err
 }
 
+// waves are the sizes of round 0's waves: all Votes candidates at once
+// under fixed sampling, and always when there is no first vote to stop
+// (explore-all, no-vote).
+func (d *distributed) waves() []int {
+	if d.cfg.ExploreAll || d.cfg.NoVote {
+		return []int{d.cfg.Votes}
+	}
+	return d.samp.Waves(d.cfg.Votes)
+}
+
+// exploreRound is the runtime round of column exploration: after the
+// waves of round 0 (1 under fixed sampling, the paper's round 1); the
+// model vote's round follows it. A wave is a round because the runtime
+// decides once per round.
+func (d *distributed) exploreRound() int { return len(d.waves()) }
+
+// paperRound is the paper's round of a runtime round: 0 for a wave of
+// the first round, 1 for exploration, 2 for the model vote. Candidates'
+// seeds take it, so candidate i is the same candidate under either
+// sampling policy.
+func (d *distributed) paperRound(round int) int {
+	return max(0, round-d.exploreRound()+1)
+}
+
 // exploreTasks are the exploration round's tasks: exploration i fills
 // slot n+i.
-func exploreTasks(n int, ref string) ([]agent.Task, error) {
+func exploreTasks(round, n int, ref string) ([]agent.Task, error) {
 	var out []agent.Task
 	for i := 0; i < n; i++ {
-		t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), 1, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
+		t, err := agent.NewTask(KindExplore, fmt.Sprintf("r1.explore.%d", i), round, []int{n + i}, taskPayload{InfoRef: ref, Exploration: i})
 		if err != nil {
 			return nil, err
 		}
@@ -357,7 +392,7 @@ func (d *distributed) link(ctx context.Context, c *agent.Context, t agent.Task, 
 		return nil, err
 	}
 	if d.cfg.ExploreAll {
-		tasks, err := exploreTasks(len(t.Slots), ref)
+		tasks, err := exploreTasks(t.Round, len(t.Slots), ref)
 		return &agent.Outcome{Next: tasks}, err
 	}
 	tasks, err := generateTasks(0, 0, len(t.Slots), taskPayload{InfoRef: ref})
@@ -400,7 +435,7 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 	}
 	index := t.Slots[0]
 	in := CandidateInput{Example: ex, TableInfo: pr.TableInfo, TableStruct: pr.TableStruct, Format: format,
-		Exploration: exploration, Round: t.Round, Index: index, Seed: int64(c.Seed)}
+		Exploration: exploration, Round: d.paperRound(t.Round), Index: index, Seed: int64(c.Seed)}
 	qctx := warehouse.WithLabels(ctx, map[string]string{"run": c.Run, "example": ex.ID,
 		"round": fmt.Sprint(t.Round), "candidate": fmt.Sprint(index)})
 	cand, err := d.steps.Candidate(qctx, wh, in)
@@ -408,7 +443,7 @@ func (d *distributed) generate(ctx context.Context, c *agent.Context, t agent.Ta
 		return nil, err // infrastructure: redeliver
 	}
 	stage := "generate"
-	if t.Round > 0 {
+	if d.paperRound(t.Round) > 0 {
 		stage = "regenerate"
 	}
 	c.Ledger.Stage(stage).Add(cand.Cost)
@@ -446,7 +481,7 @@ func (d *distributed) explore(ctx context.Context, c *agent.Context, t agent.Tas
 	if err != nil {
 		return nil, err
 	}
-	next, err := agent.NewTask(KindGenerate, fmt.Sprintf("r1.generate.%d", t.Slots[0]), 1, t.Slots,
+	next, err := agent.NewTask(KindGenerate, fmt.Sprintf("r1.generate.%d", t.Slots[0]), t.Round, t.Slots,
 		taskPayload{InfoRef: p.InfoRef, ExplorationRef: ref})
 	return &agent.Outcome{Next: []agent.Task{next}}, err
 }
@@ -500,8 +535,32 @@ func (d *distributed) vote(ctx context.Context, c *agent.Context, t agent.Task, 
 // exploration round (DecideFinal). With model-vote, a tie of the final
 // vote opens one more round with a vote task, and the decision after it
 // applies the model's choice (or, if it named none, the seeded pick).
+//
+// Under adaptive sampling round 0 comes in waves: after each, the
+// stopping rule judges the result clusters of every wave so far; settled
+// (and a unique largest cluster of two or more), the example is decided
+// as round 0's high-confidence vote and the remaining slots are never
+// drawn; else the next wave is dispatched, and after the last the paper's
+// round-0 vote above goes on as under fixed sampling.
 func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
-	if round == 0 {
+	waves := d.waves()
+	if round < len(waves) {
+		var verdict *agent.Sampling
+		if len(waves) > 1 {
+			j, v := d.samp.Settle(cands)
+			verdict = &agent.Sampling{Posterior: j.Confidence}
+			if j.Settled {
+				if round < len(waves)-1 {
+					verdict.StoppedAfter = len(cands)
+				}
+				out := v.Runtime(cands)
+				out.Sampling = verdict
+				return out, nil
+			}
+			if round < len(waves)-1 {
+				return d.wave(ctx, c, round+1, len(cands), waves[round+1], verdict)
+			}
+		}
 		v := vote.Majority(cands)
 		failed := 0
 		for _, cand := range cands {
@@ -512,27 +571,60 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 		// Every task exhausted its deliveries: exploring would fail the same
 		// way, so the example ends with the reason.
 		if v.Confidence == vote.High || (failed > 0 && failed == len(cands)) {
-			return v.Runtime(cands), nil
+			out := v.Runtime(cands)
+			out.Sampling = verdict
+			return out, nil
 		}
 		if d.cfg.pool().Explored {
-			return d.explore1(ctx, c, v)
+			return d.explore1(ctx, c, v, verdict)
 		}
 	}
-	return d.final(ctx, c, round, cands)
+	out, err := d.final(ctx, c, round, cands)
+	if out != nil && out.Next == nil && len(waves) > 1 {
+		// The rule's last verdict, over round 0's waves.
+		var first []*agent.Candidate
+		for _, cand := range cands {
+			if cand.Round < len(waves) {
+				first = append(first, cand)
+			}
+		}
+		j, _ := d.samp.Settle(first)
+		out.Sampling = &agent.Sampling{Posterior: j.Confidence}
+	}
+	return out, err
 }
 
-// explore1 opens round 1: one exploration (and regeneration) per vote.
-func (d *distributed) explore1(ctx context.Context, c *agent.Context, v vote.Decision) (*agent.Decision, error) {
+// MethodAwaitingWave is the method of the decision that draws the next
+// wave of adaptive sampling.
+const MethodAwaitingWave = "awaiting_wave"
+
+// wave dispatches the next wave of round 0: n candidates from slot from.
+func (d *distributed) wave(ctx context.Context, c *agent.Context, round, from, n int, verdict *agent.Sampling) (*agent.Decision, error) {
+	ref, _, err := c.Store.Get(ctx, infoKey)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := generateTasks(round, from, n, taskPayload{InfoRef: ref})
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Decision{Next: &agent.Dispatch{Round: round, Expect: n, Tasks: tasks},
+		Confidence: string(vote.Low), Method: MethodAwaitingWave, Sampling: verdict}, nil
+}
+
+// explore1 opens the exploration round: one exploration (and
+// regeneration) per vote.
+func (d *distributed) explore1(ctx context.Context, c *agent.Context, v vote.Decision, verdict *agent.Sampling) (*agent.Decision, error) {
 	ref, _, err := c.Store.Get(ctx, infoKey)
 	if err != nil {
 		return nil, err
 	}
 	n := d.cfg.Votes
-	next := &agent.Dispatch{Round: 1, Expect: n}
-	if next.Tasks, err = exploreTasks(n, ref); err != nil {
+	next := &agent.Dispatch{Round: d.exploreRound(), Expect: n}
+	if next.Tasks, err = exploreTasks(next.Round, n, ref); err != nil {
 		return nil, err
 	}
-	return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid}, nil
+	return &agent.Decision{Next: next, Confidence: string(v.Confidence), Method: string(v.Method), Valid: v.Valid, Sampling: verdict}, nil
 }
 
 // MethodAwaitingModelVote is the method of the decision that opens the
@@ -540,19 +632,23 @@ func (d *distributed) explore1(ctx context.Context, c *agent.Context, v vote.Dec
 const MethodAwaitingModelVote = "awaiting_model_vote"
 
 // final is the final vote of a low-confidence example. Its candidates are
-// those of the rounds up to the last candidate round (0 without
-// exploration, else 1); a later round is the model vote's.
+// those of the rounds up to the last candidate round (the last wave
+// without exploration, else the exploration round); a later round is the
+// model vote's. DecideFinal sees the paper's rounds (paperRound).
 func (d *distributed) final(ctx context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
-	last := 1
+	last := d.exploreRound()
 	if !d.cfg.pool().Explored {
-		last = 0
+		last--
 	}
 	tie := agent.Seed(c.Seed, c.Example.ID, 2, 0, "tie")
 	voters := make([]*agent.Candidate, len(cands))
+	orig := map[*agent.Candidate]*agent.Candidate{}
 	var record *voteRecord
 	for i, cand := range cands {
 		if cand.Round <= last {
-			voters[i] = cand
+			p := *cand
+			p.Round = d.paperRound(cand.Round)
+			voters[i], orig[&p] = &p, cand
 			continue
 		}
 		if cand.Status == string(StatusVote) {
@@ -576,6 +672,9 @@ func (d *distributed) final(ctx context.Context, c *agent.Context, round int, ca
 		}
 	}
 	v := DecideFinal(voters, d.cfg.pool(), tie, tieBreak)
+	if v.Winner != nil {
+		v.Winner = orig[v.Winner]
+	}
 	v.Confidence = vote.Low
 	if d.cfg.NoVote && v.Winner != nil && v.Method == vote.MethodLone {
 		v.Method = MethodNoVote

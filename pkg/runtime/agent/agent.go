@@ -182,6 +182,18 @@ type Decision struct {
 	// ensemble) combined, with Rule naming how.
 	Members []Member
 	Rule    string
+	// Sampling is the adaptive sampling rule's verdict (package
+	// sampling); nil under fixed sampling.
+	Sampling *Sampling
+}
+
+// Sampling is an adaptive-sampling verdict: the rule's posterior
+// confidence in the majority after the last wave drawn, and, when it
+// settled the example early, how many candidates (passes, rounds) were
+// drawn by then; StoppedAfter is 0 when every slot was drawn.
+type Sampling struct {
+	StoppedAfter int
+	Posterior    float64
 }
 
 // Member is one member agent's own decision inside a composite one.

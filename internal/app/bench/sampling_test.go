@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// TestCompareSampling runs ReFoRCE under fixed and adaptive sampling on
+// the real pieces with the default difficulty mix: adaptive sampling
+// stops some examples early and makes fewer LLM calls per example; an
+// agent without the option is refused before anything runs.
+func TestCompareSampling(t *testing.T) {
+	t.Parallel()
+	sc := Standard()
+	sc.Dataset = "../../../examples/demo"
+	sc.Examples, sc.Votes, sc.RPM = 16, 8, 3000
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
+	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 8, 1, 4
+	var progress bytes.Buffer
+	if _, err := CompareSampling(context.Background(), sc, []string{"reforce", "pexa"}, []string{"fixed", "adaptive"}, t.TempDir(), &progress); err == nil {
+		t.Fatal("pexa, which has no sampling option, was not refused")
+	}
+	c, err := CompareSampling(context.Background(), sc, []string{"reforce"}, []string{"fixed", "adaptive"}, t.TempDir(), &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Rows) != 2 || c.Scenario.Difficulty == "" {
+		t.Fatalf("rows %+v, difficulty %q", c.Rows, c.Scenario.Difficulty)
+	}
+	fixed, adaptive := c.Rows[0], c.Rows[1]
+	t.Logf("fixed: %.2f calls/example, EX %.3f; adaptive: %.2f calls/example, EX %.3f, %d stopped early",
+		fixed.CallsPerExample, fixed.EX, adaptive.CallsPerExample, adaptive.EX, adaptive.StoppedEarly)
+	if fixed.Sampling != "fixed" || fixed.StoppedEarly != 0 || adaptive.StoppedEarly == 0 {
+		t.Errorf("fixed stopped %d early, adaptive %d", fixed.StoppedEarly, adaptive.StoppedEarly)
+	}
+	if adaptive.CallsPerExample >= fixed.CallsPerExample {
+		t.Errorf("adaptive sampling made %.2f calls per example, fixed %.2f", adaptive.CallsPerExample, fixed.CallsPerExample)
+	}
+	if fixed.FailedExamples+adaptive.FailedExamples != 0 {
+		t.Errorf("failed examples: fixed %d, adaptive %d", fixed.FailedExamples, adaptive.FailedExamples)
+	}
+}

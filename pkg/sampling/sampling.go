@@ -1,0 +1,293 @@
+// Package sampling is the candidate-sampling policy the agents share:
+// fixed (every candidate slot is drawn) or adaptive, after
+// Adaptive-Consistency (Aggarwal et al., EMNLP 2023, "Let's Sample Step by
+// Step"): candidates are drawn in waves, and after each wave a stopping
+// rule over the result clusters so far says whether the majority is
+// settled; if it is, the remaining slots are never drawn.
+//
+// The rule sees only cluster sizes (how many candidates agree on each
+// result), so it applies to any agent whose vote clusters by result.
+package sampling
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+
+	"github.com/quorumsql/quorum/pkg/agents/vote"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+)
+
+// Policies.
+const (
+	Fixed    = "fixed"
+	Adaptive = "adaptive"
+)
+
+// Stopping rules: the paper's two.
+const (
+	// Beta: the probability, under a uniform prior, that the largest
+	// cluster's share exceeds the runner-up's, given their two counts
+	// (the paper's Beta stopping criterion).
+	Beta = "beta"
+	// Dirichlet: the probability that the largest cluster's share is the
+	// largest of all clusters' (the paper's Dirichlet criterion), by a
+	// seeded Monte Carlo estimate.
+	Dirichlet = "dirichlet"
+)
+
+// The options an agent declares to take the policy (Options); a composite
+// agent's members declare them under their own prefix.
+const (
+	OptSampling  = "sampling"
+	OptRule      = "sampling-rule"
+	OptThreshold = "sampling-threshold"
+	OptFirst     = "sampling-first"
+	OptStep      = "sampling-step"
+)
+
+// Defaults: waves of 3 then 2 more at a time, and a threshold of 0.9.
+// With at most 8 candidates 0.95 can stop no earlier than
+// four agreeing ones (three agreeing give 15/16 = 0.9375), so it saves at
+// most three of eight; 0.9 lets three unanimous candidates settle an
+// example (the bench measures both; docs/agents/reforce.md).
+const (
+	DefaultThreshold = 0.9
+	DefaultFirst     = 3
+	DefaultStep      = 2
+)
+
+// Config is a sampling policy.
+type Config struct {
+	Policy    string
+	Rule      string
+	Threshold float64
+	// First is the first wave's size; Step each later wave's.
+	First, Step int
+}
+
+// Options are the policy's agent options, with unit naming what a
+// candidate is for the agent (a candidate, a pass, a round).
+func Options(unit string) []agent.Option {
+	return []agent.Option{
+		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)"},
+		{Name: OptRule, Default: Beta, Usage: "adaptive sampling's stopping rule: beta or dirichlet (Adaptive-Consistency)"},
+		{Name: OptThreshold, Default: strconv.FormatFloat(DefaultThreshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this"},
+		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s"},
+		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s"},
+	}
+}
+
+// FromOptions reads the policy from an agent's checked options; options
+// it does not find keep their defaults.
+func FromOptions(opts map[string]string) (Config, error) {
+	c := Config{Policy: Fixed, Rule: Beta, Threshold: DefaultThreshold, First: DefaultFirst, Step: DefaultStep}
+	if v := opts[OptSampling]; v != "" {
+		c.Policy = v
+	}
+	if v := opts[OptRule]; v != "" {
+		c.Rule = v
+	}
+	if v := opts[OptThreshold]; v != "" {
+		t, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return c, fmt.Errorf("option %s=%q: want a number", OptThreshold, v)
+		}
+		c.Threshold = t
+	}
+	for _, o := range []struct {
+		name string
+		dst  *int
+	}{{OptFirst, &c.First}, {OptStep, &c.Step}} {
+		if v := opts[o.name]; v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return c, fmt.Errorf("option %s=%q: want an integer", o.name, v)
+			}
+			*o.dst = n
+		}
+	}
+	return c, c.Check()
+}
+
+// Check refuses a policy that cannot run.
+func (c Config) Check() error {
+	switch {
+	case c.Policy != Fixed && c.Policy != Adaptive:
+		return fmt.Errorf("option %s=%q: want %s or %s", OptSampling, c.Policy, Fixed, Adaptive)
+	case c.Rule != Beta && c.Rule != Dirichlet:
+		return fmt.Errorf("option %s=%q: want %s or %s", OptRule, c.Rule, Beta, Dirichlet)
+	case !(c.Threshold > 0 && c.Threshold < 1):
+		return fmt.Errorf("option %s=%v: want a number between 0 and 1", OptThreshold, c.Threshold)
+	case c.First < 1 || c.Step < 1:
+		return fmt.Errorf("options %s=%d and %s=%d: use 1 or more", OptFirst, c.First, OptStep, c.Step)
+	}
+	return nil
+}
+
+// Waves are the wave sizes of up to max candidates: one wave of max when
+// fixed; else First, then Step at a time, the last cut to what is left.
+func (c Config) Waves(max int) []int {
+	if c.Policy != Adaptive || max <= c.First {
+		return []int{max}
+	}
+	out := []int{c.First}
+	for left := max - c.First; left > 0; left -= c.Step {
+		out = append(out, min(c.Step, left))
+	}
+	return out
+}
+
+// Wave says which wave the drawn-th candidate (from 0) is in, and the
+// first candidate of that wave.
+func (c Config) Wave(max, drawn int) (wave, from int) {
+	for i, n := range c.Waves(max) {
+		if drawn < from+n {
+			return i, from
+		}
+		from += n
+	}
+	return len(c.Waves(max)), max
+}
+
+// Verdict is the rule's answer after a wave.
+type Verdict struct {
+	// Settled: stop drawing.
+	Settled bool
+	// Confidence is the rule's posterior that the largest cluster is the
+	// majority.
+	Confidence float64
+}
+
+// Judge applies the rule to the sizes of the result clusters so far.
+// Candidates in no cluster (failed, empty, invalid) count toward no
+// answer, as in the paper, where only answers are voted. With no cluster
+// at all nothing is settled.
+func (c Config) Judge(sizes []int) Verdict {
+	s := slices.Clone(sizes)
+	slices.SortFunc(s, func(a, b int) int { return b - a })
+	for len(s) > 0 && s[len(s)-1] <= 0 {
+		s = s[:len(s)-1]
+	}
+	if len(s) == 0 {
+		return Verdict{}
+	}
+	var p float64
+	if c.Rule == Dirichlet {
+		p = DirichletConfidence(s)
+	} else {
+		p = BetaConfidence(s)
+	}
+	return Verdict{Settled: p >= c.Threshold, Confidence: p}
+}
+
+// BetaConfidence is P(p1 > p2) for the two largest counts v1 >= v2 (the
+// others ignored) under Beta(v1+1, v2+1), the paper's Beta criterion:
+// the integral from 1/2 to 1 of the Beta density. For integer parameters
+// it is exact: P(X > 1/2) for X ~ Beta(a, b) is P(Binomial(a+b-1, 1/2) <
+// a).
+func BetaConfidence(sorted []int) float64 {
+	v1, v2 := sorted[0], 0
+	if len(sorted) > 1 {
+		v2 = sorted[1]
+	}
+	a, n := v1+1, v1+v2+1
+	// Sum C(n,k)/2^n for k < a in log space, so large counts stay finite.
+	var sum float64
+	for k := 0; k < a; k++ {
+		lg, _ := math.Lgamma(float64(n + 1))
+		lk, _ := math.Lgamma(float64(k + 1))
+		lnk, _ := math.Lgamma(float64(n - k + 1))
+		sum += math.Exp(lg - lk - lnk - float64(n)*math.Ln2)
+	}
+	return min(sum, 1)
+}
+
+// dirichletDraws is the Monte Carlo sample size of DirichletConfidence:
+// its standard error is at most 0.0025.
+const dirichletDraws = 40000
+
+// DirichletConfidence is P(p1 is the largest share) under
+// Dirichlet(v1+1, ..., vk+1) plus one more cluster of count zero for the
+// answers not yet seen, estimated by seeded Monte Carlo (the seed is the
+// counts, so a verdict replays).
+func DirichletConfidence(sorted []int) float64 {
+	alpha := append(slices.Clone(sorted), 0)
+	var seed uint64 = 1469598103934665603
+	for _, v := range sorted {
+		seed = (seed ^ uint64(v)) * 1099511628211
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(len(sorted))))
+	wins := 0
+	for range dirichletDraws {
+		// A Gamma(k+1) draw is the sum of k+1 exponentials; the shares
+		// need not be normalized to compare.
+		first := gamma(rng, alpha[0]+1)
+		best := true
+		for _, v := range alpha[1:] {
+			if gamma(rng, v+1) >= first {
+				best = false
+				break
+			}
+		}
+		if best {
+			wins++
+		}
+	}
+	return float64(wins) / dirichletDraws
+}
+
+func gamma(rng *rand.Rand, k int) float64 {
+	var s float64
+	for range k {
+		s += rng.ExpFloat64()
+	}
+	return s
+}
+
+// Settle judges the candidates drawn so far: the rule over their result
+// clusters (vote.Clusters), and the majority vote over them. It is
+// settled when the rule says so and the vote has a winner with high
+// confidence (a unique largest cluster of two or more), so an early stop
+// always decides as the paper's first vote would. Every agent's waves and
+// the offline replay (Replay) decide with it.
+func (c Config) Settle(cands []*agent.Candidate) (Verdict, vote.Decision) {
+	groups, _ := vote.Clusters(cands)
+	sizes := make([]int, len(groups))
+	for i, g := range groups {
+		sizes[i] = len(g)
+	}
+	v, m := c.Judge(sizes), vote.Majority(cands)
+	v.Settled = v.Settled && m.Confidence == vote.High
+	return v, m
+}
+
+// Replayed is what adaptive sampling would have done with candidates
+// drawn in order: how many it drew, the rule's last posterior, whether it
+// stopped early, and the vote then (meaningful when it stopped).
+type Replayed struct {
+	Drawn     int
+	Stopped   bool
+	Posterior float64
+	Vote      vote.Decision
+}
+
+// Replay runs the waves over cands, the candidates in the order they
+// were drawn (a fixed run's, by index): after each wave it settles or
+// draws the next, as an agent's Decide does live.
+func (c Config) Replay(cands []*agent.Candidate) Replayed {
+	drawn := 0
+	var r Replayed
+	for _, n := range c.Waves(len(cands)) {
+		drawn += n
+		v, m := c.Settle(cands[:drawn])
+		r = Replayed{Drawn: drawn, Posterior: v.Confidence, Vote: m}
+		if v.Settled {
+			r.Stopped = drawn < len(cands)
+			return r
+		}
+	}
+	return r
+}
