@@ -93,6 +93,12 @@ func Render(w io.Writer, x *Export, o RenderOptions) error {
 			if d.Confidence != "" || d.Method != "" {
 				desc += fmt.Sprintf(" (%s, %s)", d.Confidence, d.Method)
 			}
+			if d.Posterior > 0 {
+				desc += fmt.Sprintf(", sampling posterior %.3f", d.Posterior)
+				if d.StoppedAfter > 0 {
+					desc += fmt.Sprintf(" (stopped after %d candidates)", d.StoppedAfter)
+				}
+			}
 			if d.NextRound != nil {
 				desc += fmt.Sprintf(" → round %d: %s", *d.NextRound, strings.Join(d.NextTasks, ", "))
 			}

@@ -205,6 +205,11 @@ type Decision struct {
 	NextTasks []string `json:"next_tasks,omitempty"`
 	Members   []Member `json:"members,omitempty"`
 	Rule      string   `json:"rule,omitempty"`
+	// StoppedAfter and Posterior are adaptive sampling's verdict: the
+	// candidates drawn when the rule settled the example (0: all were),
+	// and its confidence in the majority.
+	StoppedAfter int     `json:"stopped_after,omitempty"`
+	Posterior    float64 `json:"posterior,omitempty"`
 }
 
 // Final is the example's final answer.

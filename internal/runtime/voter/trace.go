@@ -39,6 +39,9 @@ func (v *Voter) traceDecision(ctx context.Context, run *runenv.Run, r runstate.R
 	if d.Winner != nil {
 		td.Winner = candName(d.Winner)
 	}
+	if d.Sampling != nil {
+		td.StoppedAfter, td.Posterior = d.Sampling.StoppedAfter, d.Sampling.Posterior
+	}
 	if d.Next != nil {
 		n := d.Next.Round
 		td.NextRound = &n
