@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/internal/testutil/chromium"
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
@@ -75,6 +76,22 @@ func TestTraceShowsWhatEachAgentDid(t *testing.T) {
 			var x trace.Export
 			if err != nil || json.Unmarshal([]byte(js), &x) != nil || x.Example != ex || len(x.Entries) == 0 || len(x.Texts) != 0 {
 				t.Fatalf("--json: err %v, %d bytes, example %q, %d entries, %d texts unresolved", err, len(js), x.Example, len(x.Entries), len(x.Texts))
+			}
+			// report.html links the example's page, which renders in a
+			// browser with every entry and its texts collapsed.
+			report, err := os.ReadFile(filepath.Join(out, "report.html"))
+			if err != nil || !strings.Contains(string(report), `href="examples/`+ex+`.html"`) {
+				t.Errorf("report.html does not link examples/%s.html (%v)", ex, err)
+			}
+			dom := chromium.DumpDOM(t, filepath.Join(out, outputs.ExamplesDir, outputs.PageFile(ex)))
+			if !regexp.MustCompile(`<body[^>]*data-ready="yes"`).MatchString(dom) {
+				t.Fatalf("the trace page of %s did not render:\n%.2000s", ex, dom)
+			}
+			if n := strings.Count(dom, `<li class="entry `); n != len(x.Entries) {
+				t.Errorf("the trace page of %s shows %d entries, the trace has %d", ex, n, len(x.Entries))
+			}
+			if !strings.Contains(dom, "<details") || strings.Contains(dom, "<details open") || !strings.Contains(dom, "Simulated LLM") {
+				t.Errorf("the trace page of %s: texts not collapsed in <details>, or no simulator banner", ex)
 			}
 			// Every LLM call of the example is in the trace: the ledger's
 			// count in run.json equals the trace's.
