@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 		asJSON, noScaling       bool
 		compare, personas       []string
 		policies                []string
+		traceLevels             []string
 		scale                   []int
 		agentOpts               []string
 		sc                      = bench.Standard()
@@ -110,6 +111,9 @@ and writes mixed.json.`,
 			if len(policies) > 0 {
 				return benchSampling(cmd, sc, orDefault(compare, sc.Agent), policies, work, out, asJSON)
 			}
+			if len(traceLevels) > 1 {
+				return benchTrace(cmd, sc, traceLevels, work, out, asJSON)
+			}
 			if len(personas) > 0 {
 				return benchConform(cmd, sc, compare, personas, work, out, asJSON)
 			}
@@ -153,6 +157,7 @@ and writes mixed.json.`,
 	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
 	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
 	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
+	f.StringSliceVar(&traceLevels, "trace", nil, "what each example's trace keeps: full (the default), summary or none; two or more (full,none) compare what tracing costs, one run each, no scaling runs")
 	f.StringSliceVar(&policies, "sampling", nil, "compare candidate sampling policies (fixed,adaptive), one run each per agent (--agents, else --agent) on the same dataset, seed, difficulty mix and quota; no scaling runs")
 	f.StringVar(&sc.Difficulty, "difficulty", sc.Difficulty, "the simulator's mix of easy, medium and hard questions: easy=W,medium=W,hard=W, default, or off (--sampling uses default when unset)")
 	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
@@ -268,6 +273,32 @@ func benchCompare(cmd *cobra.Command, sc bench.Scenario, names []string, work, o
 	fmt.Fprintf(w, "\n%-10s %8s %8s %10s %12s %9s %8s %7s %5s (EX figures are the SIMULATED LLM's)\n", "agent", "EX", "EX@k", "calls/ex", "tokens/ex", "queries/ex", "wall s", "quota", "429s")
 	for _, a := range c.Agents {
 		fmt.Fprintf(w, "%-10s %8.4f %8.4f %10.1f %12.0f %9.1f %8.1f %7.3f %5d\n", a.Agent, a.EX, a.EXAtK, a.CallsPerExample, a.TokensPerExample, a.QueriesPerEx, a.Wall, a.QuotaRatio, a.RateLimited)
+	}
+	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
+	return nil
+}
+
+func benchTrace(cmd *cobra.Command, sc bench.Scenario, levels []string, work, out string, asJSON bool) error {
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "bench %s: --trace %s on %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n",
+		sc.Name, strings.Join(levels, ", "), sc.Examples, sc.Votes, sc.RPM)
+	c, err := bench.CompareTrace(cmd.Context(), sc, levels, work, progress)
+	if err != nil {
+		return err
+	}
+	if err := writeBenchFiles(out, c, func(w io.Writer) error { return bench.WriteHTML(w, c.Runs[0].Run, c.Runs[0]) }); err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		j, _ := json.Marshal(c)
+		fmt.Fprintln(w, string(j))
+		return nil
+	}
+	fmt.Fprintf(w, "\n%-8s %8s %8s %7s %12s %12s %12s %14s %6s %7s\n", "trace", "EX", "wall s", "quota", "overhead ms", "p50 ms", "p95 ms", "Redis B/ex", "429s", "failed")
+	for _, r := range c.Rows {
+		fmt.Fprintf(w, "%-8s %8.4f %8.1f %7.3f %12.1f %12.1f %12.1f %14.0f %6d %7d\n", r.Trace, r.EX, r.Wall, r.QuotaRatio,
+			r.RuntimeOverheadMS, r.RuntimeOverheadP50MS, r.RuntimeOverheadP95MS, r.RedisBytesPerExample, r.RateLimited, r.FailedExamples)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
 	return nil

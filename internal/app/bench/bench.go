@@ -8,6 +8,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -73,6 +75,9 @@ type Scenario struct {
 	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
 	// "default"); "" keeps its uniform skill.
 	Difficulty string `json:"difficulty,omitempty"`
+	// Trace is what each example's trace keeps (internal/trace: full,
+	// summary, none); "" is full, quorum run's default.
+	Trace string `json:"trace,omitempty"`
 	// The cluster: worker loops and tasks each takes at once.
 	Generators           int `json:"generators"`
 	GeneratorConcurrency int `json:"generator_concurrency"`
@@ -112,12 +117,18 @@ func LoadScenario(path string) (Scenario, error) {
 }
 
 // Validate names the first field that cannot run, with the flag that sets it.
+// trace is the scenario's trace level, full unless it says.
+func (sc Scenario) trace() string { return cmp.Or(sc.Trace, trace.NameFull) }
+
 func (sc Scenario) Validate() error {
 	if _, err := agents.Builtin().Lookup(sc.agent()); err != nil {
 		return fmt.Errorf("bench scenario %s: agent (--agent): %w", sc.Name, err)
 	}
 	if _, err := llmsim.ParseDifficulty(sc.Difficulty); err != nil {
 		return fmt.Errorf("bench scenario %s: difficulty (--difficulty): %w", sc.Name, err)
+	}
+	if _, err := trace.ParseLevel(sc.trace()); err != nil {
+		return fmt.Errorf("bench scenario %s: trace: %w", sc.Name, err)
 	}
 	for _, f := range []struct {
 		name string
@@ -515,7 +526,7 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 		return coordinator.Config{}, err
 	}
 	m := &runstate.Manifest{Run: run, Dataset: r.dsDir, Seed: sc.Seed, Votes: sc.Votes, Created: time.Now(), RoundTimeout: time.Hour,
-		Agent: def.Name, AgentOptions: opts,
+		Agent: def.Name, AgentOptions: opts, Trace: sc.trace(),
 		LLM: "SIMULATED LLM (llmsim) — not a real model"}
 	for _, e := range r.ds.Examples {
 		m.Examples = append(m.Examples, e.ID)
