@@ -85,6 +85,9 @@ type Endpoint struct {
 	// StallTimeout do not apply: AttemptTimeout alone bounds an attempt,
 	// and a hung endpoint is told from a slow model only when it runs out.
 	NoStream bool
+	// Prices are the endpoint's prices by model (AnyModel for the rest);
+	// a model they do not list takes the built-in table's price.
+	Prices Prices
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -109,8 +112,8 @@ type Limiter interface {
 
 // Config configures an OpenAI-compatible client.
 type Config struct {
-	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota and
-	// NoStream describe the default endpoint (see Endpoint).
+	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota,
+	// NoStream and Prices describe the default endpoint (see Endpoint).
 	BaseURL         string
 	APIKey          string
 	Organization    string
@@ -118,6 +121,7 @@ type Config struct {
 	Headers         map[string]string
 	Quota           Quota
 	NoStream        bool
+	Prices          Prices
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -190,7 +194,7 @@ type Config struct {
 // defaultEndpoint is the default endpoint as an Endpoint.
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
-		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream}
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -609,6 +613,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
 				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait, usage.Tokenize
+			if p, ok := ep.Prices.lookup(mc.Name); ok {
+				r.Usage.Money = p.Money(r.Usage)
+			}
 			meter(ctx, r.Usage)
 			return r, nil
 		}
