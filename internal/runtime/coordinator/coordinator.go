@@ -268,6 +268,7 @@ type coord struct {
 	progressMu                 sync.Mutex
 	started                    time.Time
 	notAnswered, calls, tokens int
+	money                      float64
 	arrivals                   int
 
 	// spent is the money of the finals so far, paid the finals that made
@@ -660,7 +661,12 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	} else if n >= total {
 		eta = "0s"
 	}
-	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, eta)
+	c.money += t.Money()
+	spend := ""
+	if c.money > 0 {
+		spend = fmt.Sprintf(", %.2f spent", c.money)
+	}
+	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens%s, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, spend, eta)
 	if c.terminal {
 		width := 30
 		filled := width * n / max(1, total)
