@@ -79,7 +79,9 @@ type Config struct {
 	// Personas give requests a real model's surface by their model field
 	// (see Personas); nil answers every request in canonical form.
 	Personas Personas
-	Logger   *zap.Logger
+	// PromptCache simulates a provider's prefix cache (off by default).
+	PromptCache PromptCache
+	Logger      *zap.Logger
 }
 
 // MaxRequestBytes bounds a chat request's body (32 MiB: above any real
@@ -97,6 +99,7 @@ type Server struct {
 	stats  stats
 	// faultSeq feeds the per-attempt random draws (faults, latency).
 	faultSeq atomic.Uint64
+	cache    *promptCache
 	// mem maps the replies sent in a persona's form to their canonical
 	// ones (memory.go), so a persona does not move the answers.
 	mem *memory
@@ -126,6 +129,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed), tok: llm.NewTokenizer(), log: cfg.Logger,
 		limits: newProviderLimits(cfg.Limits), mem: newMemory(memoryMaxEntries, memoryMaxBytes)}
+	s.cache = newPromptCache(cfg.PromptCache, s.tok)
 	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
@@ -210,6 +214,8 @@ type reply struct {
 	nullContent     bool
 	// again: the reply answers a re-ask of an earlier one (memory.go).
 	again bool
+	// cachedTokens of the prompt came from the prompt cache (cache.go).
+	cachedTokens int
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -261,7 +267,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.complete(req, canon)
 		s.mem.remember(prefix, rep, *canon)
 	}
-	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
+	rep.cachedTokens = s.cache.lookup(req.Model, req, prompt)
+	counted := prompt + completion
+	if s.cfg.PromptCache.ExcludeFromTPM {
+		counted -= rep.cachedTokens
+	}
+	retryAfter, thdr := s.limits.admitTokens(counted)
 	for k, v := range thdr {
 		hdr[k] = v
 	}
@@ -322,6 +333,9 @@ func usage(rep reply, prompt, completion int) map[string]any {
 	u := map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 	if rep.reasoningTokens > 0 {
 		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": rep.reasoningTokens}
+	}
+	if rep.cachedTokens > 0 {
+		u["prompt_tokens_details"] = map[string]any{"cached_tokens": rep.cachedTokens}
 	}
 	return u
 }
