@@ -32,7 +32,9 @@ func chatBody(msgs ...map[string]string) map[string]any {
 	return map[string]any{"model": "gpt-4o", "messages": msgs}
 }
 
-func msg(role, content string) map[string]string { return map[string]string{"role": role, "content": content} }
+func msg(role, content string) map[string]string {
+	return map[string]string{"role": role, "content": content}
+}
 
 // TestPromptCacheServesASharedPrefix: a prompt that starts with a recent
 // prompt's first 1,024 tokens or more is served them from the cache, in

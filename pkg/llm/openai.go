@@ -88,6 +88,10 @@ type Endpoint struct {
 	// Prices are the endpoint's prices by model (AnyModel for the rest);
 	// a model they do not list takes the built-in table's price.
 	Prices Prices
+	// CachedOutsideTPM: the provider does not count prompt tokens served
+	// from its prompt cache toward the tokens-per-minute limit (Anthropic's
+	// current models), so the shared quota charges only uncached ones.
+	CachedOutsideTPM bool
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -114,14 +118,15 @@ type Limiter interface {
 type Config struct {
 	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota,
 	// NoStream and Prices describe the default endpoint (see Endpoint).
-	BaseURL         string
-	APIKey          string
-	Organization    string
-	AzureAPIVersion string
-	Headers         map[string]string
-	Quota           Quota
-	NoStream        bool
-	Prices          Prices
+	BaseURL          string
+	APIKey           string
+	Organization     string
+	AzureAPIVersion  string
+	Headers          map[string]string
+	Quota            Quota
+	NoStream         bool
+	Prices           Prices
+	CachedOutsideTPM bool
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -194,7 +199,7 @@ type Config struct {
 // defaultEndpoint is the default endpoint as an Endpoint.
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
-		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices}
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices, CachedOutsideTPM: c.CachedOutsideTPM}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -233,6 +238,33 @@ func (c *OpenAI) Close() {
 type completionSizes struct {
 	mu   sync.Mutex
 	mean map[string]float64
+	// cached is the mean share of the prompt served from the provider's
+	// cache, by bucket (kept for CachedOutsideTPM endpoints).
+	cached map[string]float64
+}
+
+// cachedShare is the bucket's mean cached share of prompts, 0 before any
+// call; a tenth is kept in reserve, as a call may miss the cache.
+func (s *completionSizes) cachedShare(key string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return 0.9 * s.cached[key]
+}
+
+func (s *completionSizes) observeCached(key string, cached, prompt int) {
+	if prompt <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached == nil {
+		s.cached = map[string]float64{}
+	}
+	share := float64(cached) / float64(prompt)
+	if m, ok := s.cached[key]; ok {
+		share = 0.8*m + 0.2*share
+	}
+	s.cached[key] = share
 }
 
 // estimate is the completion to reserve: the mean so far with a quarter
@@ -516,6 +548,12 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	// callers queued behind it.
 	bucket := Bucket{Endpoint: ep.Name, Model: mc.Name, Quota: ep.Quota}
 	completion := c.completions.estimate(bucket.key(), c.cfg.ExpectedCompletionTokens)
+	reserved := prompt
+	if ep.CachedOutsideTPM {
+		// Reserve what the provider will count: the prompt less the share
+		// of it the bucket's recent calls had cached.
+		reserved -= int(float64(prompt) * c.completions.cachedShare(bucket.key()))
+	}
 	if oreq.MaxCompletionTokens > 0 {
 		completion = min(completion, oreq.MaxCompletionTokens)
 	}
@@ -567,7 +605,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		settle := func(context.Context, int) {}
 		if c.cfg.Limiter != nil {
 			start := time.Now()
-			s, err := c.cfg.Limiter.Acquire(ctx, bucket, prompt+completion)
+			s, err := c.cfg.Limiter.Acquire(ctx, bucket, reserved+completion)
 			waited := time.Since(start)
 			usage.LimiterWait += waited
 			quotaWait += waited
@@ -606,9 +644,14 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 		}
 		if err == nil {
 			r := c.response(mc, resp, prompt)
-			settle(ctx, r.Usage.PromptTokens+r.Usage.CompletionTokens)
+			counted := r.Usage.PromptTokens + r.Usage.CompletionTokens
+			if ep.CachedOutsideTPM {
+				counted -= r.Usage.CachedTokens
+				c.completions.observeCached(bucket.key(), r.Usage.CachedTokens, r.Usage.PromptTokens)
+			}
+			settle(ctx, counted)
 			c.completions.observe(bucket.key(), r.Usage.CompletionTokens)
-			c.pace(ctx, bucket, capt.header(), prompt+completion)
+			c.pace(ctx, bucket, capt.header(), reserved+completion)
 			r.Endpoint = ep.Name
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
