@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/quorumsql/quorum/internal/app/bench"
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/llm"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -164,6 +166,9 @@ and writes mixed.json.`,
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the quota and the agent's load, -1 = every example at once)")
 	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
 	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
+	f.BoolVar(&sc.PromptCache, "prompt-cache", sc.PromptCache, "the simulated provider caches prompt prefixes (cached_tokens for a shared prefix of >= 1,024 tokens)")
+	f.BoolVar(&sc.CachedOutsideTPM, "cached-outside-tpm", sc.CachedOutsideTPM, "cached prompt tokens do not count toward the provider's tokens/min (nor the limiter's)")
+	f.Var(&priceFlag{p: &sc.Price}, "price", "price of the simulated model per million tokens, INPUT,CACHED_INPUT,OUTPUT: bench.json then gives money per example")
 	deprecate(f, "llm-rpm", "rpm")
 	deprecate(f, "llm-tpm", "tpm")
 	f.DurationVar(&ttft, "ttft", ttft, "simulated time to first token")
@@ -557,3 +562,33 @@ func benchDeployments(cmd *cobra.Command, sc bench.Scenario, ds bench.DeployScen
 	fmt.Fprintf(w, "Wrote %s (bench took %s)\n", filepath.Join(out, "bench.json"), time.Since(start).Round(time.Second))
 	return nil
 }
+
+// priceFlag is --price: INPUT,CACHED_INPUT,OUTPUT per million tokens.
+type priceFlag struct{ p **llm.Price }
+
+func (f *priceFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	p := *f.p
+	return fmt.Sprintf("%g,%g,%g", p.Input, p.CachedInput, p.Output)
+}
+
+func (f *priceFlag) Set(v string) error {
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("want INPUT,CACHED_INPUT,OUTPUT, e.g. 2.5,1.25,10")
+	}
+	var x [3]float64
+	for i, s := range parts {
+		n, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("price %q is not a non-negative number", s)
+		}
+		x[i] = n
+	}
+	*f.p = &llm.Price{Input: x[0], CachedInput: x[1], Output: x[2]}
+	return nil
+}
+
+func (f *priceFlag) Type() string { return "prices" }

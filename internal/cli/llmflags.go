@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,7 @@ import (
 type llmFlags struct {
 	baseURL, apiKey, org, azureVersion, model string
 	roleModels, roleEndpoints, roleKeys       []string
+	prices                                    []string
 	configFile                                string
 	temperature                               float64
 	maxAttempts                               int
@@ -62,6 +65,7 @@ func (f *llmFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.roleEndpoints, "role-endpoint", nil, "send one role's calls elsewhere: ROLE=URL (an OpenAI-compatible base URL; it gets no API key unless --role-api-key names one) or ROLE=NAME (an endpoint of --llm-config); repeatable")
 	fl.StringArrayVar(&f.roleKeys, "role-api-key", nil, "ROLE=ENV_VAR: the environment variable holding the API key for ROLE's --role-endpoint URL (name the variable, never the key); repeatable")
 	fl.StringVar(&f.configFile, "llm-config", "", "YAML or JSON file of named endpoints (name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream: false for a server that cannot stream) and roles (ROLE: endpoint, model, temperature, max_tokens); an endpoint named default is the default endpoint; flags override the file; rpm/tpm are enforced cluster-wide where a Redis limiter runs")
+	fl.StringArrayVar(&f.prices, "llm-price", nil, "price of a model per million tokens, [ENDPOINT/]MODEL=INPUT,CACHED_INPUT,OUTPUT[,REASONING] (MODEL * for every model of the endpoint; ENDPOINT default when absent); overrides --llm-config's prices and the built-in table of public models; the simulated LLM costs 0 unless priced; repeatable")
 	fl.Float64Var(&f.temperature, "temperature", 1, "sampling temperature (ignored by reasoning models)")
 	fl.IntVar(&f.maxAttempts, "llm-attempts", 8, "attempts per LLM call before it is recorded as failed")
 	fl.DurationVar(&f.headerTimeout, "llm-header-timeout", llm.DefaultHeaderTimeout, "abandon an attempt of an LLM call whose endpoint sends no response headers within this long (calls are streamed: a live endpoint answers them at once, before the model writes); a call to an endpoint that answers nothing fails after 3 times this; calls a user waits for wait at most 5s")
@@ -147,8 +151,8 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		}
 		for _, e := range file.Endpoints {
 			if e.Name == llm.DefaultEndpoint {
-				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream =
-					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream
+				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream, cfg.Prices, cfg.CachedOutsideTPM =
+					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream, e.Prices, e.CachedOutsideTPM
 				fileDefault = true
 				continue
 			}
@@ -215,11 +219,64 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 			}
 		}
 		cfg.BaseURL, cfg.APIKey = "http://"+ln.Addr().String()+"/v1", "llmsim"
+		// Simulated calls cost nothing, whatever model they name, unless
+		// --llm-price prices them.
+		cfg.Prices = llm.Prices{llm.AnyModel: {}}
 		label = fmt.Sprintf("SIMULATED LLM (quorum llmsim, seed %d, p-gold %.2f) — not a real model", f.simSeed, f.simGold)
 		fmt.Fprintln(out, "No LLM is configured (--llm-base-url / OPENAI_API_KEY): using quorum's SIMULATED LLM, llmsim.")
 		fmt.Fprintln(out, "It answers from the dataset's gold SQL with noise; its accuracy says nothing about a real model.")
 	}
+	if err := f.applyPrices(&cfg); err != nil {
+		stop()
+		return cfg, "", nil, err
+	}
 	return cfg, label + roleLabel(cfg), stop, nil
+}
+
+// applyPrices applies --llm-price over the endpoints' prices.
+func (f *llmFlags) applyPrices(cfg *llm.Config) error {
+	for _, v := range f.prices {
+		bad := func(why string) error {
+			return fmt.Errorf("--llm-price %q: %s; use [ENDPOINT/]MODEL=INPUT,CACHED_INPUT,OUTPUT[,REASONING] in money per million tokens, e.g. --llm-price gpt-4o=2.5,1.25,10", v, why)
+		}
+		key, nums, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(key) == "" {
+			return bad("no MODEL=")
+		}
+		ep, model := llm.DefaultEndpoint, strings.TrimSpace(key)
+		if e, m, ok := strings.Cut(model, "/"); ok && e != "" && m != "" {
+			ep, model = e, m
+		}
+		parts := strings.Split(nums, ",")
+		if len(parts) != 3 && len(parts) != 4 {
+			return bad(fmt.Sprintf("%d prices, want 3 or 4", len(parts)))
+		}
+		var vals [4]float64
+		for i, p := range parts {
+			x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+			if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+				return bad(fmt.Sprintf("price %q is not a non-negative number", p))
+			}
+			vals[i] = x
+		}
+		price := llm.Price{Input: vals[0], CachedInput: vals[1], Output: vals[2], Reasoning: vals[3]}
+		set := func(ps *llm.Prices) {
+			if *ps == nil {
+				*ps = llm.Prices{}
+			}
+			(*ps)[model] = price
+		}
+		if ep == llm.DefaultEndpoint {
+			set(&cfg.Prices)
+			continue
+		}
+		i := slices.IndexFunc(cfg.Endpoints, func(e llm.Endpoint) bool { return e.Name == ep })
+		if i < 0 {
+			return bad(fmt.Sprintf("no endpoint %q is configured", ep))
+		}
+		set(&cfg.Endpoints[i].Prices)
+	}
+	return nil
 }
 
 // applyRoleFlags applies --role-model, --role-endpoint and --role-api-key
@@ -443,6 +500,12 @@ type llmConfigEndpoint struct {
 	// Stream false sends the endpoint's calls non-streamed (see
 	// llm.Endpoint.NoStream); absent or true streams them.
 	Stream *bool `json:"stream,omitempty"`
+	// Prices by model name ("*": every other model) override the
+	// built-in table.
+	Prices llm.Prices `json:"prices,omitempty"`
+	// CachedOutsideTPM: the provider leaves cached prompt tokens out of
+	// its TPM limit (see llm.Endpoint.CachedOutsideTPM).
+	CachedOutsideTPM bool `json:"cached_outside_tpm,omitempty"`
 }
 
 type llmConfigRole struct {
@@ -505,7 +568,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if i := strings.Index(msg, "unknown field"); i >= 0 {
 			msg = msg[i:] // without the decoder's layers of prefixes
 		}
-		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream, prices: {MODEL: input, cached_input, output, reasoning}, cached_outside_tpm], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
 	}
 	fail := func(format string, args ...any) (*llmConfig, error) {
 		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
@@ -525,12 +588,18 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		case e.RPM < 0 || e.TPM < 0:
 			return fail("endpoint %q: rpm and tpm must not be negative (0 or absent = no quota of its own)", e.Name)
 		}
+		for model, p := range e.Prices {
+			if p.Input < 0 || p.CachedInput < 0 || p.Output < 0 || p.Reasoning < 0 {
+				return fail("endpoint %q: the prices of %s must not be negative", e.Name, model)
+			}
+		}
 		if err := checkBaseURL(e.BaseURL); err != nil {
 			return fail("endpoint %q: base_url %s: %v", e.Name, redactURL(e.BaseURL), err)
 		}
 		names[e.Name] = true
 		ep := llm.Endpoint{Name: e.Name, BaseURL: e.BaseURL, Organization: e.Organization, AzureAPIVersion: e.AzureAPIVersion,
-			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}, NoStream: e.Stream != nil && !*e.Stream}
+			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}, NoStream: e.Stream != nil && !*e.Stream,
+			Prices: e.Prices, CachedOutsideTPM: e.CachedOutsideTPM}
 		if e.APIKeyEnv != "" {
 			if !envName.MatchString(e.APIKeyEnv) {
 				// Not echoed: it may be the key itself.

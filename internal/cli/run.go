@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,7 @@ func newRunCmd() *cobra.Command {
 		explorers int
 	)
 	var retryFailed bool
+	var maxCost float64
 	cmd := &cobra.Command{
 		Use:   "run --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset with every role in this process (embedded NATS, local redis-server)",
@@ -127,6 +129,9 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			if stateDir == "" {
 				stateDir = filepath.Join(rf.out, ".state")
+			}
+			if maxCost < 0 || math.IsNaN(maxCost) || math.IsInf(maxCost, 0) {
+				return usage(fmt.Errorf("--max-cost %v: give the run's budget as a positive amount at the endpoints' prices (0 = none)", maxCost))
 			}
 			if rf.dataset == "" {
 				return usage(fmt.Errorf("--dataset is required (to resume run %s, pass the dataset it started with)", rf.runID))
@@ -191,11 +196,16 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			})
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
 				MaxInFlight: rf.window(cf.held(), m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
-				Retain: rf.retain.retention(), StreamReplicas: cf.streamReplicas})
+				Retain: rf.retain.retention(), StreamReplicas: cf.streamReplicas, MaxCost: maxCost})
 			if !notice() {
 				<-printed // said before the command's last words
 			}
 			var aborted *coordinator.Aborted
+			var broke *coordinator.BudgetReached
+			if errors.As(err, &broke) {
+				return &exitError{code: exitAborted, msg: fmt.Sprintf("%s: quorum run --run-id %s --out %s --dataset %s --max-cost AMOUNT",
+					err.Error(), m.Run, rf.out, rf.dataset)}
+			}
 			if err != nil && (ctx.Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}
 			}
@@ -213,5 +223,6 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "where the embedded NATS and local Redis keep their data (default <out>/.state)")
 	cmd.Flags().IntVar(&explorers, "explorers", 8, "exploration tasks handled at once")
 	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, retryFailedUsage)
+	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "the run's budget in money at the endpoints' prices (see --llm-price): no example starts once the next would pass it; the examples started finish and the run ends resumable (exit 3); the spend counts the whole run, earlier sessions too (0 = no budget)")
 	return cmd
 }

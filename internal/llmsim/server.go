@@ -82,7 +82,9 @@ type Config struct {
 	// Difficulty is the mix of easy, medium and hard questions; zero keeps
 	// the older uniform skill.
 	Difficulty Difficulty
-	Logger     *zap.Logger
+	// PromptCache simulates a provider's prefix cache (off by default).
+	PromptCache PromptCache
+	Logger      *zap.Logger
 }
 
 // MaxRequestBytes bounds a chat request's body (32 MiB: above any real
@@ -100,6 +102,7 @@ type Server struct {
 	stats  stats
 	// faultSeq feeds the per-attempt random draws (faults, latency).
 	faultSeq atomic.Uint64
+	cache    *promptCache
 	// mem maps the replies sent in a persona's form to their canonical
 	// ones (memory.go), so a persona does not move the answers.
 	mem *memory
@@ -129,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, know: newKnowledge(cfg.Dataset, cfg.Seed, cfg.Difficulty), tok: llm.NewTokenizer(), log: cfg.Logger,
 		limits: newProviderLimits(cfg.Limits), mem: newMemory(memoryMaxEntries, memoryMaxBytes)}
+	s.cache = newPromptCache(cfg.PromptCache, s.tok)
 	s.stats.byKind, s.stats.toolCalls = map[Kind]int64{}, map[Kind]int64{}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
@@ -213,6 +217,8 @@ type reply struct {
 	nullContent     bool
 	// again: the reply answers a re-ask of an earlier one (memory.go).
 	again bool
+	// cachedTokens of the prompt came from the prompt cache (cache.go).
+	cachedTokens int
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -264,7 +270,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.complete(req, canon)
 		s.mem.remember(prefix, rep, *canon)
 	}
-	retryAfter, thdr := s.limits.admitTokens(prompt + completion)
+	rep.cachedTokens = s.cache.lookup(req.Model, req, prompt)
+	counted := prompt + completion
+	if s.cfg.PromptCache.ExcludeFromTPM {
+		counted -= rep.cachedTokens
+	}
+	retryAfter, thdr := s.limits.admitTokens(counted)
 	for k, v := range thdr {
 		hdr[k] = v
 	}
@@ -325,6 +336,9 @@ func usage(rep reply, prompt, completion int) map[string]any {
 	u := map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 	if rep.reasoningTokens > 0 {
 		u["completion_tokens_details"] = map[string]any{"reasoning_tokens": rep.reasoningTokens}
+	}
+	if rep.cachedTokens > 0 {
+		u["prompt_tokens_details"] = map[string]any{"cached_tokens": rep.cachedTokens}
 	}
 	return u
 }

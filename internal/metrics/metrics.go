@@ -24,6 +24,7 @@ type Metrics struct {
 	Redeliveries  *prometheus.CounterVec
 	LLMCalls      *prometheus.CounterVec
 	LLMTokens     *prometheus.CounterVec
+	LLMMoney      *prometheus.CounterVec
 	LLMLatency    prometheus.Histogram
 	RateLimited   prometheus.Counter
 	LimiterWait   prometheus.Histogram
@@ -73,6 +74,8 @@ func New(role string) *Metrics {
 			[]string{"stage", "result"}),
 		LLMTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_llm_tokens_total", Help: "LLM tokens, by kind (prompt, completion, reasoning, cached).", ConstLabels: c},
 			[]string{"kind"}),
+		LLMMoney: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quorum_llm_money_total", Help: "What LLM calls cost at the endpoints' prices, by agent stage and endpoint/model.", ConstLabels: c},
+			[]string{"stage", "model"}),
 		LLMLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quorum_llm_call_seconds", Help: "Latency of LLM calls, retries included.", ConstLabels: c,
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14)}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "quorum_llm_rate_limited_total", Help: "429 responses from the LLM provider.", ConstLabels: c}),
@@ -104,7 +107,7 @@ func New(role string) *Metrics {
 			[]string{"endpoint", "model"}),
 		LLMFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "quorum_llm_fallback_calls_total", Help: "LLM calls answered by a fallback model, every deployment of the role's own being down.", ConstLabels: c}),
 	}
-	m.own = []prometheus.Collector{m.DeploymentCooldowns, m.DeploymentDown, m.LLMFallbacks, m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMLatency, m.RateLimited, m.LimiterWait,
+	m.own = []prometheus.Collector{m.DeploymentCooldowns, m.DeploymentDown, m.LLMFallbacks, m.Tasks, m.InFlight, m.Redeliveries, m.LLMCalls, m.LLMTokens, m.LLMMoney, m.LLMLatency, m.RateLimited, m.LimiterWait,
 		m.Queries, m.QueryLatency, m.Decisions, m.FinalAnswers, m.ExamplesTotal, m.TaskTime, m.TaskRuntime, m.Questions, m.QuestionsRunning, m.EventStreams, m.StreamsRefused}
 	reg.MustRegister(m.own...)
 	return m
@@ -169,6 +172,11 @@ func (m *Metrics) ObserveCost(stage string, c cost.Cost) {
 	m.LLMTokens.WithLabelValues("completion").Add(float64(c.LLM.CompletionTokens))
 	m.LLMTokens.WithLabelValues("reasoning").Add(float64(c.LLM.ReasoningTokens))
 	m.LLMTokens.WithLabelValues("cached").Add(float64(c.LLM.CachedTokens))
+	for model, mc := range c.ByModel {
+		if mc.Money > 0 {
+			m.LLMMoney.WithLabelValues(stage, model).Add(mc.Money)
+		}
+	}
 	if c.LLMCalls > 0 {
 		m.LLMLatency.Observe(c.LLM.Latency.Seconds() / float64(c.LLMCalls))
 	}

@@ -16,7 +16,8 @@ import (
 func TestServeHealthReadinessAndMetrics(t *testing.T) {
 	t.Parallel()
 	m := New("generator")
-	m.ObserveCost("generate", cost.Cost{LLMCalls: 3, LLM: llm.Usage{PromptTokens: 100, CompletionTokens: 20, RateLimited: 2, Latency: time.Second}, Queries: 2})
+	m.ObserveCost("generate", cost.Cost{LLMCalls: 3, LLM: llm.Usage{PromptTokens: 100, CompletionTokens: 20, RateLimited: 2, Latency: time.Second}, Queries: 2,
+		ByModel: map[string]*cost.ModelCost{"eu/gpt-4o": {Calls: 3, Money: 0.125}}})
 	done := m.Begin("generate", "sqlite")
 	ready := errors.New("redis: connection refused")
 	l, err := Listen("127.0.0.1:0", m, func() error { return ready })
@@ -52,6 +53,7 @@ func TestServeHealthReadinessAndMetrics(t *testing.T) {
 		`quorum_llm_calls_total{result="ok",role="generator",stage="generate"} 3`,
 		`quorum_llm_tokens_total{kind="prompt",role="generator"} 100`,
 		`quorum_llm_rate_limited_total{role="generator"} 2`,
+		`quorum_llm_money_total{model="eu/gpt-4o",role="generator",stage="generate"} 0.125`,
 		`quorum_tasks_in_flight{role="generator",stage="generate",warehouse="sqlite"} 1`,
 	} {
 		if !strings.Contains(body, want) {

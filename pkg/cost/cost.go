@@ -34,16 +34,18 @@ type Cost struct {
 
 // ModelCost is the spending on one model at one endpoint.
 type ModelCost struct {
-	Calls            int           `json:"calls"`
-	Errors           int           `json:"errors"`
-	PromptTokens     int           `json:"prompt_tokens"`
-	CompletionTokens int           `json:"completion_tokens"`
-	ReasoningTokens  int           `json:"reasoning_tokens"`
-	CachedTokens     int           `json:"cached_tokens"`
-	Attempts         int           `json:"attempts"`
-	RateLimited      int           `json:"rate_limited"`
-	Latency          time.Duration `json:"latency_ns"`
-	LimiterWait      time.Duration `json:"limiter_wait_ns"`
+	Calls            int `json:"calls"`
+	Errors           int `json:"errors"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	ReasoningTokens  int `json:"reasoning_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	// Money is what the calls cost at their endpoint's prices.
+	Money       float64       `json:"money"`
+	Attempts    int           `json:"attempts"`
+	RateLimited int           `json:"rate_limited"`
+	Latency     time.Duration `json:"latency_ns"`
+	LimiterWait time.Duration `json:"limiter_wait_ns"`
 }
 
 func (m *ModelCost) add(o ModelCost) {
@@ -53,6 +55,7 @@ func (m *ModelCost) add(o ModelCost) {
 	m.CompletionTokens += o.CompletionTokens
 	m.ReasoningTokens += o.ReasoningTokens
 	m.CachedTokens += o.CachedTokens
+	m.Money += o.Money
 	m.Attempts += o.Attempts
 	m.RateLimited += o.RateLimited
 	m.Latency += o.Latency
@@ -109,7 +112,7 @@ func (c *Cost) Call(u llm.Usage, failed bool) {
 	c.LLMCalls++
 	c.LLM.Add(u)
 	m := ModelCost{Calls: 1, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		ReasoningTokens: u.ReasoningTokens, CachedTokens: u.CachedTokens, Attempts: u.Attempts,
+		ReasoningTokens: u.ReasoningTokens, CachedTokens: u.CachedTokens, Money: u.Money, Attempts: u.Attempts,
 		RateLimited: u.RateLimited, Latency: u.Latency, LimiterWait: u.LimiterWait}
 	if failed {
 		c.LLMErrors++
@@ -125,6 +128,18 @@ func (c *Cost) Query(d time.Duration, failed bool) {
 	if failed {
 		c.QueryErrors++
 	}
+}
+
+// Money is what the LLM calls cost.
+func (c Cost) Money() float64 { return c.LLM.Money }
+
+// CachedShare is the share of prompt tokens the providers served from
+// their prompt caches (0 without prompt tokens).
+func (c Cost) CachedShare() float64 {
+	if c.LLM.PromptTokens == 0 {
+		return 0
+	}
+	return float64(c.LLM.CachedTokens) / float64(c.LLM.PromptTokens)
 }
 
 // Tokens is prompt plus completion tokens.

@@ -96,3 +96,22 @@ func TestJSONWithoutCallsUnchanged(t *testing.T) {
 		t.Errorf("round trip: %v %+v", err, back)
 	}
 }
+
+// TestMoneyByModel: a call's money is added to its model's line and to the
+// totals, and the cached share is what the providers cached of the prompts.
+func TestMoneyByModel(t *testing.T) {
+	t.Parallel()
+	var c Cost
+	c.Call(llm.Usage{Endpoint: "a", Model: "m", PromptTokens: 1000, CachedTokens: 600, Money: 0.25}, false)
+	c.Call(llm.Usage{Endpoint: "a", Model: "m", PromptTokens: 1000, Money: 0.5}, false)
+	c.Call(llm.Usage{Endpoint: "b", Model: "m", PromptTokens: 2000, CachedTokens: 200, Money: 1}, false)
+	if got := c.ByModel["a/m"].Money; got != 0.75 {
+		t.Errorf("a/m money %v, want 0.75", got)
+	}
+	if c.Money() != 1.75 {
+		t.Errorf("total money %v, want 1.75", c.Money())
+	}
+	if got := c.CachedShare(); got != 0.2 {
+		t.Errorf("cached share %v, want 0.2 (800 of 4000)", got)
+	}
+}

@@ -111,15 +111,19 @@ type Request struct {
 type Usage struct {
 	// Endpoint and Model name the endpoint and model of one call; Add
 	// leaves them alone, since a sum spans calls.
-	Endpoint         string        `json:"endpoint,omitempty"`
-	Model            string        `json:"model,omitempty"`
-	PromptTokens     int           `json:"prompt_tokens"`
-	CompletionTokens int           `json:"completion_tokens"`
-	ReasoningTokens  int           `json:"reasoning_tokens"`
-	CachedTokens     int           `json:"cached_tokens"`
-	Latency          time.Duration `json:"latency_ns"`
-	Attempts         int           `json:"attempts"`
-	RateLimited      int           `json:"rate_limited"`
+	Endpoint         string `json:"endpoint,omitempty"`
+	Model            string `json:"model,omitempty"`
+	PromptTokens     int    `json:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens"`
+	ReasoningTokens  int    `json:"reasoning_tokens"`
+	CachedTokens     int    `json:"cached_tokens"`
+	// Money is what the call cost at its endpoint's price for its model
+	// (Endpoint.Prices, else the built-in table; 0 for a model neither
+	// knows).
+	Money       float64       `json:"money,omitempty"`
+	Latency     time.Duration `json:"latency_ns"`
+	Attempts    int           `json:"attempts"`
+	RateLimited int           `json:"rate_limited"`
 	// LimiterWait is the time spent waiting for the shared quota.
 	LimiterWait time.Duration `json:"limiter_wait_ns"`
 	// Tokenize is the time spent counting the prompt's tokens.
@@ -135,6 +139,7 @@ func (u *Usage) Add(o Usage) {
 	u.CompletionTokens += o.CompletionTokens
 	u.ReasoningTokens += o.ReasoningTokens
 	u.CachedTokens += o.CachedTokens
+	u.Money += o.Money
 	u.Latency += o.Latency
 	u.Attempts += o.Attempts
 	u.RateLimited += o.RateLimited

@@ -92,6 +92,13 @@ type Endpoint struct {
 	// StallTimeout do not apply: AttemptTimeout alone bounds an attempt,
 	// and a hung endpoint is told from a slow model only when it runs out.
 	NoStream bool
+	// Prices are the endpoint's prices by model (AnyModel for the rest);
+	// a model they do not list takes the built-in table's price.
+	Prices Prices
+	// CachedOutsideTPM: the provider does not count prompt tokens served
+	// from its prompt cache toward the tokens-per-minute limit (Anthropic's
+	// current models), so the shared quota charges only uncached ones.
+	CachedOutsideTPM bool
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -116,15 +123,17 @@ type Limiter interface {
 
 // Config configures an OpenAI-compatible client.
 type Config struct {
-	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota and
-	// NoStream describe the default endpoint (see Endpoint).
-	BaseURL         string
-	APIKey          string
-	Organization    string
-	AzureAPIVersion string
-	Headers         map[string]string
-	Quota           Quota
-	NoStream        bool
+	// BaseURL, APIKey, Organization, AzureAPIVersion, Headers, Quota,
+	// NoStream and Prices describe the default endpoint (see Endpoint).
+	BaseURL          string
+	APIKey           string
+	Organization     string
+	AzureAPIVersion  string
+	Headers          map[string]string
+	Quota            Quota
+	NoStream         bool
+	Prices           Prices
+	CachedOutsideTPM bool
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -203,7 +212,7 @@ type Config struct {
 // defaultEndpoint is the default endpoint as an Endpoint.
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
-		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream}
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices, CachedOutsideTPM: c.CachedOutsideTPM}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -244,6 +253,33 @@ func (c *OpenAI) Close() {
 type completionSizes struct {
 	mu   sync.Mutex
 	mean map[string]float64
+	// cached is the mean share of the prompt served from the provider's
+	// cache, by bucket (kept for CachedOutsideTPM endpoints).
+	cached map[string]float64
+}
+
+// cachedShare is the bucket's mean cached share of prompts, 0 before any
+// call; a tenth is kept in reserve, as a call may miss the cache.
+func (s *completionSizes) cachedShare(key string) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return 0.9 * s.cached[key]
+}
+
+func (s *completionSizes) observeCached(key string, cached, prompt int) {
+	if prompt <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached == nil {
+		s.cached = map[string]float64{}
+	}
+	share := float64(cached) / float64(prompt)
+	if m, ok := s.cached[key]; ok {
+		share = 0.8*m + 0.2*share
+	}
+	s.cached[key] = share
 }
 
 // estimate is the completion to reserve: the mean so far with a quarter
@@ -546,6 +582,12 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 	// callers queued behind it.
 	bucket := rt.bucket()
 	completion := c.completions.estimate(bucket.key(), c.cfg.ExpectedCompletionTokens)
+	reserved := prompt
+	if ep.CachedOutsideTPM {
+		// Reserve what the provider will count: the prompt less the share
+		// of it the bucket's recent calls had cached.
+		reserved -= int(float64(prompt) * c.completions.cachedShare(bucket.key()))
+	}
 	if oreq.MaxCompletionTokens > 0 {
 		completion = min(completion, oreq.MaxCompletionTokens)
 	}
@@ -602,7 +644,7 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			settle = rt.settle
 		} else if c.cfg.Limiter != nil {
 			start := time.Now()
-			s, err := c.cfg.Limiter.Acquire(ctx, bucket, prompt+completion)
+			s, err := c.cfg.Limiter.Acquire(ctx, bucket, reserved+completion)
 			waited := time.Since(start)
 			usage.LimiterWait += waited
 			quotaWait += waited
@@ -641,13 +683,21 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		if err == nil {
 			r := c.response(mc, resp, prompt)
-			settle(ctx, r.Usage.PromptTokens+r.Usage.CompletionTokens)
+			counted := r.Usage.PromptTokens + r.Usage.CompletionTokens
+			if ep.CachedOutsideTPM {
+				counted -= r.Usage.CachedTokens
+				c.completions.observeCached(bucket.key(), r.Usage.CachedTokens, r.Usage.PromptTokens)
+			}
+			settle(ctx, counted)
 			c.completions.observe(bucket.key(), r.Usage.CompletionTokens)
-			c.pace(ctx, bucket, capt.header(), prompt+completion)
+			c.pace(ctx, bucket, capt.header(), reserved+completion)
 			r.Endpoint = ep.Name
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
 				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait, usage.Tokenize
+			if p, ok := ep.Prices.lookup(mc.Name); ok {
+				r.Usage.Money = p.Money(r.Usage)
+			}
 			meter(ctx, r.Usage)
 			return r, nil
 		}

@@ -223,6 +223,15 @@ func secs(s float64) string {
 	}
 }
 
+// money shows an amount at the endpoints' prices; small amounts keep
+// their cents' fractions, since one call may cost a thousandth.
+func money(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
 func pct(n, of int) string {
 	if of == 0 {
 		return "–"
@@ -245,7 +254,7 @@ type exampleRow struct {
 }
 
 type stageRow struct {
-	Stage, Calls, Prompt, Completion, Queries, QueryTime, Share string
+	Stage, Calls, Prompt, Completion, Queries, QueryTime, Share, Money string
 }
 
 type costRow struct{ Label, Total, PerExample string }
@@ -301,8 +310,8 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 <section id="cost"><h2>Cost</h2>
 <table><tr><th></th><th>total</th><th>per example</th></tr>{{range .CostTotals}}<tr><td>{{.Label}}</td><td>{{.Total}}</td><td>{{.PerExample}}</td></tr>{{end}}</table>
 {{if .Stages}}<h3>By stage (summed over examples)</h3>
-<table><tr><th>stage</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th><th>share of tokens</th><th>warehouse queries</th><th>warehouse time</th></tr>
-{{range .Stages}}<tr><td>{{.Stage}}</td><td>{{.Calls}}</td><td>{{.Prompt}}</td><td>{{.Completion}}</td><td>{{.Share}}</td><td>{{.Queries}}</td><td>{{.QueryTime}}</td></tr>{{end}}</table>
+<table><tr><th>stage</th><th>LLM calls</th><th>prompt tokens</th><th>completion tokens</th><th>share of tokens</th><th>money</th><th>warehouse queries</th><th>warehouse time</th></tr>
+{{range .Stages}}<tr><td>{{.Stage}}</td><td>{{.Calls}}</td><td>{{.Prompt}}</td><td>{{.Completion}}</td><td>{{.Share}}</td><td>{{.Money}}</td><td>{{.Queries}}</td><td>{{.QueryTime}}</td></tr>{{end}}</table>
 {{.StageChart}}{{else}}<p>No cost by stage recorded.</p>{{end}}
 </section>
 
@@ -550,6 +559,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"LLM calls that failed", num(c.LLMErrors), per(float64(c.LLMErrors))},
 		{"prompt tokens", num(c.LLM.PromptTokens), num(c.LLM.PromptTokens / n)},
 		{"completion tokens", num(c.LLM.CompletionTokens), num(c.LLM.CompletionTokens / n)},
+		{"cached prompt tokens", fmt.Sprintf("%s (%s)", num(c.LLM.CachedTokens), pct(c.LLM.CachedTokens, c.LLM.PromptTokens)), num(c.LLM.CachedTokens / n)},
+		{"money (at the endpoints' prices)", money(c.Money()), money(c.Money() / float64(n))},
 		{"warehouse queries", num(c.Queries), per(float64(c.Queries))},
 		{"warehouse queries that failed", num(c.QueryErrors), per(float64(c.QueryErrors))},
 		{"warehouse time", secs(c.QueryTime.Seconds()), secs(c.QueryTime.Seconds() / float64(n))},
@@ -575,7 +586,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	for _, name := range names {
 		s := stages[name]
 		stageRows = append(stageRows, stageRow{Stage: name, Calls: num(s.LLMCalls), Prompt: num(s.LLM.PromptTokens),
-			Completion: num(s.LLM.CompletionTokens), Share: pct(s.Tokens(), total), Queries: num(s.Queries), QueryTime: secs(s.QueryTime.Seconds())})
+			Completion: num(s.LLM.CompletionTokens), Share: pct(s.Tokens(), total), Money: money(s.Money()), Queries: num(s.Queries), QueryTime: secs(s.QueryTime.Seconds())})
 		stageBars = append(stageBars, bar{name, float64(s.Tokens())})
 	}
 

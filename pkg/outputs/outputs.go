@@ -128,6 +128,11 @@ type Totals struct {
 	CallsPerEx    float64 `json:"llm_calls_per_example"`
 	QueriesPerEx  float64 `json:"warehouse_queries_per_example"`
 	TokensPerCall float64 `json:"tokens_per_llm_call"`
+	// MoneyPerEx is Cost.LLM.Money per example, at the endpoints' prices;
+	// CachedShare the share of prompt tokens served from a provider's
+	// prompt cache.
+	MoneyPerEx  float64 `json:"money_per_example"`
+	CachedShare float64 `json:"cached_share"`
 }
 
 // KOrVotes is the k of EX@k: the candidates seen, else the run's votes.
@@ -179,7 +184,9 @@ func (r *Report) Summarize() {
 	if t.Examples > 0 {
 		t.CallsPerEx = float64(t.Cost.LLMCalls) / float64(t.Examples)
 		t.QueriesPerEx = float64(t.Cost.Queries) / float64(t.Examples)
+		t.MoneyPerEx = t.Cost.Money() / float64(t.Examples)
 	}
+	t.CachedShare = t.Cost.CachedShare()
 	if t.Cost.LLMCalls > 0 {
 		t.TokensPerCall = float64(t.Cost.Tokens()) / float64(t.Cost.LLMCalls)
 	}

@@ -65,12 +65,18 @@ type Scenario struct {
 	// the quota and the agent's load, -1: every example at once).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 	// The simulated provider: limits, latency, skill.
-	RPM             int     `json:"rpm"`
-	TPM             int     `json:"tpm"`
-	FirstTokenMS    int     `json:"first_token_ms"`
-	TokensPerSecond float64 `json:"tokens_per_second"`
-	Jitter          float64 `json:"jitter"`
-	PGold           float64 `json:"p_gold"`
+	RPM int `json:"rpm"`
+	TPM int `json:"tpm"`
+	// PromptCache turns llmsim's prefix cache on; CachedOutsideTPM leaves
+	// cached tokens out of its TPM limit and the limiter's (the endpoint
+	// declared so). Price prices the calls (llmsim is free otherwise).
+	PromptCache      bool       `json:"prompt_cache,omitempty"`
+	CachedOutsideTPM bool       `json:"cached_outside_tpm,omitempty"`
+	Price            *llm.Price `json:"price,omitempty"`
+	FirstTokenMS     int        `json:"first_token_ms"`
+	TokensPerSecond  float64    `json:"tokens_per_second"`
+	Jitter           float64    `json:"jitter"`
+	PGold            float64    `json:"p_gold"`
 	// Difficulty is the simulator's mix of easy, medium and hard
 	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
 	// "default"); "" keeps its uniform skill.
@@ -147,6 +153,15 @@ func (sc Scenario) Validate() error {
 	return nil
 }
 
+// prices are the simulated endpoint's: sc.Price for every model, else
+// none (a simulated call is free whatever model it names).
+func (sc Scenario) prices() llm.Prices {
+	if sc.Price != nil {
+		return llm.Prices{llm.AnyModel: *sc.Price}
+	}
+	return llm.Prices{llm.AnyModel: {}}
+}
+
 func (sc Scenario) agent() string {
 	if sc.Agent == "" {
 		return agents.Default
@@ -172,9 +187,15 @@ type Report struct {
 	Redeliveries   int64 `json:"redeliveries"`
 	FailedExamples int   `json:"failed_examples"`
 
-	LLMCalls         int64   `json:"llm_calls"`
-	PromptTokens     int64   `json:"prompt_tokens"`
-	CompletionTokens int64   `json:"completion_tokens"`
+	LLMCalls         int64 `json:"llm_calls"`
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	// CachedTokens are the prompt tokens served from the provider's
+	// prompt cache, CachedShare their share of the prompt tokens;
+	// MoneyPerExample is what an example cost at Scenario.Price.
+	CachedTokens     int64   `json:"cached_tokens"`
+	CachedShare      float64 `json:"cached_share"`
+	MoneyPerExample  float64 `json:"money_per_example"`
 	WarehouseQueries int     `json:"warehouse_queries"`
 	CallsPerExample  float64 `json:"llm_calls_per_example"`
 	QueriesPerEx     float64 `json:"warehouse_queries_per_example"`
@@ -471,7 +492,8 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 		return nil, err
 	}
 	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits, Personas: personas, Difficulty: mix,
-		Latency: llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
+		PromptCache: llmsim.PromptCache{Enabled: sc.PromptCache, ExcludeFromTPM: sc.CachedOutsideTPM},
+		Latency:     llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +515,8 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 		r.held = sc.GeneratorConcurrency
 	}
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
-		LLM:      llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model}},
+		LLM: llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model},
+			Prices: sc.prices(), CachedOutsideTPM: sc.CachedOutsideTPM},
 		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency, MaxHeld: r.held,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})
@@ -594,6 +617,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 	r.CallsPerExample = float64(r.LLMCalls) / n
 	r.QueriesPerEx = float64(r.WarehouseQueries) / n
 	r.TokensPerExample = float64(r.PromptTokens+r.CompletionTokens) / n
+	r.CachedTokens, r.CachedShare, r.MoneyPerExample = int64(t.Cost.LLM.CachedTokens), t.Cost.CachedShare(), t.Cost.Money()/n
 	if r.Candidates > 0 {
 		r.CallsPerCand = float64(r.LLMCalls) / float64(r.Candidates)
 		r.QueriesPerCand = float64(r.WarehouseQueries) / float64(r.Candidates)
@@ -611,9 +635,16 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 			}
 		}
 		if sc.TPM > 0 {
-			b := math.Max(0, float64(r.PromptTokens+r.CompletionTokens)-float64(sc.TPM)/60) / float64(sc.TPM) * 60
+			counted := float64(r.PromptTokens + r.CompletionTokens)
+			if sc.CachedOutsideTPM {
+				counted -= float64(r.CachedTokens) // the provider does not count them
+			}
+			b := math.Max(0, counted-float64(sc.TPM)/60) / float64(sc.TPM) * 60
 			if b > r.QuotaBound {
 				r.QuotaBound, r.BindingLimit = b, "llm tokens/min"
+				if sc.CachedOutsideTPM {
+					r.BindingLimit = "llm uncached tokens/min"
+				}
 			}
 		}
 		if r.Wall > 0 {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llm"
 )
 
 func TestMakeDataset(t *testing.T) {
@@ -123,5 +125,34 @@ func TestScenarioValidate(t *testing.T) {
 		if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want %q", err, tc.want)
 		}
+	}
+}
+
+// TestBenchPricesCachedPrompts: scenario (c) in short, through llmsim's
+// prompt cache over HTTP and a real redis-server: an example's candidates
+// share their prompt's start, so most prompt tokens are cached, and the
+// money per example is the tokens at the scenario's price with cached
+// input at its own.
+func TestBenchPricesCachedPrompts(t *testing.T) {
+	t.Parallel()
+	sc := Standard()
+	sc.Dataset = "../../../examples/demo"
+	sc.Examples, sc.Votes, sc.RPM = 6, 4, 6000
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
+	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 1, 4, 1, 4
+	sc.Scaling = nil
+	sc.PromptCache = true
+	sc.Price = &llm.Price{Input: 2.5, CachedInput: 1.25, Output: 10}
+	rep, err := Run(context.Background(), sc, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FailedExamples != 0 || rep.CachedShare < 0.5 {
+		t.Errorf("%d failed, cached share %.3f of %d prompt tokens; want none failed and most of the prompts cached", rep.FailedExamples, rep.CachedShare, rep.PromptTokens)
+	}
+	c := rep.Run.Totals.Cost.LLM
+	want := (float64(c.PromptTokens-c.CachedTokens)*2.5 + float64(c.CachedTokens)*1.25 + float64(c.CompletionTokens)*10) / 1e6 / float64(rep.Examples)
+	if d := rep.MoneyPerExample - want; d > 1e-9 || d < -1e-9 {
+		t.Errorf("money per example %v, want %v from the run's tokens", rep.MoneyPerExample, want)
 	}
 }

@@ -307,5 +307,6 @@ func (s *Server) spent(ctx context.Context, q *Question) Cost {
 }
 
 func costOf(c cost.Cost) Cost {
-	return Cost{LLMCalls: c.LLMCalls, PromptTokens: c.LLM.PromptTokens, CompletionTokens: c.LLM.CompletionTokens, WarehouseQueries: c.Queries}
+	return Cost{LLMCalls: c.LLMCalls, PromptTokens: c.LLM.PromptTokens, CompletionTokens: c.LLM.CompletionTokens,
+		CachedTokens: c.LLM.CachedTokens, Money: c.LLM.Money, WarehouseQueries: c.Queries}
 }

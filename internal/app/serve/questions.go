@@ -34,7 +34,11 @@ type Cost struct {
 	LLMCalls         int `json:"llm_calls"`
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
-	WarehouseQueries int `json:"warehouse_queries"`
+	// CachedTokens are the prompt tokens the provider served from its
+	// prompt cache; Money what the calls cost at the endpoints' prices.
+	CachedTokens     int     `json:"cached_tokens"`
+	Money            float64 `json:"money"`
+	WarehouseQueries int     `json:"warehouse_queries"`
 }
 
 // Tokens is the answer's LLM tokens, what tenants' daily limits count.

@@ -81,6 +81,13 @@ type Config struct {
 	// (0: none). Resuming a run that recorded more is refused: the
 	// streams are never lowered, and the flag would say otherwise.
 	StreamReplicas int
+	// MaxCost is the run's budget in money at the endpoints' prices (0:
+	// none). No example is started once the spend of the finished ones
+	// plus an estimate of those in flight and of the next would pass it;
+	// the examples in flight finish, and the run ends with *BudgetReached,
+	// resumable with a higher budget. The spend is the run's whole, the
+	// finals of earlier sessions included.
+	MaxCost float64
 }
 
 // resumeReplicas gives the streams the replicas the run was created with
@@ -178,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		cfg.RestoreEvery = 10 * time.Second
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
+		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
 		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
@@ -239,6 +246,7 @@ type coord struct {
 
 	window       int
 	abortAfter   int
+	maxCost      float64
 	warnings     []string
 	restoreEvery time.Duration
 
@@ -269,11 +277,71 @@ type coord struct {
 	progressMu                 sync.Mutex
 	started                    time.Time
 	notAnswered, calls, tokens int
+	money                      float64
 	arrivals                   int
+
+	// spent is the money of the finals so far, paid the finals that made
+	// LLM calls (the estimate of an example's cost is spent/paid);
+	// overBudget is set once admission stopped at MaxCost.
+	spent      float64
+	paid       int
+	overBudget bool
 
 	// admitMu serialises admission; next is the next example to consider.
 	admitMu sync.Mutex
 	next    int
+}
+
+// spend adds a final's money to the run's spend; c.mu is held.
+func (c *coord) spend(f *message.FinalAnswer) {
+	t := f.Cost.Total()
+	c.spent += t.Money()
+	if t.LLMCalls > 0 {
+		c.paid++
+	}
+}
+
+// affordable reports whether one more example fits the budget: what the
+// finished examples cost, plus the examples in flight and the next at
+// their mean cost. Before any example finished the mean is unknown, so
+// one example runs alone to learn it. c.mu is held.
+func (c *coord) affordable() bool {
+	if c.maxCost <= 0 {
+		return true
+	}
+	if c.spent >= c.maxCost {
+		return false
+	}
+	if c.paid == 0 {
+		return len(c.flying) == 0
+	}
+	mean := c.spent / float64(c.paid)
+	return c.spent+float64(len(c.flying)+1)*mean <= c.maxCost
+}
+
+// budgetStop returns *BudgetReached when admission stopped at the budget
+// and nothing is in flight: the run can go no further this session.
+func (c *coord) budgetStop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.overBudget || len(c.flying) > 0 || len(c.finals) >= len(c.m.Examples) {
+		return nil
+	}
+	return &BudgetReached{Run: c.m.Run, Spent: c.spent, Budget: c.maxCost, Final: len(c.finals), Examples: len(c.m.Examples)}
+}
+
+// BudgetReached is a run stopped at its --max-cost: every example it
+// started is final and paid for, the rest were not started. It resumes
+// with a higher budget.
+type BudgetReached struct {
+	Run             string
+	Spent, Budget   float64
+	Final, Examples int
+}
+
+func (b *BudgetReached) Error() string {
+	return fmt.Sprintf("run %s stopped at its budget: spent %.4f of --max-cost %.4f at the endpoints' prices, with %d of %d examples final; no new example was started, since the next would pass the budget. Resume with a higher --max-cost and the same --run-id, --out and --dataset",
+		b.Run, b.Spent, b.Budget, b.Final, b.Examples)
 }
 
 // collectKnown loads finals recorded before a resume and makes sure their
@@ -288,6 +356,7 @@ func (c *coord) collectKnown(ctx context.Context) error {
 			return err
 		}
 		c.finals[id] = f
+		c.spend(f)
 	}
 	return nil
 }
@@ -418,8 +487,13 @@ func (c *coord) admit(ctx context.Context) error {
 		_, final := c.finals[id]
 		full := c.window > 0 && len(c.flying) >= c.window
 		skip := final || c.flying[id]
+		broke := !skip && !full && !c.affordable()
+		if broke && !c.overBudget {
+			c.overBudget = true
+			c.log.Warn("the run's budget admits no new example", zap.Float64("spent", c.spent), zap.Float64("max_cost", c.maxCost), zap.Int("in_flight", len(c.flying)))
+		}
 		c.mu.Unlock()
-		if full && !skip {
+		if (full || broke) && !skip {
 			return nil
 		}
 		c.next++
@@ -564,6 +638,7 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	c.exportTrace(ctx, f.Example)
 	c.mu.Lock()
 	c.finals[f.Example] = f
+	c.spend(f)
 	delete(c.flying, f.Example)
 	// A call that failed while another route of its model was up
 	// (llm.RoutesUpNote) is no outage: only every route down counts.
@@ -617,7 +692,12 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	} else if n >= total {
 		eta = "0s"
 	}
-	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, eta)
+	c.money += t.Money()
+	spend := ""
+	if c.money > 0 {
+		spend = fmt.Sprintf(", %.2f spent", c.money)
+	}
+	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens%s, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, spend, eta)
 	if c.terminal {
 		width := 30
 		filled := width * n / max(1, total)
@@ -748,6 +828,9 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 	if c.done() {
 		return nil
 	}
+	if err := c.budgetStop(); err != nil {
+		return err
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	restorer := &service.Func{Run: c.restoreLoop}
@@ -786,7 +869,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 			if err := c.admit(ctx); err != nil {
 				return err
 			}
-			if c.done() {
+			if c.done() || c.budgetStop() != nil {
 				cancel()
 			}
 			return nil
@@ -795,6 +878,9 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		return err
 	}
 	if err := c.abortedErr(); err != nil {
+		return err
+	}
+	if err := c.budgetStop(); err != nil {
 		return err
 	}
 	if !c.done() {
