@@ -3,13 +3,18 @@ package trace
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
+	"github.com/quorumsql/quorum/internal/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
 )
+
+func blobRef(s string) string { return blob.Ref([]byte(s)) }
 
 // Export is an example's whole trace, texts resolved: what a run writes
 // to its output folder and quorum trace --json prints.
@@ -44,15 +49,41 @@ func (s *Store) Export(ctx context.Context, run, ex string) (*Export, error) {
 		return nil, err
 	}
 	refs := refsOf(entries)
-	texts, err := s.Blobs.GetMany(ctx, refs)
+	texts, err := s.texts(ctx, refs)
 	if err != nil {
 		return nil, fmt.Errorf("trace of %s in run %s: %w", ex, run, err)
 	}
-	x := &Export{Run: run, Example: ex, Entries: entries, Texts: make(map[string]string, len(refs))}
-	for i, r := range refs {
-		x.Texts[r] = texts[i]
+	return &Export{Run: run, Example: ex, Entries: entries, Texts: texts}, nil
+}
+
+// Lost stands for a text the blob store no longer holds (expired, or
+// lost with a Redis that restarted from an older snapshot): the rest of
+// the trace is still worth reading.
+const Lost = "(this text is no longer stored)"
+
+// texts reads refs' texts; one the store does not hold reads as Lost.
+func (s *Store) texts(ctx context.Context, refs []string) (map[string]string, error) {
+	out := make(map[string]string, len(refs))
+	got, err := s.Blobs.GetMany(ctx, refs)
+	if err == nil {
+		for i, r := range refs {
+			out[r] = got[i]
+		}
+		return out, nil
 	}
-	return x, nil
+	// One at a time, to tell the lost texts from the rest.
+	for _, r := range refs {
+		t, err := s.Blobs.GetMany(ctx, []string{r})
+		switch {
+		case err == nil:
+			out[r] = t[0]
+		case errors.Is(err, blob.ErrNotFound):
+			out[r] = Lost
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func refsOf(entries []*Entry) []string {
@@ -90,26 +121,54 @@ type Blobs interface {
 type Store struct {
 	Lists Lists
 	Blobs Blobs
+
+	// stored remembers the texts this process stored lately, so the
+	// prompt an example's eight candidates share crosses the network
+	// once, not eight times. Cleared when full.
+	mu     sync.Mutex
+	stored map[string]struct{}
 }
+
+// recentTexts bounds Store.stored.
+const recentTexts = 8192
 
 // Write appends entries to the trace of run's example ex, their long texts
 // stored as blobs first.
 func (s *Store) Write(ctx context.Context, run, ex string, entries ...*Entry) error {
-	var texts []string
+	var texts, refs []string
 	var slots []*Text
+	s.mu.Lock()
 	for _, e := range entries {
 		e.Texts(func(t *Text) {
-			if len(t.S) > Inline {
-				texts, slots = append(texts, t.S), append(slots, t)
+			if len(t.S) <= Inline {
+				return
 			}
+			ref := blobRef(t.S)
+			if _, ok := s.stored[ref]; !ok {
+				texts, refs = append(texts, t.S), append(refs, ref)
+			}
+			slots = append(slots, t)
+			t.Ref = ref
 		})
 	}
-	refs, err := s.Blobs.PutMany(ctx, texts)
+	s.mu.Unlock()
+	got, err := s.Blobs.PutMany(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("trace of %s in run %s: %w", ex, run, err)
 	}
-	for i, t := range slots {
-		t.Ref, t.S = refs[i], ""
+	if !slices.Equal(got, refs) {
+		return fmt.Errorf("trace of %s in run %s: the blob store named %d texts differently than their hashes", ex, run, len(refs))
+	}
+	s.mu.Lock()
+	if s.stored == nil || len(s.stored)+len(refs) > recentTexts {
+		s.stored = make(map[string]struct{}, recentTexts)
+	}
+	for _, r := range refs {
+		s.stored[r] = struct{}{}
+	}
+	s.mu.Unlock()
+	for _, t := range slots {
+		t.S = ""
 	}
 	enc := make([][]byte, len(entries))
 	for i, e := range entries {
@@ -144,14 +203,9 @@ func (s *Store) Read(ctx context.Context, run, ex string, resolve bool) ([]*Entr
 
 // Resolve replaces the entries' blob references with their texts.
 func (s *Store) Resolve(ctx context.Context, entries []*Entry) error {
-	refs := refsOf(entries)
-	texts, err := s.Blobs.GetMany(ctx, refs)
+	byRef, err := s.texts(ctx, refsOf(entries))
 	if err != nil {
 		return fmt.Errorf("trace texts: %w", err)
-	}
-	byRef := make(map[string]string, len(refs))
-	for i, r := range refs {
-		byRef[r] = texts[i]
 	}
 	for _, e := range entries {
 		e.Texts(func(t *Text) {
