@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -35,6 +36,7 @@ func newSolveCmd() *cobra.Command {
 		agentOpts    []string
 		skipBad      bool
 		votes        int
+		traceLevel   string
 	)
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
@@ -60,6 +62,10 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
 			}
 			if err := checkSolveFlags(votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
+				return usage(err)
+			}
+			level, err := trace.ParseLevel(traceLevel)
+			if err != nil {
 				return usage(err)
 			}
 			if err := writable(out); err != nil {
@@ -107,13 +113,25 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 				return err
 			}
 			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings}
-			ag, err := def.New(agentpkg.Config{Options: opts, LLM: client})
+			// Every call lands in its task's trace.
+			ag, err := def.New(agentpkg.Config{Options: opts, LLM: trace.Client{LLM: client}})
 			if err != nil {
 				return err
 			}
-			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, w)
+			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, level, w)
 			rep.Finished = time.Now()
 			rep.Summarize()
+			if level != trace.None {
+				question := func(id string) string {
+					if e, ok := ds.Example(id); ok {
+						return e.Question
+					}
+					return ""
+				}
+				trace.WritePages(writer, rep, question, func(id string, err error) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the trace page of %s: %v\n", id, err)
+				})
+			}
 			if err := writer.Report(rep); err != nil {
 				return err
 			}
@@ -125,6 +143,7 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 	lf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&dsDir, "dataset", "", "dataset folder")
+	f.StringVar(&traceLevel, "trace", trace.NameFull, "what each example's trace keeps (quorum trace --out, report.html): full (prompts, replies, query previews), summary (timing, tokens, SQL) or none")
 	f.StringVar(&out, "out", filepath.Join("out", "solve"), "output folder")
 	f.StringSliceVar(&ids, "ids", nil, "only these instance ids (comma-separated)")
 	f.StringVar(&dialect, "only-dialect", "", "only examples of this dialect")

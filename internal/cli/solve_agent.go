@@ -2,18 +2,20 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
@@ -21,17 +23,17 @@ import (
 // (pkg/runtime/local): the same task code as on a cluster, with goroutines
 // for workers and memory for Redis.
 func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
-	writer *outputs.Writer, seed uint64, atOnce int, queryTimeout time.Duration, w io.Writer) []outputs.Example {
+	writer *outputs.Writer, seed uint64, atOnce int, queryTimeout time.Duration, level trace.Level, w io.Writer) []outputs.Example {
 	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: queryTimeout}}
 	defer set.Close()
 	whs := &localdb.Warehouses{DS: ds, SQLite: set}
 	return solveEach(examples, atOnce, w, func(e *dataset.Example) outputs.Example {
-		return solveExample(ctx, ds, e, def, ag, opts, whs, writer, seed)
+		return solveExample(ctx, ds, e, def, ag, opts, whs, writer, seed, level)
 	})
 }
 
 func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
-	whs *localdb.Warehouses, writer *outputs.Writer, seed uint64) outputs.Example {
+	whs *localdb.Warehouses, writer *outputs.Writer, seed uint64, level trace.Level) outputs.Example {
 	start := time.Now()
 	r := outputs.Example{InstanceID: e.ID, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	defer func() { r.LatencySeconds = time.Since(start).Seconds() }()
@@ -45,7 +47,18 @@ func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, 
 		r.Error = "not runnable: " + strings.Join(msgs, "; ")
 		return r
 	}
-	out, err := local.Solve(ctx, local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "solve", Seed: seed}, e)
+	out, err := local.Solve(ctx, local.Config{Agent: ag, Def: def, Options: opts, Dataset: ds, Warehouses: whs, Run: "solve", Seed: seed, Trace: level}, e)
+	if out != nil && level != trace.None {
+		// The trace goes out whatever the example's end, as quorum run's.
+		trace.Sort(out.Trace)
+		b, jerr := json.Marshal(&trace.Export{Run: "solve", Example: e.ID, Agent: def.Name, Level: level.String(), Entries: out.Trace})
+		if jerr == nil {
+			jerr = writer.Trace(e.ID, b)
+		}
+		if jerr != nil {
+			r.Error = "writing the trace: " + jerr.Error()
+		}
+	}
 	if out != nil {
 		r.CostByStage, r.Cost = out.Cost, out.Cost.Total()
 		r.Rounds, r.Tasks, r.Candidates = out.Rounds, out.Tasks, len(out.Candidates)

@@ -38,11 +38,20 @@ func TestTraceShowsWhatEachAgentDid(t *testing.T) {
 			`decision on round 0: .*low`, `task explore \S+`, `llm explore `, // the exploration of a low-confidence example
 			`decision on round 1`, `answer: `}},
 	}
+	tests = append(tests, struct {
+		agent string
+		args  []string
+		want  []string
+	}{"pexa", []string{"solve"}, tests[0].want})
 	for _, tt := range tests {
-		t.Run(tt.agent, func(t *testing.T) {
+		cmd := "run"
+		if len(tt.args) > 0 && tt.args[0] == "solve" { // the same agent in one process (pkg/runtime/local)
+			cmd, tt.args = "solve", []string{"--agent-option", "passes=2"}
+		}
+		t.Run(cmd+"/"+tt.agent, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "out")
-			args := append([]string{"run", "--dataset", demo, "--agent", tt.agent, "--out", out,
+			args := append([]string{cmd, "--dataset", demo, "--agent", tt.agent, "--out", out,
 				"--ids", "local001,local002,local003,local004,local008"}, tt.args...)
 			if log, err := run(t, args...); err != nil {
 				t.Fatalf("quorum %s: %v\n%s", strings.Join(args, " "), err, log)

@@ -1,11 +1,61 @@
 package trace
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"os"
 	"strings"
+
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
+
+// WritePages writes a trace page for each example the report lists by
+// name (outputs.Linked: the slowest, the most expensive, the failed, the
+// wrong) from the traces in w's folder, before the report that links
+// them. failed hears of a page that could not be written (the report then
+// lists its example without a link).
+func WritePages(w *outputs.Writer, rep *outputs.Report, question func(id string) string, failed func(id string, err error)) {
+	simulated := strings.Contains(strings.ToUpper(rep.LLM), "SIMULATED")
+	byID := map[string]*outputs.Example{}
+	for i := range rep.Examples {
+		byID[rep.Examples[i].InstanceID] = &rep.Examples[i]
+	}
+	for _, id := range outputs.Linked(rep) {
+		raw, err := outputs.ReadTrace(w.Dir, id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // failed before it started: no trace
+		}
+		var x Export
+		if err == nil {
+			err = json.Unmarshal(raw, &x)
+		}
+		info := PageInfo{Simulated: simulated, Back: "../report.html", Question: question(id)}
+		if e := byID[id]; e != nil {
+			info.Status = e.Status
+			if e.Error != "" {
+				info.Status += ": " + e.Error
+			}
+			if e.Correct != nil {
+				info.Correct = map[bool]string{true: "right", false: "wrong"}[*e.Correct]
+			}
+		}
+		var buf bytes.Buffer
+		if err == nil {
+			x.Resolve()
+			err = WriteHTML(&buf, &x, info)
+		}
+		if err == nil {
+			err = w.Page(id, buf.Bytes())
+		}
+		if err != nil {
+			failed(id, err)
+		}
+	}
+}
 
 // PageInfo is what an example's page says above its trace, from the run's
 // outputs.

@@ -9,7 +9,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -771,53 +770,21 @@ func (c *coord) exportTrace(ctx context.Context, id string) {
 	}
 }
 
-// writePages writes a trace page for each example the report lists by
-// name (slowest, most expensive, failed, wrong) from the traces in the
-// output folder. A page that cannot be written is logged; the report then
-// lists the example without a link.
+// writePages writes the trace pages of the examples the report lists by
+// name (trace.WritePages); one that cannot be written is logged.
 func (c *coord) writePages(rep *outputs.Report) {
 	if c.run.TraceLevel() == trace.None || c.m.Interactive {
 		return
 	}
-	simulated := strings.Contains(strings.ToUpper(rep.LLM), "SIMULATED")
-	byID := map[string]*outputs.Example{}
-	for i := range rep.Examples {
-		byID[rep.Examples[i].InstanceID] = &rep.Examples[i]
-	}
-	for _, id := range outputs.Linked(rep) {
-		raw, err := outputs.ReadTrace(c.w.Dir, id)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // failed before it started: no trace
-		}
-		var x trace.Export
-		if err == nil {
-			err = json.Unmarshal(raw, &x)
-		}
-		info := trace.PageInfo{Simulated: simulated, Back: "../report.html"}
+	question := func(id string) string {
 		if e, ok := c.run.DS.Example(id); ok {
-			info.Question = e.Question
+			return e.Question
 		}
-		if e := byID[id]; e != nil {
-			info.Status = e.Status
-			if e.Error != "" {
-				info.Status += ": " + e.Error
-			}
-			if e.Correct != nil {
-				info.Correct = map[bool]string{true: "right", false: "wrong"}[*e.Correct]
-			}
-		}
-		var buf bytes.Buffer
-		if err == nil {
-			x.Resolve()
-			err = trace.WriteHTML(&buf, &x, info)
-		}
-		if err == nil {
-			err = c.w.Page(id, buf.Bytes())
-		}
-		if err != nil {
-			c.log.Warn("writing the trace page", zap.String("example", id), zap.Error(err))
-		}
+		return ""
 	}
+	trace.WritePages(c.w, rep, question, func(id string, err error) {
+		c.log.Warn("writing the trace page", zap.String("example", id), zap.Error(err))
+	})
 }
 
 // awaitFinals consumes this run's final answers until every example has one.

@@ -3,7 +3,6 @@ package voter
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -34,28 +33,7 @@ func (v *Voter) traceDecision(ctx context.Context, run *runenv.Run, r runstate.R
 	if run.TraceLevel() == trace.None {
 		return ctx
 	}
-	td := &trace.Decision{Round: r.Round, Confidence: d.Confidence, Method: d.Method, Valid: d.Valid, Agreed: d.Agreed, Rule: d.Rule}
-	td.Candidates, td.Clusters = clusters(cands)
-	if d.Winner != nil {
-		td.Winner = candName(d.Winner)
-	}
-	if d.Sampling != nil {
-		td.StoppedAfter, td.Posterior = d.Sampling.StoppedAfter, d.Sampling.Posterior
-	}
-	if d.Next != nil {
-		n := d.Next.Round
-		td.NextRound = &n
-		for _, t := range d.Next.Tasks {
-			td.NextTasks = append(td.NextTasks, t.ID)
-		}
-	}
-	for _, m := range d.Members {
-		tm := trace.Member{Agent: m.Agent, Confidence: m.Confidence, Method: m.Method, Valid: m.Valid, Agrees: m.Agrees}
-		if m.Winner != nil {
-			tm.Winner = candName(m.Winner)
-		}
-		td.Members = append(td.Members, tm)
-	}
+	td := trace.DecisionOf(r.Round, d, cands)
 	e := &trace.Entry{Type: trace.TypeDecision, Agent: r.Agent, Process: v.env.Name, At: now, End: time.Now(), Decision: td}
 	if sc := oteltrace.SpanContextFromContext(ctx); sc.IsValid() {
 		e.TraceID = sc.TraceID().String()
@@ -70,44 +48,4 @@ func (v *Voter) traceFinal(ctx context.Context, run *runenv.Run, f *message.Fina
 	v.env.WriteTrace(ctx, run, f.Example, &trace.Entry{Type: trace.TypeFinal, Agent: f.Agent, Process: v.env.Name, At: now, End: now,
 		Final: &trace.Final{Status: f.Status, Confidence: f.Confidence, Method: f.Method, SQL: f.SQL, Rounds: f.Rounds,
 			Candidates: f.Candidates, Valid: f.Valid, Error: f.Error}})
-}
-
-func candName(c *agent.Candidate) string { return fmt.Sprintf("%d.%d", c.Round, c.Index) }
-
-// clusters groups the usable candidates by equal result tables, largest
-// group first; the unusable ones are cluster -1.
-func clusters(cands []*agent.Candidate) ([]trace.Candidate, [][]string) {
-	out := make([]trace.Candidate, len(cands))
-	byCSV := map[string]int{}
-	var groups [][]string
-	for i, c := range cands {
-		out[i] = trace.Candidate{Round: c.Round, Index: c.Index, Status: c.Status, Rows: c.Rows, SQL: c.SQL, Cluster: -1}
-		if c.Status != agent.StatusOK {
-			continue
-		}
-		g, ok := byCSV[c.CSV]
-		if !ok {
-			g = len(groups)
-			byCSV[c.CSV] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], candName(c))
-		out[i].Cluster = g
-	}
-	order := make([]int, len(groups))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return len(groups[order[a]]) > len(groups[order[b]]) })
-	rank := make([]int, len(groups))
-	sorted := make([][]string, len(groups))
-	for r, g := range order {
-		rank[g], sorted[r] = r, groups[g]
-	}
-	for i := range out {
-		if out[i].Cluster >= 0 {
-			out[i].Cluster = rank[out[i].Cluster]
-		}
-	}
-	return out, sorted
 }

@@ -9,11 +9,14 @@ package local
 import (
 	"context"
 	"fmt"
-	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"sort"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -39,7 +42,10 @@ type Config struct {
 	// Attempts per task before it is given up (default 3), as the queue's
 	// deliveries would.
 	Attempts int
-	Log      *zap.Logger
+	// Trace is what the example's trace keeps (Outcome.Trace); its LLM
+	// client must be a trace.Client for the calls to be in it.
+	Trace trace.Level
+	Log   *zap.Logger
 }
 
 // Outcome is one example's end: the decision, every candidate, and what
@@ -50,6 +56,8 @@ type Outcome struct {
 	Cost       cost.Ledger
 	Rounds     int
 	Tasks      int
+	// Trace is what the agent did (Config.Trace), in the order recorded.
+	Trace []*trace.Entry
 }
 
 // Solve runs one example to its decision.
@@ -67,10 +75,17 @@ func Solve(ctx context.Context, cfg Config, e *dataset.Example) (*Outcome, error
 	defer cancel()
 	x := &example{cfg: cfg, e: e, view: agent.NewView(cfg.Dataset, cfg.Warehouses, cfg.Options), store: NewStore(), sem: make(chan struct{}, cfg.Tasks), out: &Outcome{Cost: cost.Ledger{}},
 		results: map[int]map[int]*agent.Candidate{}, expect: map[int]int{}, decided: make(chan error, 1)}
-	d, err := cfg.Agent.Start(ctx, x.context(ctx))
+	began := time.Now()
+	rec := trace.NewRecorder(trace.RecorderConfig{Level: cfg.Trace})
+	d, err := cfg.Agent.Start(trace.With(ctx, rec), x.context(ctx))
 	if err != nil {
 		return nil, err
 	}
+	ts := &trace.Start{Round: d.Round, Expect: d.Expect, Steps: rec.Steps()}
+	for _, t := range d.Tasks {
+		ts.Tasks = append(ts.Tasks, t.ID)
+	}
+	x.record(&trace.Entry{Type: trace.TypeStart, Process: "local", At: began, End: time.Now(), Start: ts})
 	x.open(ctx, d)
 	select {
 	case err := <-x.decided:
@@ -106,7 +121,13 @@ func (x *example) context(ctx context.Context) *agent.Context {
 	c := x.view.Context(x.e)
 	c.Run, c.Seed = x.cfg.Run, x.cfg.Seed
 	c.Store, c.Ledger, c.Worker = x.store, cost.Ledger{}, "local"
-	c.Warehouse = func(context.Context) (warehouse.Warehouse, error) { return x.cfg.Warehouses.For(x.e) }
+	c.Warehouse = func(context.Context) (warehouse.Warehouse, error) {
+		wh, err := x.cfg.Warehouses.For(x.e)
+		if err != nil || x.cfg.Trace == trace.None {
+			return wh, err
+		}
+		return &trace.Warehouse{W: wh}, nil
+	}
 	c.Log = x.cfg.Log.With(zap.String("example", x.e.ID))
 	return c
 }
@@ -170,10 +191,13 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 	var err error
 	for attempt := 0; attempt < x.cfg.Attempts; attempt++ {
 		ac := x.context(ctx)
-		out, err = x.cfg.Def.Execute(ctx, x.cfg.Agent, ac, t)
+		began := time.Now()
+		rec := trace.NewRecorder(trace.RecorderConfig{Level: x.cfg.Trace})
+		out, err = x.cfg.Def.Execute(trace.With(ctx, rec), x.cfg.Agent, ac, t)
 		x.mu.Lock()
 		x.out.Cost.Merge(ac.Ledger)
 		x.mu.Unlock()
+		x.recordTask(t, attempt+1, began, rec, out, err)
 		if err == nil || agent.IsPermanent(err) || ctx.Err() != nil {
 			break
 		}
@@ -188,12 +212,12 @@ func (x *example) run(ctx context.Context, t agent.Task) {
 			return
 		}
 		for _, slot := range t.Slots {
-			x.record(&agent.Candidate{Round: t.Round, Index: slot, Status: agent.StatusFailed, Error: reason})
+			x.recordCandidate(&agent.Candidate{Round: t.Round, Index: slot, Status: agent.StatusFailed, Error: reason})
 		}
 		return
 	}
 	for _, r := range out.Results {
-		x.record(&agent.Candidate{Round: t.Round, Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows,
+		x.recordCandidate(&agent.Candidate{Round: t.Round, Index: r.Index, SQL: r.SQL, Status: r.Status, Error: r.Error, Rows: r.Rows,
 			CSV: r.CSV, Payload: r.Payload, Worker: "local"})
 	}
 	for _, n := range out.Next {
@@ -211,7 +235,43 @@ func (x *example) joined(ctx context.Context, t agent.Task, p agent.Part) {
 	}
 }
 
-func (x *example) record(c *agent.Candidate) {
+// recordTask adds one attempt of a task to the example's trace.
+func (x *example) recordTask(t agent.Task, attempt int, began time.Time, rec *trace.Recorder, out *agent.Outcome, err error) {
+	if x.cfg.Trace == trace.None {
+		return
+	}
+	rt := &trace.Task{Kind: t.Kind, ID: t.ID, Round: t.Round, Slots: t.Slots, Delivery: attempt, Outcome: "done", Steps: rec.Steps()}
+	if k, ok := x.cfg.Def.Kind(t.Kind); ok {
+		rt.Pool = string(k.Pool)
+	}
+	switch {
+	case err != nil && agent.IsPermanent(err):
+		rt.Outcome, rt.Error = "failed", err.Error()
+	case err != nil:
+		rt.Outcome, rt.Error = "retry", err.Error()
+	default:
+		for _, r := range out.Results {
+			rt.Results = append(rt.Results, trace.Result{Index: r.Index, Status: r.Status, Rows: r.Rows, SQL: r.SQL, Error: r.Error})
+		}
+		for _, n := range out.Next {
+			rt.Next = append(rt.Next, n.ID)
+		}
+		rt.Part = out.Part != nil
+	}
+	x.record(&trace.Entry{Type: trace.TypeTask, Process: "local", At: began, End: time.Now(), Task: rt})
+}
+
+// record adds an entry to the example's trace.
+func (x *example) record(e *trace.Entry) {
+	if x.cfg.Trace == trace.None {
+		return
+	}
+	x.mu.Lock()
+	x.out.Trace = append(x.out.Trace, e)
+	x.mu.Unlock()
+}
+
+func (x *example) recordCandidate(c *agent.Candidate) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.results[c.Round] == nil {
@@ -248,10 +308,16 @@ func (x *example) settle(ctx context.Context) {
 		}
 		return cands[i].Index < cands[j].Index
 	})
+	decided := time.Now()
 	d, err := x.cfg.Agent.Decide(ctx, x.context(ctx), r, cands)
 	if err != nil {
 		x.finish(err)
 		return
+	}
+	x.record(&trace.Entry{Type: trace.TypeDecision, Process: "local", At: decided, End: time.Now(), Decision: trace.DecisionOf(r, d, cands)})
+	if d.Next == nil {
+		now := time.Now()
+		x.record(&trace.Entry{Type: trace.TypeFinal, Process: "local", At: now, End: now, Final: trace.FinalOf(d, r+1, len(cands))})
 	}
 	if d.Next != nil {
 		x.open(ctx, d.Next)
