@@ -111,14 +111,10 @@ func (r *Run) Warehouse(ctx context.Context, e *dataset.Example) (warehouse.Ware
 	} else {
 		wh, err = r.reg.Open(ctx, e, r.whs)
 	}
-	if err != nil {
+	if err != nil || r.Manifest.QueryTimeout <= 0 {
 		return wh, err
 	}
-	if r.Manifest.QueryTimeout > 0 {
-		wh = &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}
-	}
-	// Every query an agent runs lands in its task's trace.
-	return &trace.Warehouse{W: wh}, nil
+	return &warehouse.WithTimeout{W: wh, Timeout: r.Manifest.QueryTimeout}, nil
 }
 
 // TraceLevel is what the run's trace keeps.
@@ -324,7 +320,14 @@ func (e *Env) Example(ctx context.Context, runID, exampleID string) (*Run, *data
 func (e *Env) Context(run *Run, ex *dataset.Example, agentName string) *agent.Context {
 	c := run.view.Context(ex)
 	c.Run, c.Seed = run.Manifest.Run, run.Manifest.Seed
-	c.Warehouse = func(ctx context.Context) (warehouse.Warehouse, error) { return run.Warehouse(ctx, ex) }
+	c.Warehouse = func(ctx context.Context) (warehouse.Warehouse, error) {
+		wh, err := run.Warehouse(ctx, ex)
+		if err != nil {
+			return nil, err
+		}
+		// Every query an agent runs lands in its task's trace.
+		return &trace.Warehouse{W: wh}, nil
+	}
 	c.Store = &store{env: e, run: run.Manifest.Run, ex: ex.ID, agent: agentName}
 	c.Ledger, c.Worker = cost.Ledger{}, e.Name
 	c.Log = e.Log.With(zap.String("run", run.Manifest.Run), zap.String("example", ex.ID), zap.String("agent", agentName))
