@@ -11,6 +11,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/quorumsql/quorum/internal/redisconn"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +26,7 @@ func clusterProject(t *testing.T) *types.Project {
 	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{"../../docker-compose.cluster.yml"},
 		cli.WithEnv([]string{"QUORUM_REDIS_PASSWORD=" + composeRedisPassword, "QUORUM_NATS_PASSWORD=" + composeNATSPassword,
+			"QUORUM_REDIS_ADMIN_PASSWORD=" + adminPassword,
 			"GRAFANA_ADMIN_PASSWORD=0f1e2d3c4b5a6978", "QUORUM_API_KEYS=app:0123456789abcdef0123"}),
 		cli.WithEnvFiles("../../.env.example"), cli.WithDotEnv, cli.WithProfiles([]string{"sim", "run", "observability", "serve"}), cli.WithName("quorum"))
 	if err != nil {
@@ -165,5 +168,74 @@ func checkStreamReplicas(t *testing.T, m *manifests) {
 	}
 	if got := cm.Data["STREAM_REPLICAS"]; got != strconv.Itoa(v.Config.Cluster.Replicas) {
 		t.Errorf("quorum-config STREAM_REPLICAS = %q, want %d, the NATS chart's servers", got, v.Config.Cluster.Replicas)
+	}
+}
+
+// TestComposeClusterSentinel: the cluster compose file runs Redis as
+// deploy/check's failover test does: two servers by start.sh (each named
+// as itself, redis-1 first), three sentinels by sentinel.sh, each given
+// only variables its script reads; every role waits for the sentinels and
+// reaches the primary through them with its own password.
+func TestComposeClusterSentinel(t *testing.T) {
+	p := clusterProject(t)
+	if _, ok := p.Services["redis"]; ok {
+		t.Error("a single redis service is left beside the failover set-up")
+	}
+	sentinels := []string{"redis-sentinel-1:26379", "redis-sentinel-2:26379", "redis-sentinel-3:26379"}
+	env := func(s types.ServiceConfig, name string) string {
+		if v := s.Environment[name]; v != nil {
+			return *v
+		}
+		return ""
+	}
+	for _, c := range []struct {
+		service, script string
+		want            map[string]string
+	}{
+		{"redis-1", "start.sh", map[string]string{"QUORUM_REDIS_SELF": "redis-1:6379", "QUORUM_REDIS_REPLICAOF": "redis-1 6379", "QUORUM_REDIS_SENTINELS": strings.Join(sentinels, ",")}},
+		{"redis-2", "start.sh", map[string]string{"QUORUM_REDIS_SELF": "redis-2:6379", "QUORUM_REDIS_REPLICAOF": "redis-1 6379", "QUORUM_REDIS_SENTINELS": strings.Join(sentinels, ",")}},
+		{"redis-sentinel-1", "sentinel.sh", map[string]string{"QUORUM_REDIS_PRIMARY": "redis-1 6379", "QUORUM_SENTINEL_ANNOUNCE": "redis-sentinel-1"}},
+		{"redis-sentinel-2", "sentinel.sh", map[string]string{"QUORUM_REDIS_PRIMARY": "redis-1 6379", "QUORUM_SENTINEL_ANNOUNCE": "redis-sentinel-2"}},
+		{"redis-sentinel-3", "sentinel.sh", map[string]string{"QUORUM_REDIS_PRIMARY": "redis-1 6379", "QUORUM_SENTINEL_ANNOUNCE": "redis-sentinel-3"}},
+	} {
+		s, ok := p.Services[c.service]
+		if !ok {
+			t.Errorf("no service %s", c.service)
+			continue
+		}
+		if got := strings.Join(s.Entrypoint, " "); got != "sh /etc/quorum/redis/"+c.script {
+			t.Errorf("%s runs %q, want sh /etc/quorum/redis/%s", c.service, got, c.script)
+		}
+		checkMount(t, s, "deploy/redis", "/etc/quorum/redis")
+		reads := scriptEnv(t, c.script)
+		for name := range s.Environment {
+			if strings.HasPrefix(name, "QUORUM_") && !slices.Contains(reads, name) {
+				t.Errorf("%s sets %s, which %s does not read", c.service, name, c.script)
+			}
+		}
+		c.want["QUORUM_REDIS_PASSWORD"] = composeRedisPassword
+		c.want["QUORUM_REDIS_ADMIN_PASSWORD"] = adminPassword
+		for name, want := range c.want {
+			if got := env(s, name); got != want {
+				t.Errorf("%s: %s = %q, want %q", c.service, name, got, want)
+			}
+		}
+	}
+	for _, role := range quorumRoles {
+		s := p.Services[role]
+		o, err := redisconn.Parse(env(s, "QUORUM_REDIS_URL"))
+		if err != nil {
+			t.Errorf("%s: QUORUM_REDIS_URL: %v", role, err)
+			continue
+		}
+		if o.Sentinel == nil || o.Sentinel.Master != "quorum" || !slices.Equal(o.Sentinel.Addrs, sentinels) ||
+			o.Sentinel.Password != composeRedisPassword || o.Username != "quorum" || o.Password != composeRedisPassword {
+			t.Errorf("%s: QUORUM_REDIS_URL reaches %s as %q, want the primary quorum of %v with the roles' password", role, o.Where(), o.Username, sentinels)
+		}
+		for _, sn := range sentinels {
+			if _, ok := s.DependsOn[strings.TrimSuffix(sn, ":26379")]; !ok {
+				t.Errorf("%s does not wait for %s", role, sn)
+			}
+		}
 	}
 }

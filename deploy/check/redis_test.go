@@ -30,9 +30,11 @@ const redisPassword = "9c1f4e2a7b3d8c6e0f5a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d
 // scriptRedis is a redis-server started by deploy/redis/start.sh, as
 // docker-compose.yml and base/redis.yaml start it.
 type scriptRedis struct {
-	addr string
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	addr    string
+	cmd     *exec.Cmd
+	out     *bytes.Buffer
+	exited  chan error
+	stopped bool
 }
 
 // startScript runs deploy/redis/start.sh with password and redis-server
@@ -40,18 +42,33 @@ type scriptRedis struct {
 // listening.
 func startScript(t *testing.T, password string, args ...string) (*scriptRedis, error) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server is not installed: apt-get install -y redis-server (make deps does it)")
-	}
+	port := freePort(t)
+	args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()}, args...)
+	return runScript(t, "../redis/start.sh", port, []string{"QUORUM_REDIS_PASSWORD=" + password}, args...)
+}
+
+// freePort is a loopback TCP port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	args = append([]string{"../redis/start.sh", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()}, args...)
-	cmd := exec.Command("sh", args...)
-	cmd.Env = append(os.Environ(), "QUORUM_REDIS_PASSWORD="+password)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runScript runs one of deploy/redis's scripts with env added to this
+// process's environment and args for redis-server; it returns once the
+// script has exited or the server listens on port. The test's cleanup
+// stops it.
+func runScript(t *testing.T, script string, port int, env []string, args ...string) (*scriptRedis, error) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not installed: apt-get install -y redis-server (make deps does it)")
+	}
+	cmd := exec.Command("sh", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -59,21 +76,13 @@ func startScript(t *testing.T, password string, args ...string) (*scriptRedis, e
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	s := &scriptRedis{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, out: out}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	s := &scriptRedis{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, out: out, exited: exited}
+	t.Cleanup(func() { s.stop(syscall.SIGTERM) })
 	failed := false
-	wait.For(t, time.Minute, "start.sh's redis-server to listen on "+s.addr+" (or exit)", func() bool {
+	wait.For(t, time.Minute, script+"'s redis-server to listen on "+s.addr+" (or exit)", func() bool {
 		select {
 		case err := <-exited:
-			exited <- err // for the cleanup
+			exited <- err // for stop
 			failed = true
 			return true
 		default:
@@ -88,6 +97,23 @@ func startScript(t *testing.T, password string, args ...string) (*scriptRedis, e
 		return nil, errors.New(strings.TrimSpace(out.String()))
 	}
 	return s, nil
+}
+
+// stop signals the server and waits for it to exit (SIGKILL after 5 s);
+// a second stop does nothing.
+func (s *scriptRedis) stop(sig syscall.Signal) {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.exited <- <-s.exited
+	}
 }
 
 func (s *scriptRedis) client(t *testing.T, user, password string) *redis.Client {

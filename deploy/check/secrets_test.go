@@ -22,7 +22,7 @@ const (
 
 // credentialURL is a URL the pods build: user quorum, the password a
 // variable taken from the Secret, the address one from quorum-config.
-var credentialURL = regexp.MustCompile(`^([a-z]+)://quorum:\$\(([A-Z_][A-Z0-9_]*)\)@\$\(([A-Z_][A-Z0-9_]*)\)(/[0-9]+)?$`)
+var credentialURL = regexp.MustCompile(`^([a-z+]+)://quorum:\$\(([A-Z_][A-Z0-9_]*)\)@\$\(([A-Z_][A-Z0-9_]*)\)(/[a-z]+)?(/[0-9]+)?(\?sentinel_password=\$\(([A-Z_][A-Z0-9_]*)\))?$`)
 
 // checkRoleCredentials: every quorum container logs in to Redis and NATS
 // as quorum, with a password Kubernetes takes from the Secret.
@@ -56,7 +56,7 @@ func checkRoleCredentials(t *testing.T, m *manifests) {
 				}
 			}
 			for _, want := range []struct{ env, schemes, key string }{
-				{"QUORUM_REDIS_URL", "redis rediss", redisSecretKey},
+				{"QUORUM_REDIS_URL", "redis rediss redis+sentinel rediss+sentinel", redisSecretKey},
 				{"QUORUM_NATS_URL", "nats tls", natsSecretKey},
 			} {
 				i := envIndex(c.Env, want.env)
@@ -75,6 +75,9 @@ func checkRoleCredentials(t *testing.T, m *manifests) {
 					t.Errorf("%s: %s takes its password from $(%s), which is not a Secret reference before it", what, want.env, sm[2])
 				} else if ref := c.Env[pw].ValueFrom.SecretKeyRef; ref.Name != secretName || ref.Key != want.key {
 					t.Errorf("%s: %s reads Secret %s key %s, want %s key %s", what, sm[2], ref.Name, ref.Key, secretName, want.key)
+				}
+				if sm[7] != "" && sm[7] != sm[2] {
+					t.Errorf("%s: %s logs in to the sentinels with $(%s), want the roles' password $(%s)", what, want.env, sm[7], sm[2])
 				}
 				if !fromConfig || config == nil || config.Data[sm[3]] == "" {
 					t.Errorf("%s: %s takes its address from $(%s), which quorum-config does not give it", what, want.env, sm[3])
@@ -107,7 +110,7 @@ func checkRedis(t *testing.T, m *manifests) {
 	if !ok {
 		t.Fatal("no quorum-redis ConfigMap")
 	}
-	for _, f := range []string{"users.acl", "start.sh"} {
+	for _, f := range []string{"users.acl", "start.sh", "sentinel.sh"} {
 		want, err := os.ReadFile(filepath.Join("..", "redis", f))
 		if err != nil {
 			t.Fatal(err)
