@@ -151,12 +151,25 @@ func (f *runFlags) window(held int, m *runstate.Manifest, rpm, tpm float64) int 
 	case held <= 0:
 		return 64
 	}
-	load := agent.Load{Width: 1, Calls: 1}
+	return coordinator.Window(held, agentLoad(m), rpm, tpm)
+}
+
+// sizing is what the coordinator re-sizes an automatic window from as
+// calls are measured (nil when the window is given or unbounded).
+func (f *runFlags) sizing(held int, m *runstate.Manifest, rpm, tpm float64, cachedOutsideTPM bool) *coordinator.Sizing {
+	if f.maxInFlight != 0 || held <= 0 || tpm <= 0 {
+		return nil
+	}
+	return &coordinator.Sizing{Held: held, Load: agentLoad(m), RPM: rpm, TPM: tpm, CachedOutsideTPM: cachedOutsideTPM}
+}
+
+// agentLoad is the load the run's agent declares for its options.
+func agentLoad(m *runstate.Manifest) agent.Load {
 	if def, err := agents.Builtin().Lookup(m.Agent); err == nil {
 		opts, _ := def.RunOptions(m.AgentOptions, m.Votes)
-		load = def.LoadOf(opts)
+		return def.LoadOf(opts)
 	}
-	return coordinator.Window(held, load, rpm, tpm)
+	return agent.Load{Width: 1, Calls: 1}
 }
 
 // sameAgent refuses to resume a run with another agent than it started

@@ -195,7 +195,8 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 					cluster.DefaultGrace, m.Run, rf.out, rf.dataset)
 			})
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
-				MaxInFlight: rf.window(cf.held(), m, cf.llmRPM, cf.llmTPM), Warnings: warnings, RetryFailed: retryFailed,
+				MaxInFlight: rf.window(cf.held(), m, cf.llmRPM, cf.llmTPM), Sizing: rf.sizing(cf.held(), m, cf.llmRPM, cf.llmTPM, cachedOutsideTPM(lcfg)),
+				Warnings: warnings, RetryFailed: retryFailed, Health: cl.Health.Summary,
 				Retain: rf.retain.retention(), StreamReplicas: cf.streamReplicas, MaxCost: maxCost})
 			if !notice() {
 				<-printed // said before the command's last words
@@ -225,4 +226,18 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 	cmd.Flags().BoolVar(&retryFailed, "retry-failed", false, retryFailedUsage)
 	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "the run's budget in money at the endpoints' prices (see --llm-price): no example starts once the next would pass it; the examples started finish and the run ends resumable (exit 3); the spend counts the whole run, earlier sessions too (0 = no budget)")
 	return cmd
+}
+
+// cachedOutsideTPM reports whether an endpoint of cfg leaves cached prompt
+// tokens out of its tokens/min quota.
+func cachedOutsideTPM(cfg llm.Config) bool {
+	if cfg.CachedOutsideTPM {
+		return true
+	}
+	for _, e := range cfg.Endpoints {
+		if e.CachedOutsideTPM {
+			return true
+		}
+	}
+	return false
 }

@@ -555,13 +555,16 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 		m.Examples = append(m.Examples, e.ID)
 	}
 	window := sc.MaxInFlight
+	var sizing *coordinator.Sizing
 	switch {
 	case window < 0:
 		window = 0
 	case window == 0:
-		window = coordinator.Window(r.generators*r.held, def.LoadOf(opts), r.quota.RequestsPerMinute, r.quota.TokensPerMinute)
+		sizing = &coordinator.Sizing{Held: r.generators * r.held, Load: def.LoadOf(opts), RPM: r.quota.RequestsPerMinute,
+			TPM: r.quota.TokensPerMinute, CachedOutsideTPM: sc.CachedOutsideTPM}
+		window = coordinator.Window(sizing.Held, sizing.Load, sizing.RPM, sizing.TPM)
 	}
-	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window}, nil
+	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window, Sizing: sizing, Health: r.cl.Health.Summary}, nil
 }
 
 // counters is what the cluster's workers counted.

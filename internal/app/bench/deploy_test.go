@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,10 @@ func TestDeploymentsShort(t *testing.T) {
 	}
 	if rep.B.KilledSeconds < sc.KillSeconds/2 {
 		t.Errorf("(b): the deployment was down %.1fs, want about %gs (the run ended first?)", rep.B.KilledSeconds, sc.KillSeconds)
+	}
+	// The progress line says a deployment cooled down once it was killed.
+	if _, afterKill, ok := strings.Cut(progress.String(), "killing deployment-1"); !ok || !strings.Contains(afterKill, "deployment cooldown") {
+		t.Errorf("(b): the progress lines after the kill never say a deployment cooled down")
 	}
 	if !rep.SameAnswers {
 		t.Errorf("(b) answered differently from (a): %v", rep.Differing)

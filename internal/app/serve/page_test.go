@@ -115,8 +115,10 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simSrv := httptest.NewServer(sim)
+	gate := &llmGate{h: sim}
+	simSrv := httptest.NewServer(gate)
 	defer simSrv.Close()
+	defer gate.release()
 	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,
 		LLM:        llm.Config{BaseURL: simSrv.URL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
 		Generators: 1, GeneratorConcurrency: 4, Explorers: 1, ExplorerConcurrency: 2})
@@ -276,14 +278,23 @@ func TestPageAsksInBrowser(t *testing.T) {
 		t.Errorf("an unknown question: notice %q, error %q", b.evalString(`document.getElementById("notice").textContent`), b.evalString(`document.getElementById("error").textContent`))
 	}
 
-	// Another question, cancelled while it runs.
+	// Another question, cancelled while it runs: its LLM calls are held at
+	// the gate, so it cannot finish before the click, however slow or
+	// fast the machine.
+	arrived := gate.hold()
 	b.typeInto("question", "Which five products sold the most units, not counting cancelled orders? Give the product name and the units sold.")
 	b.click("ask")
-	b.waitFor(`!document.getElementById("cancel").hidden || document.body.dataset.state !== "asking"`, 10*time.Second)
+	select {
+	case <-arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the question to cancel made no LLM call in 60s:\n%s", pageText(b.dom()))
+	}
+	b.waitFor(`!document.getElementById("cancel").hidden`, 10*time.Second)
 	b.click("cancel")
 	if state := b.waitState(30 * time.Second); state != "cancelled" {
 		t.Fatalf("cancelled question ended %s:\n%s", state, pageText(b.dom()))
 	}
+	gate.release()
 
 	// The permalink opens the answer, at desktop and phone width: the
 	// elements are there and nothing runs off the screen.
@@ -675,4 +686,50 @@ func pageText(dom string) string {
 		s = s[:4000] + "…"
 	}
 	return strings.TrimSpace(s)
+}
+
+// llmGate passes requests to the simulated LLM, except while held: then
+// each request waits until release (or its caller gives up), and the
+// first to arrive is signalled, so a test acts while a call is in flight.
+type llmGate struct {
+	h       http.Handler
+	mu      sync.Mutex
+	held    chan struct{}
+	arrived chan struct{}
+}
+
+// hold makes requests wait; the channel receives when one arrives.
+func (g *llmGate) hold() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held, g.arrived = make(chan struct{}), make(chan struct{}, 1)
+	return g.arrived
+}
+
+// release lets the held requests through and stops holding.
+func (g *llmGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held != nil {
+		close(g.held)
+		g.held = nil
+	}
+}
+
+func (g *llmGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	held, arrived := g.held, g.arrived
+	g.mu.Unlock()
+	if held != nil {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	g.h.ServeHTTP(w, r)
 }

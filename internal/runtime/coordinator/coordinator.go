@@ -32,6 +32,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -80,6 +81,13 @@ type Config struct {
 	// (0: none). Resuming a run that recorded more is refused: the
 	// streams are never lowered, and the flag would say otherwise.
 	StreamReplicas int
+	// Health, when set, is a clause the progress line adds: the LLM
+	// deployments' cooldowns this process heard of.
+	Health func() string
+	// Sizing, when set (with MaxInFlight the window it gives for
+	// TokensPerCall), re-sizes the window once the finished examples' calls
+	// show what a call counts toward the TPM quota.
+	Sizing *Sizing
 	// MaxCost is the run's budget in money at the endpoints' prices (0:
 	// none). No example is started once the spend of the finished ones
 	// plus an estimate of those in flight and of the next would pass it;
@@ -123,10 +131,41 @@ const CallSeconds = 5.0
 // no more than the held tasks fit at the examples' widest fan-out, at
 // least 4. Without a quota it is what the held tasks fit.
 func Window(held int, load agent.Load, rpm, tpm float64) int {
+	return Sizing{Held: held, Load: load, RPM: rpm, TPM: tpm}.window(TokensPerCall)
+}
+
+// TokensPerCall is what a call is taken to count toward a tokens/min
+// quota before any call of the run was measured: about a compressed
+// prompt.
+const TokensPerCall = 12_000
+
+// Sizing is what the admission window is sized from; given to Run, it
+// lets the coordinator size the window again from what the finished
+// examples' calls really counted toward a tokens/min quota, instead of
+// TokensPerCall. That matters most where cached prompt tokens do not count
+// (CachedOutsideTPM): an example's candidates share a prompt, so a call
+// may count a tenth of its prompt, and a window sized for whole prompts
+// would leave the quota idle.
+type Sizing struct {
+	// Held is the tasks the generators hold at once in all.
+	Held int
+	Load agent.Load
+	// RPM and TPM are the LLM quota (0: none).
+	RPM, TPM float64
+	// CachedOutsideTPM: prompt tokens served from the provider's cache do
+	// not count toward TPM.
+	CachedOutsideTPM bool
+}
+
+// sizingSample is how many measured calls re-size the window: enough that
+// one example's calls do not decide it.
+const sizingSample = 32
+
+func (s Sizing) window(tokensPerCall float64) int {
+	held, load, rpm, tpm := s.Held, s.Load, s.RPM, s.TPM
 	width, calls, depth := max(1, load.Width), max(1, load.Calls), max(1, load.Depth)
 	w := (2*held + width - 1) / width
-	// About a compressed prompt per call.
-	const tokensPerCall = 12_000
+	tokensPerCall = max(1, tokensPerCall)
 	rate := rpm
 	if tpm > 0 && (rate <= 0 || tpm/tokensPerCall < rate) {
 		rate = tpm / tokensPerCall
@@ -184,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		cfg.RestoreEvery = 10 * time.Second
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery,
+		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health,
 		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
@@ -242,6 +281,7 @@ type coord struct {
 	log      *zap.Logger
 	progress io.Writer
 	terminal bool
+	health   func() string
 
 	window       int
 	abortAfter   int
@@ -286,6 +326,11 @@ type coord struct {
 	paid       int
 	overBudget bool
 
+	// sizing re-sizes window from counted, the tokens the finals' calls
+	// counted toward the TPM quota, over countedCalls calls (nil: fixed).
+	sizing                *Sizing
+	counted, countedCalls int
+
 	// admitMu serialises admission; next is the next example to consider.
 	admitMu sync.Mutex
 	next    int
@@ -297,6 +342,30 @@ func (c *coord) spend(f *message.FinalAnswer) {
 	c.spent += t.Money()
 	if t.LLMCalls > 0 {
 		c.paid++
+	}
+	c.resize(t)
+}
+
+// resize sizes the admission window again from the tokens the finals'
+// calls counted toward the TPM quota; c.mu is held.
+func (c *coord) resize(t cost.Cost) {
+	if c.sizing == nil || c.sizing.TPM <= 0 || t.LLMCalls == 0 {
+		return
+	}
+	counted := t.LLM.PromptTokens + t.LLM.CompletionTokens
+	if c.sizing.CachedOutsideTPM {
+		counted -= t.LLM.CachedTokens
+	}
+	c.counted += counted
+	c.countedCalls += t.LLMCalls
+	if c.countedCalls < sizingSample {
+		return
+	}
+	perCall := float64(c.counted) / float64(c.countedCalls)
+	if w := c.sizing.window(perCall); w != c.window {
+		c.log.Info("admission window re-sized from the tokens calls count toward the quota",
+			zap.Int("from", c.window), zap.Int("to", w), zap.Float64("tokens_per_call", perCall))
+		c.window = w
 	}
 }
 
@@ -695,6 +764,11 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	spend := ""
 	if c.money > 0 {
 		spend = fmt.Sprintf(", %.2f spent", c.money)
+	}
+	if c.health != nil {
+		if h := c.health(); h != "" {
+			spend += ", " + h
+		}
 	}
 	stats := fmt.Sprintf("%d not answered, %d LLM calls, %.1fM tokens%s, ETA %s", c.notAnswered, c.calls, float64(c.tokens)/1e6, spend, eta)
 	if c.terminal {

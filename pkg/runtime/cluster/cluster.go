@@ -160,6 +160,9 @@ type Cluster struct {
 	// HTTPAddr is where the health and metrics listener listens (nil
 	// without Config.HTTPAddr).
 	HTTPAddr net.Addr
+	// Health is what this process's LLM calls heard of their deployments'
+	// cooldowns (for the progress line).
+	Health *DeploymentHealth
 
 	log      *zap.Logger
 	grace    time.Duration
@@ -239,7 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, errors.New("cluster: no agents registered")
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Cluster{log: cfg.Log, grace: cfg.Grace, ctx: wctx, cancel: cancel}
+	c := &Cluster{log: cfg.Log, grace: cfg.Grace, ctx: wctx, cancel: cancel, Health: NewDeploymentHealth()}
 	fail := func(err error) (*Cluster, error) {
 		c.Close()
 		return nil, err
@@ -311,7 +314,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// cooldown is shared, and with no quota anywhere a call does not
 		// touch Redis.
 		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota,
-			OnHealth: func(endpoint, model string, d time.Duration) { c.Metrics.DeploymentHealth(endpoint, model, d) }}
+			OnHealth: func(endpoint, model string, d time.Duration) {
+				c.Metrics.DeploymentHealth(endpoint, model, d)
+				c.Health.Set(endpoint, model, d)
+			}}
 		oc, err := llm.New(cfg.LLM)
 		if err != nil {
 			return fail(err)
