@@ -2,6 +2,9 @@ package outputs
 
 import (
 	"cmp"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"html/template"
 	"io"
@@ -28,6 +31,9 @@ type Extra struct {
 	// Pages are the examples with a trace page (examples/<id>.html),
 	// which the report links.
 	Pages map[string]bool
+	// Dir is the run's output folder: the table of examples shows each
+	// answered example's SQL and first result rows from it ("": none).
+	Dir string
 }
 
 // ExamplesDir holds the trace pages of the examples a report links.
@@ -262,20 +268,31 @@ type costRow struct{ Label, Total, PerExample string }
 // statusRow is a line of the status table.
 type statusRow struct{ Label, Count, Share string }
 
+// The report's style and script, inline so the page stands alone.
+var (
+	//go:embed report.css
+	reportCSS string
+	//go:embed report.js
+	reportJS string
+)
+
+// reportCSP is the page's policy: nothing loads from anywhere, and only
+// its own style and script (by their hashes) run, so markup that slipped
+// into a question or a cell could not execute.
+var reportCSP = "default-src 'none'; script-src '" + cspHash(reportJS) + "'; style-src '" + cspHash(reportCSS) +
+	"'; img-src data:; base-uri 'none'; form-action 'none'"
+
+func cspHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return "sha256-" + base64.StdEncoding.EncodeToString(h[:])
+}
+
 var page = template.Must(template.New("report").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} — quorum report</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
-h1{margin-bottom:.1em}.sub{color:#666;margin-top:0}
-section{margin:2em 0;padding-top:.5em;border-top:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.kv th{text-align:left;font-weight:normal;color:#444}table.kv td{text-align:left}#scenario th{white-space:nowrap}
-.banner{background:#fff3cd;border:2px solid #d39e00;padding:.8em 1em;margin:1em 0;font-weight:bold}
-.tiles{display:flex;gap:1em;flex-wrap:wrap}.tile{border:1px solid #ccc;padding:.6em 1em;min-width:260px;flex:1}.tile b{font-size:1.8em;display:block}
-.tile span{color:#555;font-size:.9em}
-svg.chart{display:block;max-width:100%;height:auto;margin:1em 0}svg.chart text{font-family:system-ui,sans-serif}
-td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:.9em}code{word-break:break-all}
-</style>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{.CSP}}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}} — quorum report</title>
+<style>{{.CSS}}</style>
 </head><body>
 <header><h1>{{.Title}}</h1><p class="sub">run <code>{{.RunID}}</code> · {{.When}}</p></header>
 
@@ -300,6 +317,19 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 </div>{{else}}<p>Not scored: the dataset has no gold results for these examples.</p>{{end}}
 <table><tr><th>status</th><th>examples</th><th>share</th></tr>{{range .Status}}<tr><td>{{.Label}}</td><td>{{.Count}}</td><td>{{.Share}}</td></tr>{{end}}</table>
 {{range .AccCharts}}{{.}}{{end}}
+</section>
+
+<section id="examples"><h2>Every example ({{len .Table.Rows}})</h2>
+<p>Click a column's name to sort by it (again to reverse), an example to open its SQL, the first rows of its result, how it compared with the gold result and what the agent did.</p>
+<div class="filters" role="search">
+<label>Show <select id="ex-show"><option value="all">all</option><option value="wrong">wrong</option><option value="right">right</option><option value="failed">failed</option><option value="no_answer">no answer</option><option value="low">low confidence</option></select></label>
+<label>Dialect <select id="ex-dialect"><option value="*">all</option>{{range .Dialects}}<option value="{{.}}">{{if .}}{{.}}{{else}}unknown{{end}}</option>{{end}}</select></label>
+<label>Database <select id="ex-db"><option value="*">all</option>{{range .Databases}}<option value="{{.}}">{{if .}}{{.}}{{else}}unknown{{end}}</option>{{end}}</select></label>
+<label>Text <input id="ex-text" type="search" placeholder="id, question, SQL, error"></label>
+<span id="ex-count" role="status" aria-live="polite"></span>
+</div>
+<table id="ex-table"><thead><tr><th aria-sort="none"><button type="button" data-key="id">example</button></th><th class="l"><button type="button" data-key="q">question</button></th><th class="l"><button type="button" data-key="db">database</button></th><th class="l"><button type="button" data-key="dialect">dialect</button></th><th class="l"><button type="button" data-key="status">status</button></th><th class="l"><button type="button" data-key="conf">confidence</button></th><th class="l"><button type="button" data-key="method">method</button></th><th class="l"><button type="button" data-key="correct">correct</button></th><th><button type="button" data-key="calls">LLM calls</button></th><th><button type="button" data-key="tokens">tokens</button></th>{{if .Table.Priced}}<th><button type="button" data-key="money">money</button></th>{{end}}<th><button type="button" data-key="latency">latency</button></th></tr></thead>
+<tbody id="ex-body"></tbody></table>
 </section>
 
 <section id="confidence"><h2>Confidence</h2>
@@ -348,18 +378,8 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 {{.HTML}}
 </section>{{end}}
 
-<script>
-// Marks every chart drawn (non-empty box, at least one bar or line) and
-// the page ready, for the rendering test and anyone checking by hand.
-addEventListener("load", function () {
-  document.querySelectorAll("svg.chart").forEach(function (s) {
-    var b = s.getBBox();
-    var ok = b.width > 0 && b.height > 0 && s.querySelector("rect, polyline") !== null;
-    s.setAttribute("data-drawn", ok ? "yes" : "no");
-  });
-  document.body.setAttribute("data-ready", "yes");
-});
-</script>
+<script type="application/json" id="examples-data">{{.TableJSON}}</script>
+<script>{{.JS}}</script>
 </body></html>
 {{define "examples"}}<table><tr><th>example</th><th class="l">status</th><th>latency</th><th>LLM calls</th><th>tokens</th></tr>
 {{range .}}<tr><td>{{template "id" .}}</td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
@@ -631,7 +651,15 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		failedRows = append(failedRows, rowOf(e))
 	}
 
+	table := exampleTable(r, extra.Dir, extra.Pages)
+	tableJSON, err := tableJSON(table)
+	if err != nil {
+		return err
+	}
+	dialects, dbs := dialectsAndDatabases(r)
 	data := map[string]any{
+		"CSS": template.CSS(reportCSS), "JS": template.JS(reportJS), "CSP": reportCSP,
+		"Table": table, "TableJSON": template.JS(tableJSON), "Dialects": dialects, "Databases": dbs,
 		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
 		"Scenario": scenario, "Summary": summary,
 		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes), "Metric": metricName(r), "Warnings": r.Warnings,
