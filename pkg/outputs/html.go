@@ -71,9 +71,14 @@ func Linked(r *Report) []string {
 	return slices.Compact(ids)
 }
 
-// Bars is a horizontal bar chart (inline SVG), for a caller's sections.
+// Bars is a horizontal bar chart (inline SVG), for a caller's sections;
+// its value axis is labelled by unit ("%": percent).
 func Bars(title, unit string, labels []string, values []float64) template.HTML {
-	return svgBars(title, unit, barsOf(labels, values))
+	axis := ""
+	if unit == "%" {
+		axis = "percent"
+	}
+	return svgBars(title, axis, unit, barsOf(labels, values))
 }
 
 // Row is one line of a two-column table.
@@ -92,8 +97,34 @@ type bar struct {
 	Value float64
 }
 
-// svgBars draws a horizontal bar chart.
-func svgBars(title, unit string, bars []bar) template.HTML {
+// ticks are round values from 0 to at least hi (about five steps of 1, 2
+// or 5 times a power of ten), for an axis.
+func ticks(hi float64) []float64 {
+	if hi <= 0 {
+		hi = 1
+	}
+	raw := hi / 5
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * p
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw {
+			step = m * p
+			break
+		}
+	}
+	var out []float64
+	for i := 0; ; i++ {
+		v := float64(i) * step
+		out = append(out, math.Round(v*1e9)/1e9)
+		if v >= hi-1e-9 {
+			return out
+		}
+	}
+}
+
+// svgBars draws a horizontal bar chart with a value axis below the bars:
+// tick marks, their values and the axis's name (axis; "" for none).
+func svgBars(title, axis, unit string, bars []bar) template.HTML {
 	if len(bars) == 0 {
 		return ""
 	}
@@ -101,17 +132,23 @@ func svgBars(title, unit string, bars []bar) template.HTML {
 	for _, b := range bars {
 		maxV = math.Max(maxV, b.Value)
 	}
-	if maxV == 0 {
-		maxV = 1
-	}
-	const w, rowH, labelW = 640, 22, 200
-	h := rowH*len(bars) + 30
+	ts := ticks(maxV)
+	top := ts[len(ts)-1]
+	const w, rowH, labelW, right = 640, 22, 200, 70
+	plotW := float64(w - labelW - right)
+	y0 := 24 + rowH*len(bars) // the value axis
+	h := y0 + 40
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(title))
 	fmt.Fprintf(&s, `<text x="0" y="14" font-weight="bold">%s</text>`, template.HTMLEscapeString(title))
+	// Grid lines at the ticks, under the bars.
+	for _, v := range ts[1:] {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="22" x2="%.1f" y2="%d" stroke="#e4e4e4"/>`, x, x, y0)
+	}
 	for i, b := range bars {
 		y := 24 + i*rowH
-		bw := (w - labelW - 70) * b.Value / maxV
+		bw := plotW * b.Value / top
 		// Long labels (database names) would run into the bars.
 		label := b.Label
 		if r := []rune(label); len(r) > 28 {
@@ -121,38 +158,70 @@ func svgBars(title, unit string, bars []bar) template.HTML {
 		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#4c78a8"/>`, labelW, y+2, bw, rowH-6)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%d" font-size="12">%s%s</text>`, float64(labelW)+bw+4, y+14, trim(b.Value), unit)
 	}
+	fmt.Fprintf(&s, `<g class="axis x" stroke="#555"><line x1="%d" y1="22" x2="%d" y2="%d"/><line x1="%d" y1="%d" x2="%.1f" y2="%d"/>`, labelW, labelW, y0, labelW, y0, float64(labelW)+plotW, y0)
+	for _, v := range ts {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<line class="tick" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, x, y0, x, y0+5)
+	}
+	s.WriteString(`</g>`)
+	for _, v := range ts {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<text class="tick-label" x="%.1f" y="%d" font-size="11" text-anchor="middle">%s%s</text>`, x, y0+17, trim(v), unit)
+	}
+	if axis != "" {
+		fmt.Fprintf(&s, `<text class="axis-label" x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, float64(labelW)+plotW/2, y0+34, template.HTMLEscapeString(axis))
+	}
 	s.WriteString(`</svg>`)
 	return template.HTML(s.String())
 }
 
-// svgLine draws a line of points (x ascending).
+// svgLine draws a line of points (x ascending) on axes from zero, with
+// tick marks, their values and each axis's name.
 func svgLine(title, xLabel, yLabel string, xs, ys []float64) template.HTML {
 	if len(xs) < 2 {
 		return ""
 	}
-	const w, h, pad = 640, 240, 40
-	maxX, maxY := xs[len(xs)-1], 0.0
+	const w, h, left, right, topPad, bottom = 640, 260, 64, 24, 30, 48
+	maxY := 0.0
 	for _, y := range ys {
 		maxY = math.Max(maxY, y)
 	}
-	if maxX == 0 {
-		maxX = 1
-	}
-	if maxY == 0 {
-		maxY = 1
-	}
+	xt, yt := ticks(xs[len(xs)-1]), ticks(maxY)
+	maxX, topY := xt[len(xt)-1], yt[len(yt)-1]
+	pw, ph := float64(w-left-right), float64(h-topPad-bottom)
+	px := func(x float64) float64 { return left + pw*x/maxX }
+	py := func(y float64) float64 { return topPad + ph - ph*y/topY }
 	var pts []string
 	for i := range xs {
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", pad+(w-2*pad)*xs[i]/maxX, h-pad-(h-2*pad)*ys[i]/maxY))
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(xs[i]), py(ys[i])))
 	}
-	return template.HTML(fmt.Sprintf(`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`+
-		`<text x="0" y="14" font-weight="bold">%s</text>`+
-		`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`+
-		`<polyline fill="none" stroke="#f58518" stroke-width="2" points="%s"/>`+
-		`<text x="%d" y="%d" font-size="12">%s (max %s)</text><text x="%d" y="%d" font-size="12">%s (max %s)</text></svg>`,
-		w, h, w, h, template.HTMLEscapeString(title), template.HTMLEscapeString(title),
-		pad, h-pad, w-pad, h-pad, pad, pad, pad, h-pad, strings.Join(pts, " "),
-		w/2-40, h-8, template.HTMLEscapeString(xLabel), trim(maxX), pad+6, pad-8, template.HTMLEscapeString(yLabel), trim(maxY)))
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(title))
+	fmt.Fprintf(&s, `<text x="0" y="14" font-weight="bold">%s</text>`, template.HTMLEscapeString(title))
+	for _, v := range yt[1:] {
+		fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/>`, left, py(v), px(maxX), py(v))
+	}
+	fmt.Fprintf(&s, `<g class="axis" stroke="#555"><line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f"/><line x1="%d" y1="%d" x2="%d" y2="%.1f"/>`,
+		left, py(0), px(maxX), py(0), left, topPad, left, py(0))
+	for _, v := range xt {
+		fmt.Fprintf(&s, `<line class="tick" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, px(v), py(0), px(v), py(0)+5)
+	}
+	for _, v := range yt {
+		fmt.Fprintf(&s, `<line class="tick" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/>`, left-5, py(v), left, py(v))
+	}
+	s.WriteString(`</g>`)
+	for _, v := range xt {
+		fmt.Fprintf(&s, `<text class="tick-label" x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`, px(v), py(0)+17, trim(v))
+	}
+	for _, v := range yt {
+		fmt.Fprintf(&s, `<text class="tick-label" x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, left-8, py(v)+4, trim(v))
+	}
+	fmt.Fprintf(&s, `<polyline fill="none" stroke="#f58518" stroke-width="2" points="%s"/>`, strings.Join(pts, " "))
+	fmt.Fprintf(&s, `<text class="axis-label" x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, left+pw/2, h-6, template.HTMLEscapeString(xLabel))
+	fmt.Fprintf(&s, `<text class="axis-label" x="14" y="%.1f" font-size="12" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
+		topPad+ph/2, topPad+ph/2, template.HTMLEscapeString(yLabel))
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String())
 }
 
 // trim writes v with at most two decimals and no trailing zeros.
@@ -666,13 +735,13 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
 			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
 			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},
-		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "%", acc(byDialect)), svgBars("Accuracy by database", "%", acc(byDB))},
+		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "examples right (percent)", "%", acc(byDialect)), svgBars("Accuracy by database", "examples right (percent)", "%", acc(byDB))},
 		"HighConf":  t.HighConf, "LowConf": t.LowConf,
-		"ConfChart":  svgBars("Examples by confidence → final method", "", confBars),
-		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "", stageBars),
+		"ConfChart":  svgBars("Examples by confidence → final method", "examples", "", confBars),
+		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "tokens (prompt and completion)", "", stageBars),
 		"LatencyNote": latNote,
-		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "", histogram(lat, 8, " s")),
-			svgBars("LLM calls per example (examples per bucket)", "", histogram(calls, 8, "")),
+		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "examples", "", histogram(lat, 8, " s")),
+			svgBars("LLM calls per example (examples per bucket)", "examples", "", histogram(calls, 8, "")),
 			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
 		"Slowest":   top(latencyOf),
 		"Expensive": top(tokensOf),
@@ -688,7 +757,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		if t.EX != nil {
 			labels, vals = append(labels, "ensemble"), append(vals, 100**t.EX)
 		}
-		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "%", barsOf(labels, vals))
+		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "EX (percent)", "%", barsOf(labels, vals))
 		for _, e := range r.Examples {
 			if e.Rule != "" {
 				data["Rule"] = e.Rule

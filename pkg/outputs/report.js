@@ -70,8 +70,9 @@
     }
 
     function detail(i) {
-      var r = rows[i], tr = el("tr", null, "detail"), td = el("td");
-      td.colSpan = ncols;
+      var r = rows[i], tr = el("tr", null, "detail"), cell = el("td"), td = el("div", null, "box");
+      cell.colSpan = ncols;
+      cell.appendChild(td);
       td.id = "ex-detail-" + i;
       if (r.q) { td.appendChild(el("h4", "Question")); td.appendChild(el("p", r.q)); }
       if (r.error) { td.appendChild(el("h4", "Error")); td.appendChild(el("pre", r.error, "err")); }
@@ -105,7 +106,7 @@
       } else {
         td.appendChild(el("p", "No trace page for this example; quorum trace --out <this folder> --example " + r.id + " shows its trace, when one was kept."));
       }
-      tr.appendChild(td);
+      tr.appendChild(cell);
       return tr;
     }
 

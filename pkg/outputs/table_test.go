@@ -272,6 +272,8 @@ func TestReportTableInBrowser(t *testing.T) {
 		t.Errorf("opened %s: result preview %v", e.InstanceID, got.Cells)
 	}
 	checkNoOverflow(t, b, "1200 px, an example open")
+	b.Eval(`document.getElementById("examples").scrollIntoView()`, nil)
+	b.Screenshot("report-table-1200.png")
 
 	// Free text finds the hostile question, shown as text.
 	b.Eval(`(() => { const s = document.getElementById("ex-show"); s.value = "all"; s.dispatchEvent(new Event("change"));
@@ -286,6 +288,8 @@ func TestReportTableInBrowser(t *testing.T) {
 	b.Viewport(390, 844)
 	b.WaitFor(`document.documentElement.clientWidth === 390`, 10*time.Second)
 	checkNoOverflow(t, b, "390 px")
+	b.Eval(`document.getElementById("examples").scrollIntoView()`, nil)
+	b.Screenshot("report-table-390.png")
 	for _, err := range b.Errors() {
 		t.Errorf("page error: %s", err)
 	}

@@ -303,3 +303,27 @@ func JSString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// Call sends a DevTools command to the page and decodes its result into
+// out (nil: ignore it), for what the other methods do not cover.
+func (b *Browser) Call(method string, params, out any) {
+	b.t.Helper()
+	b.call(b.session, method, params, out)
+}
+
+// Screenshot saves a PNG of the page's viewport as name under
+// $QUORUM_SCREENSHOTS, when set, for a person to look at.
+func (b *Browser) Screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("QUORUM_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var r struct {
+		Data []byte `json:"data"`
+	}
+	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &r)
+	if err := os.WriteFile(filepath.Join(dir, name), r.Data, 0o644); err != nil {
+		b.t.Errorf("screenshot: %v", err)
+	}
+}
