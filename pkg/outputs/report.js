@@ -56,7 +56,7 @@
       tr.appendChild(el("td", r.q || "–", "l q"));
       tr.appendChild(el("td", r.db || "–", "l"));
       tr.appendChild(el("td", r.dialect || "–", "l"));
-      tr.appendChild(el("td", r.status.replace("_", " "), "l st-" + r.status));
+      tr.appendChild(el("td", (r.status || "–").replace("_", " "), "l st-" + r.status));
       tr.appendChild(el("td", r.conf || "–", "l"));
       tr.appendChild(el("td", r.method || "–", "l"));
       tr.appendChild(el("td", r.correct === undefined ? "–" : r.correct ? "yes" : "no",
@@ -66,7 +66,7 @@
       if (priced) tr.appendChild(el("td", money(r.money || 0)));
       tr.appendChild(el("td", secs(r.latency)));
       trs[i] = tr;
-      hay[i] = [r.id, r.q, r.db, r.dialect, r.sql, r.error].join("\n").toLowerCase();
+      hay[i] = [r.id, r.q, r.db, r.dialect, r.sql, r.error].map(function (v) { return v || ""; }).join("\n").toLowerCase();
     }
 
     function detail(i) {
