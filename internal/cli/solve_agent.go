@@ -35,7 +35,7 @@ func solveWithSeam(ctx context.Context, ds *dataset.Dataset, examples []*dataset
 func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, def *agent.Definition, ag agent.Agent, opts map[string]string,
 	whs *localdb.Warehouses, writer *outputs.Writer, seed uint64, level trace.Level) outputs.Example {
 	start := time.Now()
-	r := outputs.Example{InstanceID: e.ID, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
+	r := outputs.Example{InstanceID: e.ID, Question: e.Question, Agent: def.Name, Dialect: string(e.Dialect), Database: e.DB, Status: "failed"}
 	defer func() { r.LatencySeconds = time.Since(start).Seconds() }()
 	if !ds.Runnable(e.ID) {
 		var msgs []string

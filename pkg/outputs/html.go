@@ -2,6 +2,9 @@ package outputs
 
 import (
 	"cmp"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
 	"fmt"
 	"html/template"
 	"io"
@@ -28,6 +31,9 @@ type Extra struct {
 	// Pages are the examples with a trace page (examples/<id>.html),
 	// which the report links.
 	Pages map[string]bool
+	// Dir is the run's output folder: the table of examples shows each
+	// answered example's SQL and first result rows from it ("": none).
+	Dir string
 }
 
 // ExamplesDir holds the trace pages of the examples a report links.
@@ -65,9 +71,14 @@ func Linked(r *Report) []string {
 	return slices.Compact(ids)
 }
 
-// Bars is a horizontal bar chart (inline SVG), for a caller's sections.
+// Bars is a horizontal bar chart (inline SVG), for a caller's sections;
+// its value axis is labelled by unit ("%": percent).
 func Bars(title, unit string, labels []string, values []float64) template.HTML {
-	return svgBars(title, unit, barsOf(labels, values))
+	axis := ""
+	if unit == "%" {
+		axis = "percent"
+	}
+	return svgBars(title, axis, unit, barsOf(labels, values))
 }
 
 // Row is one line of a two-column table.
@@ -86,8 +97,34 @@ type bar struct {
 	Value float64
 }
 
-// svgBars draws a horizontal bar chart.
-func svgBars(title, unit string, bars []bar) template.HTML {
+// ticks are round values from 0 to at least hi (about five steps of 1, 2
+// or 5 times a power of ten), for an axis.
+func ticks(hi float64) []float64 {
+	if hi <= 0 {
+		hi = 1
+	}
+	raw := hi / 5
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * p
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw {
+			step = m * p
+			break
+		}
+	}
+	var out []float64
+	for i := 0; ; i++ {
+		v := float64(i) * step
+		out = append(out, math.Round(v*1e9)/1e9)
+		if v >= hi-1e-9 {
+			return out
+		}
+	}
+}
+
+// svgBars draws a horizontal bar chart with a value axis below the bars:
+// tick marks, their values and the axis's name (axis; "" for none).
+func svgBars(title, axis, unit string, bars []bar) template.HTML {
 	if len(bars) == 0 {
 		return ""
 	}
@@ -95,17 +132,23 @@ func svgBars(title, unit string, bars []bar) template.HTML {
 	for _, b := range bars {
 		maxV = math.Max(maxV, b.Value)
 	}
-	if maxV == 0 {
-		maxV = 1
-	}
-	const w, rowH, labelW = 640, 22, 200
-	h := rowH*len(bars) + 30
+	ts := ticks(maxV)
+	top := ts[len(ts)-1]
+	const w, rowH, labelW, right = 640, 22, 200, 70
+	plotW := float64(w - labelW - right)
+	y0 := 24 + rowH*len(bars) // the value axis
+	h := y0 + 40
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(title))
 	fmt.Fprintf(&s, `<text x="0" y="14" font-weight="bold">%s</text>`, template.HTMLEscapeString(title))
+	// Grid lines at the ticks, under the bars.
+	for _, v := range ts[1:] {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<line x1="%.1f" y1="22" x2="%.1f" y2="%d" stroke="#e4e4e4"/>`, x, x, y0)
+	}
 	for i, b := range bars {
 		y := 24 + i*rowH
-		bw := (w - labelW - 70) * b.Value / maxV
+		bw := plotW * b.Value / top
 		// Long labels (database names) would run into the bars.
 		label := b.Label
 		if r := []rune(label); len(r) > 28 {
@@ -115,38 +158,70 @@ func svgBars(title, unit string, bars []bar) template.HTML {
 		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#4c78a8"/>`, labelW, y+2, bw, rowH-6)
 		fmt.Fprintf(&s, `<text x="%.1f" y="%d" font-size="12">%s%s</text>`, float64(labelW)+bw+4, y+14, trim(b.Value), unit)
 	}
+	fmt.Fprintf(&s, `<g class="axis x" stroke="#555"><line x1="%d" y1="22" x2="%d" y2="%d"/><line x1="%d" y1="%d" x2="%.1f" y2="%d"/>`, labelW, labelW, y0, labelW, y0, float64(labelW)+plotW, y0)
+	for _, v := range ts {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<line class="tick" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, x, y0, x, y0+5)
+	}
+	s.WriteString(`</g>`)
+	for _, v := range ts {
+		x := float64(labelW) + plotW*v/top
+		fmt.Fprintf(&s, `<text class="tick-label" x="%.1f" y="%d" font-size="11" text-anchor="middle">%s%s</text>`, x, y0+17, trim(v), unit)
+	}
+	if axis != "" {
+		fmt.Fprintf(&s, `<text class="axis-label" x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, float64(labelW)+plotW/2, y0+34, template.HTMLEscapeString(axis))
+	}
 	s.WriteString(`</svg>`)
 	return template.HTML(s.String())
 }
 
-// svgLine draws a line of points (x ascending).
+// svgLine draws a line of points (x ascending) on axes from zero, with
+// tick marks, their values and each axis's name.
 func svgLine(title, xLabel, yLabel string, xs, ys []float64) template.HTML {
 	if len(xs) < 2 {
 		return ""
 	}
-	const w, h, pad = 640, 240, 40
-	maxX, maxY := xs[len(xs)-1], 0.0
+	const w, h, left, right, topPad, bottom = 640, 260, 64, 24, 30, 48
+	maxY := 0.0
 	for _, y := range ys {
 		maxY = math.Max(maxY, y)
 	}
-	if maxX == 0 {
-		maxX = 1
-	}
-	if maxY == 0 {
-		maxY = 1
-	}
+	xt, yt := ticks(xs[len(xs)-1]), ticks(maxY)
+	maxX, topY := xt[len(xt)-1], yt[len(yt)-1]
+	pw, ph := float64(w-left-right), float64(h-topPad-bottom)
+	px := func(x float64) float64 { return left + pw*x/maxX }
+	py := func(y float64) float64 { return topPad + ph - ph*y/topY }
 	var pts []string
 	for i := range xs {
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", pad+(w-2*pad)*xs[i]/maxX, h-pad-(h-2*pad)*ys[i]/maxY))
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(xs[i]), py(ys[i])))
 	}
-	return template.HTML(fmt.Sprintf(`<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`+
-		`<text x="0" y="14" font-weight="bold">%s</text>`+
-		`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`+
-		`<polyline fill="none" stroke="#f58518" stroke-width="2" points="%s"/>`+
-		`<text x="%d" y="%d" font-size="12">%s (max %s)</text><text x="%d" y="%d" font-size="12">%s (max %s)</text></svg>`,
-		w, h, w, h, template.HTMLEscapeString(title), template.HTMLEscapeString(title),
-		pad, h-pad, w-pad, h-pad, pad, pad, pad, h-pad, strings.Join(pts, " "),
-		w/2-40, h-8, template.HTMLEscapeString(xLabel), trim(maxX), pad+6, pad-8, template.HTMLEscapeString(yLabel), trim(maxY)))
+	var s strings.Builder
+	fmt.Fprintf(&s, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, w, h, template.HTMLEscapeString(title))
+	fmt.Fprintf(&s, `<text x="0" y="14" font-weight="bold">%s</text>`, template.HTMLEscapeString(title))
+	for _, v := range yt[1:] {
+		fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e4e4e4"/>`, left, py(v), px(maxX), py(v))
+	}
+	fmt.Fprintf(&s, `<g class="axis" stroke="#555"><line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f"/><line x1="%d" y1="%d" x2="%d" y2="%.1f"/>`,
+		left, py(0), px(maxX), py(0), left, topPad, left, py(0))
+	for _, v := range xt {
+		fmt.Fprintf(&s, `<line class="tick" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, px(v), py(0), px(v), py(0)+5)
+	}
+	for _, v := range yt {
+		fmt.Fprintf(&s, `<line class="tick" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/>`, left-5, py(v), left, py(v))
+	}
+	s.WriteString(`</g>`)
+	for _, v := range xt {
+		fmt.Fprintf(&s, `<text class="tick-label" x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>`, px(v), py(0)+17, trim(v))
+	}
+	for _, v := range yt {
+		fmt.Fprintf(&s, `<text class="tick-label" x="%d" y="%.1f" font-size="11" text-anchor="end">%s</text>`, left-8, py(v)+4, trim(v))
+	}
+	fmt.Fprintf(&s, `<polyline fill="none" stroke="#f58518" stroke-width="2" points="%s"/>`, strings.Join(pts, " "))
+	fmt.Fprintf(&s, `<text class="axis-label" x="%.1f" y="%d" font-size="12" text-anchor="middle">%s</text>`, left+pw/2, h-6, template.HTMLEscapeString(xLabel))
+	fmt.Fprintf(&s, `<text class="axis-label" x="14" y="%.1f" font-size="12" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`,
+		topPad+ph/2, topPad+ph/2, template.HTMLEscapeString(yLabel))
+	s.WriteString(`</svg>`)
+	return template.HTML(s.String())
 }
 
 // trim writes v with at most two decimals and no trailing zeros.
@@ -262,20 +337,31 @@ type costRow struct{ Label, Total, PerExample string }
 // statusRow is a line of the status table.
 type statusRow struct{ Label, Count, Share string }
 
+// The report's style and script, inline so the page stands alone.
+var (
+	//go:embed report.css
+	reportCSS string
+	//go:embed report.js
+	reportJS string
+)
+
+// reportCSP is the page's policy: nothing loads from anywhere, and only
+// its own style and script (by their hashes) run, so markup that slipped
+// into a question or a cell could not execute.
+var reportCSP = "default-src 'none'; script-src '" + cspHash(reportJS) + "'; style-src '" + cspHash(reportCSS) +
+	"'; img-src data:; base-uri 'none'; form-action 'none'"
+
+func cspHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return "sha256-" + base64.StdEncoding.EncodeToString(h[:])
+}
+
 var page = template.Must(template.New("report").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} — quorum report</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}
-h1{margin-bottom:.1em}.sub{color:#666;margin-top:0}
-section{margin:2em 0;padding-top:.5em;border-top:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}table.kv th{text-align:left;font-weight:normal;color:#444}table.kv td{text-align:left}#scenario th{white-space:nowrap}
-.banner{background:#fff3cd;border:2px solid #d39e00;padding:.8em 1em;margin:1em 0;font-weight:bold}
-.tiles{display:flex;gap:1em;flex-wrap:wrap}.tile{border:1px solid #ccc;padding:.6em 1em;min-width:260px;flex:1}.tile b{font-size:1.8em;display:block}
-.tile span{color:#555;font-size:.9em}
-svg.chart{display:block;max-width:100%;height:auto;margin:1em 0}svg.chart text{font-family:system-ui,sans-serif}
-td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:.9em}code{word-break:break-all}
-</style>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{{.CSP}}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}} — quorum report</title>
+<style>{{.CSS}}</style>
 </head><body>
 <header><h1>{{.Title}}</h1><p class="sub">run <code>{{.RunID}}</code> · {{.When}}</p></header>
 
@@ -300,6 +386,19 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 </div>{{else}}<p>Not scored: the dataset has no gold results for these examples.</p>{{end}}
 <table><tr><th>status</th><th>examples</th><th>share</th></tr>{{range .Status}}<tr><td>{{.Label}}</td><td>{{.Count}}</td><td>{{.Share}}</td></tr>{{end}}</table>
 {{range .AccCharts}}{{.}}{{end}}
+</section>
+
+<section id="examples"><h2>Every example ({{len .Table.Rows}})</h2>
+<p>Click a column's name to sort by it (again to reverse), an example to open its SQL, the first rows of its result, how it compared with the gold result and what the agent did.</p>
+<div class="filters" role="search">
+<label>Show <select id="ex-show"><option value="all">all</option><option value="wrong">wrong</option><option value="right">right</option><option value="failed">failed</option><option value="no_answer">no answer</option><option value="low">low confidence</option></select></label>
+<label>Dialect <select id="ex-dialect"><option value="*">all</option>{{range .Dialects}}<option value="{{.}}">{{if .}}{{.}}{{else}}unknown{{end}}</option>{{end}}</select></label>
+<label>Database <select id="ex-db"><option value="*">all</option>{{range .Databases}}<option value="{{.}}">{{if .}}{{.}}{{else}}unknown{{end}}</option>{{end}}</select></label>
+<label>Text <input id="ex-text" type="search" placeholder="id, question, SQL, error"></label>
+<span id="ex-count" role="status" aria-live="polite"></span>
+</div>
+<table id="ex-table"><thead><tr><th aria-sort="none"><button type="button" data-key="id">example</button></th><th class="l"><button type="button" data-key="q">question</button></th><th class="l"><button type="button" data-key="db">database</button></th><th class="l"><button type="button" data-key="dialect">dialect</button></th><th class="l"><button type="button" data-key="status">status</button></th><th class="l"><button type="button" data-key="conf">confidence</button></th><th class="l"><button type="button" data-key="method">method</button></th><th class="l"><button type="button" data-key="correct">correct</button></th><th><button type="button" data-key="calls">LLM calls</button></th><th><button type="button" data-key="tokens">tokens</button></th>{{if .Table.Priced}}<th><button type="button" data-key="money">money</button></th>{{end}}<th><button type="button" data-key="latency">latency</button></th></tr></thead>
+<tbody id="ex-body"></tbody></table>
 </section>
 
 <section id="confidence"><h2>Confidence</h2>
@@ -348,18 +447,8 @@ td.l,th.l{text-align:left}td.err{text-align:left;white-space:pre-wrap;word-break
 {{.HTML}}
 </section>{{end}}
 
-<script>
-// Marks every chart drawn (non-empty box, at least one bar or line) and
-// the page ready, for the rendering test and anyone checking by hand.
-addEventListener("load", function () {
-  document.querySelectorAll("svg.chart").forEach(function (s) {
-    var b = s.getBBox();
-    var ok = b.width > 0 && b.height > 0 && s.querySelector("rect, polyline") !== null;
-    s.setAttribute("data-drawn", ok ? "yes" : "no");
-  });
-  document.body.setAttribute("data-ready", "yes");
-});
-</script>
+<script type="application/json" id="examples-data">{{.TableJSON}}</script>
+<script>{{.JS}}</script>
 </body></html>
 {{define "examples"}}<table><tr><th>example</th><th class="l">status</th><th>latency</th><th>LLM calls</th><th>tokens</th></tr>
 {{range .}}<tr><td>{{template "id" .}}</td><td class="l">{{.Status}}</td><td>{{.Latency}}</td><td>{{.Calls}}</td><td>{{.Tokens}}</td></tr>{{end}}</table>{{end}}
@@ -631,20 +720,28 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		failedRows = append(failedRows, rowOf(e))
 	}
 
+	table := exampleTable(r, extra.Dir, extra.Pages)
+	tableJSON, err := tableJSON(table)
+	if err != nil {
+		return err
+	}
+	dialects, dbs := dialectsAndDatabases(r)
 	data := map[string]any{
+		"CSS": template.CSS(reportCSS), "JS": template.JS(reportJS), "CSP": reportCSP,
+		"Table": table, "TableJSON": template.JS(tableJSON), "Dialects": dialects, "Databases": dbs,
 		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
 		"Scenario": scenario, "Summary": summary,
 		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes), "Metric": metricName(r), "Warnings": r.Warnings,
 		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
 			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
 			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},
-		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "%", acc(byDialect)), svgBars("Accuracy by database", "%", acc(byDB))},
+		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "examples right (percent)", "%", acc(byDialect)), svgBars("Accuracy by database", "examples right (percent)", "%", acc(byDB))},
 		"HighConf":  t.HighConf, "LowConf": t.LowConf,
-		"ConfChart":  svgBars("Examples by confidence → final method", "", confBars),
-		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "", stageBars),
+		"ConfChart":  svgBars("Examples by confidence → final method", "examples", "", confBars),
+		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "tokens (prompt and completion)", "", stageBars),
 		"LatencyNote": latNote,
-		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "", histogram(lat, 8, " s")),
-			svgBars("LLM calls per example (examples per bucket)", "", histogram(calls, 8, "")),
+		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "examples", "", histogram(lat, 8, " s")),
+			svgBars("LLM calls per example (examples per bucket)", "examples", "", histogram(calls, 8, "")),
 			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
 		"Slowest":   top(latencyOf),
 		"Expensive": top(tokensOf),
@@ -660,7 +757,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		if t.EX != nil {
 			labels, vals = append(labels, "ensemble"), append(vals, 100**t.EX)
 		}
-		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "%", barsOf(labels, vals))
+		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "EX (percent)", "%", barsOf(labels, vals))
 		for _, e := range r.Examples {
 			if e.Rule != "" {
 				data["Rule"] = e.Rule

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,44 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	if strings.Contains(dom, "<script>alert") || !strings.Contains(dom, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("the hostile error text is not shown escaped")
+	}
+}
+
+// TestChartAxes checks every chart of a report has an axis with tick
+// marks and their values, and the ticks are round and cover the data.
+func TestChartAxes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		hi   float64
+		want []float64
+	}{{0, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}}, {7, []float64{0, 2, 4, 6, 8}}, {100, []float64{0, 20, 40, 60, 80, 100}},
+		{83.3, []float64{0, 20, 40, 60, 80, 100}}, {12345, []float64{0, 5000, 10000, 15000}}, {0.37, []float64{0, 0.1, 0.2, 0.3, 0.4}}} {
+		if got := ticks(c.hi); !slices.Equal(got, c.want) {
+			t.Errorf("ticks(%v) = %v, want %v", c.hi, got, c.want)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, sampleReport(), nil); err != nil {
+		t.Fatal(err)
+	}
+	charts := regexp.MustCompile(`(?s)<svg class="chart".*?</svg>`).FindAllString(b.String(), -1)
+	if len(charts) < 6 {
+		t.Fatalf("%d charts, want at least 6", len(charts))
+	}
+	for _, c := range charts {
+		name := regexp.MustCompile(`aria-label="([^"]*)"`).FindStringSubmatch(c)[1]
+		ticks, labels := strings.Count(c, `class="tick"`), strings.Count(c, `class="tick-label"`)
+		if ticks < 3 || labels != ticks && labels*2 != ticks {
+			t.Errorf("chart %q: %d tick marks and %d tick values", name, ticks, labels)
+		}
+		if !strings.Contains(c, `class="axis`) || !strings.Contains(c, `class="axis-label"`) {
+			t.Errorf("chart %q has no axis or no axis name", name)
+		}
+	}
+	line := charts[slices.IndexFunc(charts, func(c string) bool { return strings.Contains(c, "Throughput over time") })]
+	for _, want := range []string{">seconds since start</text>", ">examples finished</text>", `text-anchor="end">15</text>`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the throughput chart lacks %q", want)
+		}
 	}
 }

@@ -22,6 +22,8 @@ import (
 // Example is one example's line in run.json.
 type Example struct {
 	InstanceID string `json:"instance_id"`
+	// Question is the example's question, for the report's table.
+	Question string `json:"question,omitempty"`
 	// Agent answered the example.
 	Agent    string `json:"agent,omitempty"`
 	Dialect  string `json:"dialect"`
@@ -362,7 +364,7 @@ func (w *Writer) Report(r *Report) error {
 		}
 	}
 	var buf bytes.Buffer
-	if err := WriteHTML(&buf, r, &Extra{Pages: pages}); err != nil {
+	if err := WriteHTML(&buf, r, &Extra{Pages: pages, Dir: w.Dir}); err != nil {
 		return fmt.Errorf("render %s: %w", filepath.Join(w.Dir, "report.html"), err)
 	}
 	return writeAtomic(filepath.Join(w.Dir, "report.html"), buf.Bytes())

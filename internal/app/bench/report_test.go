@@ -39,7 +39,10 @@ func TestReportRendersInChromium(t *testing.T) {
 	}
 	f.Close()
 	dom := chromium.DumpDOM(t, path)
-	chromium.CheckRendered(t, dom, 5, "scenario", "accuracy", "confidence", "cost", "latency", "scaling")
+	chromium.CheckRendered(t, dom, 5, "scenario", "accuracy", "examples", "confidence", "cost", "latency", "scaling")
+	if n := strings.Count(dom, `<button class="open"`); n != len(run.Examples) {
+		t.Errorf("the table of examples shows %d rows, want %d", n, len(run.Examples))
+	}
 	for _, want := range []string{"reforce on dataset — benchmark spider2-size", "quota ratio", "request quota binds from", "1100", "simulated-banner"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("report lacks %q", want)

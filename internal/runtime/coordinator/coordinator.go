@@ -1047,7 +1047,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 			r.FinishedSeconds = at.Sub(started).Seconds()
 		}
 		if e != nil {
-			r.Dialect, r.Database = string(e.Dialect), e.DB
+			r.Dialect, r.Database, r.Question = string(e.Dialect), e.DB, e.Question
 			if meta, ok := metas[c.runOf(id).Manifest.Run][id]; ok {
 				if at, ok := c.arrived[id]; ok {
 					r.LatencySeconds = at.Sub(meta.Published).Seconds()
