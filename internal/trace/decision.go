@@ -29,6 +29,9 @@ func DecisionOf(round int, d *agent.Decision, cands []*agent.Candidate) *Decisio
 		if m.Winner != nil {
 			tm.Winner = candName(m.Winner)
 		}
+		if m.Sampling != nil {
+			tm.StoppedAfter, tm.Posterior = m.Sampling.StoppedAfter, m.Sampling.Posterior
+		}
 		td.Members = append(td.Members, tm)
 	}
 	return td

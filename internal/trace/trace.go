@@ -184,6 +184,10 @@ type Member struct {
 	Method     string `json:"method,omitempty"`
 	Valid      int    `json:"valid"`
 	Agrees     bool   `json:"agrees"`
+	// StoppedAfter and Posterior are the member's adaptive-sampling
+	// verdict, as Decision's.
+	StoppedAfter int     `json:"stopped_after,omitempty"`
+	Posterior    float64 `json:"posterior,omitempty"`
 }
 
 // Decision is one decision of the voter.

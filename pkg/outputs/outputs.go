@@ -85,6 +85,10 @@ type Member struct {
 	// Agrees says whether its answer agrees with the ensemble's.
 	Agrees  bool  `json:"agrees_with_final"`
 	Correct *bool `json:"correct,omitempty"`
+	// StoppedAfter and Posterior are the member's own adaptive-sampling
+	// verdict, as Example's.
+	StoppedAfter int     `json:"stopped_after,omitempty"`
+	Posterior    float64 `json:"posterior_confidence,omitempty"`
 }
 
 // Report is run.json.

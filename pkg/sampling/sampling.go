@@ -291,3 +291,37 @@ func (c Config) Replay(cands []*agent.Candidate) Replayed {
 	}
 	return r
 }
+
+// MethodAwaitingWave is the method of the decision that opens the next
+// wave.
+const MethodAwaitingWave = "awaiting_wave"
+
+// AfterWave is an agent's decision after wave round (waves as Waves gave
+// them) over cands, the candidates of every wave so far: settled
+// (Settle), the vote's high-confidence majority with the verdict, the
+// units not drawn released; not settled, the next wave, opened by
+// open(round+1, first unit, units); nil after the last wave, for the
+// agent's own vote to decide (with the rule's last posterior).
+func (c Config) AfterWave(waves []int, round int, cands []*agent.Candidate,
+	open func(round, from, n int) (*agent.Dispatch, error)) (*agent.Decision, error) {
+	if round >= len(waves)-1 {
+		return nil, nil
+	}
+	drawn := 0
+	for _, n := range waves[:round+1] {
+		drawn += n
+	}
+	j, v := c.Settle(cands)
+	verdict := &agent.Sampling{Posterior: j.Confidence}
+	if j.Settled {
+		verdict.StoppedAfter = drawn
+		out := v.Runtime(cands)
+		out.Sampling = verdict
+		return out, nil
+	}
+	next, err := open(round+1, drawn, waves[round+1])
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Decision{Next: next, Confidence: string(vote.Low), Method: MethodAwaitingWave, Sampling: verdict}, nil
+}

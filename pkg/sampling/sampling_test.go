@@ -140,3 +140,31 @@ func TestReplayWaves(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterWave: after a wave that is not the last, a settled example is
+// decided (high confidence, stopped after the units drawn so far) and an
+// unsettled one opens the next wave from the first unit not drawn, in
+// the next round; after the last wave the agent's own vote decides.
+func TestAfterWave(t *testing.T) {
+	c := Config{Policy: Adaptive, Rule: Beta, Threshold: 0.9, First: 3, Step: 2}
+	waves := c.Waves(8) // 3, 2, 2, 1
+	type opened struct{ round, from, n int }
+	var got []opened
+	open := func(round, from, n int) (*agent.Dispatch, error) {
+		got = append(got, opened{round, from, n})
+		return &agent.Dispatch{Round: round, Expect: n}, nil
+	}
+	d, err := c.AfterWave(waves, 0, cands("1", "1", "1"), open)
+	if err != nil || d == nil || d.Next != nil || d.Confidence != "high" || d.Winner == nil || d.Sampling == nil ||
+		d.Sampling.StoppedAfter != 3 || d.Sampling.Posterior < 0.9 || len(got) != 0 {
+		t.Fatalf("three unanimous after the first wave: %+v (%v), opened %v; want decided, stopped after 3", d, err, got)
+	}
+	d, err = c.AfterWave(waves, 1, cands("1", "2", "1", "2", "3"), open)
+	if err != nil || d == nil || d.Next == nil || d.Method != MethodAwaitingWave || d.Sampling == nil || d.Sampling.StoppedAfter != 0 ||
+		!slices.Equal(got, []opened{{2, 5, 2}}) {
+		t.Fatalf("a split after the second wave: %+v (%v), opened %v; want the third wave (round 2, from 5, 2 units)", d, err, got)
+	}
+	if d, err := c.AfterWave(waves, 3, cands("1", "1", "1", "1", "1", "1", "1", "1"), open); d != nil || err != nil {
+		t.Fatalf("after the last wave: %+v (%v), want nil for the agent's own vote", d, err)
+	}
+}

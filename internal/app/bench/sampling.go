@@ -25,7 +25,7 @@ type SamplingRow struct {
 	Wall             float64 `json:"wall_seconds"`
 	QuotaRatio       float64 `json:"quota_ratio"`
 	// StoppedEarly counts the examples adaptive sampling settled before
-	// drawing every candidate.
+	// drawing every candidate (an ensemble's: one member or more did).
 	StoppedEarly   int `json:"stopped_early"`
 	FailedExamples int `json:"failed_examples"`
 }
@@ -80,7 +80,13 @@ func CompareSampling(ctx context.Context, sc Scenario, agents, policies []string
 				CallsPerExample: r.CallsPerExample, TokensPerExample: r.TokensPerExample, Wall: r.Wall,
 				QuotaRatio: r.QuotaRatio, FailedExamples: r.FailedExamples}
 			for _, e := range r.Run.Examples {
-				if e.StoppedAfter > 0 {
+				// An ensemble's members sample by their own policies:
+				// the example stopped early when one of them did.
+				stopped := e.StoppedAfter > 0
+				for _, m := range e.Members {
+					stopped = stopped || m.StoppedAfter > 0
+				}
+				if stopped {
 					row.StoppedEarly++
 				}
 			}

@@ -9,7 +9,7 @@ import (
 // TestCompareSampling runs ReFoRCE under fixed and adaptive sampling on
 // the real pieces with the default difficulty mix: adaptive sampling
 // stops some examples early and makes fewer LLM calls per example; an
-// agent without the option is refused before anything runs.
+// unknown agent or policy is refused before anything runs.
 func TestCompareSampling(t *testing.T) {
 	t.Parallel()
 	sc := Standard()
@@ -18,8 +18,14 @@ func TestCompareSampling(t *testing.T) {
 	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
 	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 2, 8, 1, 4
 	var progress bytes.Buffer
-	if _, err := CompareSampling(context.Background(), sc, []string{"reforce", "pexa"}, []string{"fixed", "adaptive"}, t.TempDir(), &progress); err == nil {
-		t.Fatal("pexa, which has no sampling option, was not refused")
+	if _, err := CompareSampling(context.Background(), sc, []string{"reforce", "nosuch"}, []string{"fixed", "adaptive"}, t.TempDir(), &progress); err == nil {
+		t.Fatal("an agent that does not exist was not refused")
+	}
+	if _, err := CompareSampling(context.Background(), sc, []string{"reforce"}, []string{"fixed", "sometimes"}, t.TempDir(), &progress); err == nil {
+		t.Fatal("a policy that does not exist was not refused")
+	}
+	if progress.Len() != 0 {
+		t.Fatalf("a refused comparison ran: %s", progress.String())
 	}
 	c, err := CompareSampling(context.Background(), sc, []string{"reforce"}, []string{"fixed", "adaptive"}, t.TempDir(), &progress)
 	if err != nil {
@@ -39,5 +45,32 @@ func TestCompareSampling(t *testing.T) {
 	}
 	if fixed.FailedExamples+adaptive.FailedExamples != 0 {
 		t.Errorf("failed examples: fixed %d, adaptive %d", fixed.FailedExamples, adaptive.FailedExamples)
+	}
+}
+
+// TestSetSampling: every shipped agent takes the policy, PExA and RAISE
+// as their own option, the ensemble as each member's.
+func TestSetSampling(t *testing.T) {
+	for _, tc := range []struct {
+		agent string
+		want  []string
+	}{
+		{"reforce", []string{"sampling"}},
+		{"pexa", []string{"sampling"}},
+		{"raise", []string{"sampling"}},
+		{"ensemble", []string{"reforce.sampling", "pexa.sampling", "raise.sampling"}},
+	} {
+		opts := map[string]string{}
+		if err := setSampling(tc.agent, opts, "adaptive"); err != nil {
+			t.Fatalf("%s: %v", tc.agent, err)
+		}
+		if len(opts) != len(tc.want) {
+			t.Errorf("%s: set %v, want %v", tc.agent, opts, tc.want)
+		}
+		for _, k := range tc.want {
+			if opts[k] != "adaptive" {
+				t.Errorf("%s: %s=%q in %v, want adaptive", tc.agent, k, opts[k], opts)
+			}
+		}
 	}
 }

@@ -1041,7 +1041,7 @@ func (c *coord) report(started time.Time) *outputs.Report {
 			ServiceSeconds: f.ServiceSeconds, Rule: f.Rule, StoppedAfter: f.StoppedAfter, Posterior: f.Posterior}
 		for _, m := range f.Members {
 			r.Members = append(r.Members, outputs.Member{Agent: m.Agent, Status: m.Status, Confidence: m.Confidence, Method: m.Method,
-				Valid: m.Valid, Agrees: m.Agrees})
+				Valid: m.Valid, Agrees: m.Agrees, StoppedAfter: m.StoppedAfter, Posterior: m.Posterior})
 		}
 		if at, ok := c.arrived[id]; ok {
 			r.FinishedSeconds = at.Sub(started).Seconds()

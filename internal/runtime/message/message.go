@@ -108,6 +108,10 @@ type MemberAnswer struct {
 	Method     string `json:"method,omitempty"`
 	Valid      int    `json:"valid"`
 	Agrees     bool   `json:"agrees"`
+	// StoppedAfter and Posterior are the member's adaptive-sampling
+	// verdict (agent.Member.Sampling).
+	StoppedAfter int     `json:"stopped_after,omitempty"`
+	Posterior    float64 `json:"posterior,omitempty"`
 }
 
 // CandidateSQL is one candidate of a decision: its SQL, its status

@@ -282,6 +282,9 @@ func final(m *runstate.Manifest, r runstate.Round, d *agent.Decision, cands []*a
 	}
 	for _, m := range d.Members {
 		a := message.MemberAnswer{Agent: m.Agent, Status: "no_answer", Confidence: m.Confidence, Method: m.Method, Valid: m.Valid, Agrees: m.Agrees}
+		if m.Sampling != nil {
+			a.StoppedAfter, a.Posterior = m.Sampling.StoppedAfter, m.Sampling.Posterior
+		}
 		for i, res := range results {
 			if m.Winner != nil && m.Winner == cands[i] {
 				a.Status, a.SQL, a.CSVRef = "answered", res.SQL, res.CSVRef

@@ -289,6 +289,9 @@ type memberState struct {
 	// vote counted; null (the member did not say) counts all of its
 	// candidates, [] counts none.
 	Voted []int `json:"voted"`
+	// Sampling is the member's adaptive-sampling verdict (its own
+	// policy, MEMBER.sampling); nil under fixed sampling.
+	Sampling *agent.Sampling `json:"sampling,omitempty"`
 }
 
 func stateKey(m *member) string { return "ensemble/" + m.name }
@@ -351,7 +354,7 @@ func (e *ensemble) Decide(ctx context.Context, c *agent.Context, round int, cand
 			}
 			continue
 		}
-		st = &memberState{Decided: true, Winner: -1, Confidence: d.Confidence, Method: d.Method, Valid: d.Valid}
+		st = &memberState{Decided: true, Winner: -1, Confidence: d.Confidence, Method: d.Method, Valid: d.Valid, Sampling: d.Sampling}
 		if d.Winner != nil {
 			st.Winner = origin[d.Winner].Index
 		}
@@ -426,7 +429,8 @@ func (e *ensemble) combine(c *agent.Context, all []*agent.Candidate, states map[
 	}
 	for _, m := range e.members {
 		st := states[m]
-		md := agent.Member{Agent: m.name, Confidence: st.Confidence, Method: st.Method, Valid: st.Valid, Winner: byIndex[st.Winner]}
+		md := agent.Member{Agent: m.name, Confidence: st.Confidence, Method: st.Method, Valid: st.Valid, Winner: byIndex[st.Winner],
+			Sampling: st.Sampling}
 		if st.Failed != "" {
 			md.Method = "failed: " + st.Failed
 		}

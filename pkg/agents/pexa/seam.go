@@ -10,6 +10,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
 // PExA's task kinds: a pass is a chain of planner turns; a turn that
@@ -67,6 +68,7 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: 4 * cfg.Passes, Calls: 15 * cfg.Passes, Depth: 8}
 		},
 	}
+	def.Options = append(def.Options, sampling.Options("pass")...)
 	agent.Register(&def.Kinds, KindPlan, agent.Generator, "one planner turn of a pass: probes, the proposer (with no-proposer, its own SQL checks), or the pass's answer", (*pexa).plan)
 	agent.Register(&def.Kinds, KindProbe, agent.Explorer, "one test case: several SQLs written and executed at once", (*pexa).probe)
 	agent.Register(&def.Kinds, KindPropose, agent.Generator, "the proposer (with its executor and semantic verifier) over the pass's evidence", (*pexa).propose)
@@ -92,6 +94,7 @@ func ConfigFromOptions(opts map[string]string) (Config, int, error) {
 }
 
 type pexa struct {
+	samp   sampling.Config
 	steps  *Steps
 	linker *dbinfo.Linker
 	infos  *dbinfo.InfoCache // compressed once per database
@@ -102,7 +105,11 @@ func newAgent(c agent.Config) (agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pexa{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()},
+	samp, err := sampling.FromOptions(c.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &pexa{samp: samp, steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()},
 		linker: &dbinfo.Linker{LLM: c.LLM, Budget: budget, Cache: &dbinfo.MemoryLinkCache{}}}, nil
 }
 
@@ -132,16 +139,27 @@ func (a *pexa) info(ctx context.Context, c *agent.Context) (*dbinfo.Info, error)
 	return a.infos.For(ctx, c.Dataset, c.Example, c.Schema)
 }
 
-// Start opens the passes: one planner task each. The database is
-// compressed here so an example that cannot be described fails at once.
+// Start opens the passes: one planner task each (under adaptive
+// sampling, the first wave's). The database is compressed here so an
+// example that cannot be described fails at once.
 func (a *pexa) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, error) {
 	if _, err := a.info(ctx, c); err != nil {
 		return nil, agent.Unrunnable(fmt.Errorf("database information: %w", err))
 	}
-	n := a.steps.cfg.Passes
-	d := &agent.Dispatch{Round: 0, Expect: n}
-	for p := range n {
-		t, err := agent.NewTask(KindPlan, fmt.Sprintf("p%d.t0.plan", p), 0, []int{p}, payload{Pass: p})
+	return a.passes(0, 0, a.waves()[0])
+}
+
+// waves are the passes' waves: every pass at once under fixed sampling.
+// A wave is a runtime round (the runtime decides once per round); a
+// pass's seeds and stored names take its pass number only, so pass p is
+// the same pass under either policy.
+func (a *pexa) waves() []int { return a.samp.Waves(a.steps.cfg.Passes) }
+
+// passes opens n passes from pass from in round.
+func (a *pexa) passes(round, from, n int) (*agent.Dispatch, error) {
+	d := &agent.Dispatch{Round: round, Expect: n}
+	for p := from; p < from+n; p++ {
+		t, err := agent.NewTask(KindPlan, fmt.Sprintf("p%d.t0.plan", p), round, []int{p}, payload{Pass: p})
 		if err != nil {
 			return nil, err
 		}
@@ -273,31 +291,32 @@ func (a *pexa) plan(ctx context.Context, c *agent.Context, t agent.Task, p paylo
 	case len(act.Probes) > 0:
 		// The probes fan out; the last one in continues the pass, with
 		// the proposer first when this turn also asked for it (D-P2).
-		then, err := a.after(p, next, act.Propose && !a.steps.cfg.NoProposer)
+		then, err := a.after(t.Round, p, next, act.Propose && !a.steps.cfg.NoProposer)
 		if err != nil {
 			return nil, err
 		}
-		return &agent.Outcome{Next: a.probeTasks(p, act.Probes, then)}, nil
+		return &agent.Outcome{Next: a.probeTasks(t.Round, p, act.Probes, then)}, nil
 	default:
 		// Only the proposer is asked for (never with no-proposer).
-		then, err := a.after(p, next, act.Propose && !a.steps.cfg.NoProposer)
+		then, err := a.after(t.Round, p, next, act.Propose && !a.steps.cfg.NoProposer)
 		return &agent.Outcome{Next: []agent.Task{then}}, err
 	}
 }
 
 // after is the task that continues a turn once its batch is in: the
-// proposer (which then continues into the next turn) or the next turn.
-func (a *pexa) after(p, next payload, propose bool) (agent.Task, error) {
+// proposer (which then continues into the next turn) or the next turn,
+// in the pass's round.
+func (a *pexa) after(round int, p, next payload, propose bool) (agent.Task, error) {
 	if propose {
-		return agent.NewTask(KindPropose, fmt.Sprintf("p%d.t%d.propose", p.Pass, p.Turn), 0, []int{p.Pass},
+		return agent.NewTask(KindPropose, fmt.Sprintf("p%d.t%d.propose", p.Pass, p.Turn), round, []int{p.Pass},
 			payload{Pass: p.Pass, Turn: p.Turn, StateRef: next.StateRef})
 	}
-	return agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, next.Turn), 0, []int{p.Pass}, next)
+	return agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, next.Turn), round, []int{p.Pass}, next)
 }
 
 // probeTasks are a batch's probe tasks, one per probe, all published at
 // once (with SequentialPlan a batch is one probe, D-P22).
-func (a *pexa) probeTasks(p payload, probes []string, then agent.Task) []agent.Task {
+func (a *pexa) probeTasks(round int, p payload, probes []string, then agent.Task) []agent.Task {
 	parts := make([][]int, len(probes))
 	for i := range probes {
 		parts[i] = []int{i}
@@ -309,7 +328,7 @@ func (a *pexa) probeTasks(p payload, probes []string, then agent.Task) []agent.T
 			texts[j] = probes[i]
 		}
 		b, _ := json.Marshal(payload{Pass: p.Pass, Turn: p.Turn, Probes: texts, Indices: idx})
-		out[k] = agent.Task{Kind: KindProbe, ID: fmt.Sprintf("p%d.t%d.probe%d", p.Pass, p.Turn, k), Slots: []int{p.Pass}, Payload: b,
+		out[k] = agent.Task{Kind: KindProbe, ID: fmt.Sprintf("p%d.t%d.probe%d", p.Pass, p.Turn, k), Round: round, Slots: []int{p.Pass}, Payload: b,
 			Join: &agent.Join{Group: group(p.Pass, p.Turn), Part: k, Of: len(parts), Then: then}}
 	}
 	return out
@@ -467,7 +486,7 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 	if err := c.Store.DropCheckpoint(ctx, name); err != nil {
 		return nil, err
 	}
-	next, err := agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, p.Turn+1), 0, []int{p.Pass},
+	next, err := agent.NewTask(KindPlan, fmt.Sprintf("p%d.t%d.plan", p.Pass, p.Turn+1), t.Round, []int{p.Pass},
 		payload{Pass: p.Pass, Turn: p.Turn + 1, StateRef: p.StateRef, ProposalRef: ref})
 	return &agent.Outcome{Next: []agent.Task{next}}, err
 }
@@ -512,6 +531,23 @@ func passResult(pass, turns int, st *PlanState, stop string) agent.Result {
 
 // Decide is the majority over the passes (§4.1 L138) with ReFoRCE's vote
 // and fallbacks for ties (D-P12).
-func (a *pexa) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	return vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
+//
+// Under adaptive sampling the passes come in waves, one round each:
+// after each, the stopping rule judges the result clusters of every pass
+// so far (sampling.Config.Settle); settled, the example is decided as
+// the vote's high-confidence majority and the remaining passes are never
+// published; else the next wave is opened, and after the last the vote
+// above decides as under fixed sampling.
+func (a *pexa) Decide(_ context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
+	waves := a.waves()
+	if len(waves) == 1 {
+		return vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie")), nil
+	}
+	out, err := a.samp.AfterWave(waves, round, cands, a.passes)
+	if out == nil && err == nil {
+		out = vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie"))
+		j, _ := a.samp.Settle(cands)
+		out.Sampling = &agent.Sampling{Posterior: j.Confidence}
+	}
+	return out, err
 }

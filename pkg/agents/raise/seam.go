@@ -13,6 +13,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
 // RAISE's task kinds: a round's trajectory is one long task on the explore
@@ -66,6 +67,7 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds, Depth: 11}
 		},
 	}
+	def.Options = append(def.Options, sampling.Options("round")...)
 	agent.Register(&def.Kinds, KindAgent, agent.Explorer, "one agent trajectory: LLM segments and the commands they run", (*raise).trajectory)
 	agent.Register(&def.Kinds, KindFinal, agent.Generator, "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)", (*raise).final)
 	return def
@@ -96,6 +98,7 @@ func ConfigFromOptions(opts map[string]string) (Config, error) {
 }
 
 type raise struct {
+	samp  sampling.Config
 	steps *Steps
 	infos *dbinfo.InfoCache
 }
@@ -105,7 +108,11 @@ func newAgent(c agent.Config) (agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &raise{steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()}}, nil
+	samp, err := sampling.FromOptions(c.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &raise{samp: samp, steps: &Steps{cfg: cfg, llm: c.LLM}, infos: &dbinfo.InfoCache{Options: dbinfo.DefaultOptions()}}, nil
 }
 
 // perRound is the candidate slots of a round: the three finals, and the
@@ -142,16 +149,29 @@ type payload struct {
 	OpsRef string   `json:"ops_ref,omitempty"`
 }
 
-// Start opens the rounds: one trajectory task each, owing the round's
-// slots.
+// Start opens the rounds (under adaptive sampling, the first wave's): one
+// trajectory task each, owing the round's slots.
 func (a *raise) Start(ctx context.Context, c *agent.Context) (*agent.Dispatch, error) {
 	if _, err := a.info(ctx, c); err != nil {
 		return nil, agent.Unrunnable(fmt.Errorf("database information: %w", err))
 	}
-	n, per := a.steps.cfg.Rounds, a.perRound()
-	d := &agent.Dispatch{Round: 0, Expect: n * per}
-	for r := range n {
-		t, err := agent.NewTask(KindAgent, fmt.Sprintf("r%d.agent", r), 0, agent.Range(r*per, per), payload{Round: r})
+	return a.rounds(0, 0, a.waves()[0])
+}
+
+// waves are the rounds' waves: every round at once under fixed sampling.
+// A wave is a runtime round (the runtime decides once per round), apart
+// from RAISE's own round number (payload.Round), which alone names a
+// round's seeds, slots and stored values, so round r is the same round
+// under either policy.
+func (a *raise) waves() []int { return a.samp.Waves(a.steps.cfg.Rounds) }
+
+// rounds opens n of RAISE's rounds from round from, in runtime round
+// wave.
+func (a *raise) rounds(wave, from, n int) (*agent.Dispatch, error) {
+	per := a.perRound()
+	d := &agent.Dispatch{Round: wave, Expect: n * per}
+	for r := from; r < from+n; r++ {
+		t, err := agent.NewTask(KindAgent, fmt.Sprintf("r%d.agent", r), wave, agent.Range(r*per, per), payload{Round: r})
 		if err != nil {
 			return nil, err
 		}
@@ -180,7 +200,7 @@ func (a *raise) ready() error {
 // trajectory is checkpointed after each step, so a redelivery after its
 // worker died continues from the last step instead of from the start
 // (docs/agents/raise.md, D-R20).
-func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, p payload) (*agent.Outcome, error) {
+func (a *raise) trajectory(ctx context.Context, c *agent.Context, t agent.Task, p payload) (*agent.Outcome, error) {
 	if err := a.ready(); err != nil {
 		return nil, err
 	}
@@ -228,11 +248,11 @@ func (a *raise) trajectory(ctx context.Context, c *agent.Context, _ agent.Task, 
 		if role == RoleFinalB && a.steps.cfg.Columns {
 			slots = append(slots, a.slot(p.Round, RoleColumns))
 		}
-		t, err := agent.NewTask(KindFinal, fmt.Sprintf("r%d.%s", p.Round, role), 0, slots, payload{Round: p.Round, Role: role, OpsRef: ref})
+		next, err := agent.NewTask(KindFinal, fmt.Sprintf("r%d.%s", p.Round, role), t.Round, slots, payload{Round: p.Round, Role: role, OpsRef: ref})
 		if err != nil {
 			return nil, err
 		}
-		out.Next = append(out.Next, t)
+		out.Next = append(out.Next, next)
 	}
 	return out, nil
 }
@@ -321,8 +341,29 @@ func result(index int, c *Candidate, rec record) agent.Result {
 // The paper has no final selection (it reports best-of-N, §6 L427-L431):
 // this is quorum's addition, so its majority is labelled quorum_majority
 // (D-R11); compare only EX@k with the paper.
-func (a *raise) Decide(_ context.Context, c *agent.Context, _ int, cands []*agent.Candidate) (*agent.Decision, error) {
-	d := vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
+//
+// Under adaptive sampling the rounds come in waves, one runtime round
+// each: after each, the stopping rule judges the result clusters of every
+// final so far (sampling.Config.Settle); settled, the example is decided
+// as the vote's high-confidence majority and the remaining rounds are
+// never published; else the next wave is opened, and after the last the
+// vote above decides as under fixed sampling.
+func (a *raise) Decide(_ context.Context, c *agent.Context, round int, cands []*agent.Candidate) (*agent.Decision, error) {
+	waves := a.waves()
+	var d *agent.Decision
+	if len(waves) > 1 {
+		var err error
+		if d, err = a.samp.AfterWave(waves, round, cands, a.rounds); err != nil || (d != nil && d.Next != nil) {
+			return d, err
+		}
+	}
+	if d == nil {
+		d = vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
+		if len(waves) > 1 {
+			j, _ := a.samp.Settle(cands)
+			d.Sampling = &agent.Sampling{Posterior: j.Confidence}
+		}
+	}
 	if d.Method == string(vote.MethodMajority) {
 		d.Method = "quorum_majority"
 	}

@@ -205,6 +205,9 @@ type Member struct {
 	Valid      int
 	// Agrees is whether the member's answer agrees with the final one.
 	Agrees bool
+	// Sampling is the member's own adaptive-sampling verdict; nil under
+	// fixed sampling.
+	Sampling *Sampling
 }
 
 // Store is the durable, cluster-wide storage the runtime lends an agent,

@@ -1,0 +1,108 @@
+package pexa_test
+
+import (
+	"testing"
+
+	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/pexa"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/local"
+	"github.com/quorumsql/quorum/pkg/sampling"
+)
+
+// TestAdaptiveSamplingPasses runs the demo under fixed and adaptive
+// sampling at one seed against llmsim (with its difficulty mix, so some
+// questions are easy and some are not). Under adaptive sampling the 4
+// passes come in waves of 3 and 1; an example the rule settles keeps only
+// the passes drawn, which are the fixed run's first ones (the same
+// seeds), and its released pass is never started (no task, and llmsim
+// serves exactly the calls the ledgers record, fewer than the fixed
+// run's); an example not settled draws every pass and is decided as the
+// fixed run decided it.
+func TestAdaptiveSamplingPasses(t *testing.T) {
+	t.Parallel()
+	demo := agenttest.Demo(t)
+	mix := llmsim.DefaultDifficulty()
+	run := func(policy string) (int64, map[string]*local.Outcome) {
+		sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 11, Difficulty: mix}, "")
+		outs := agenttest.Run(t, pexa.Definition(), demo, agenttest.Options{LLM: client, Seed: 7,
+			Agent: map[string]string{sampling.OptSampling: policy}})
+		var recorded int64
+		for _, o := range outs {
+			recorded += int64(o.Cost.Total().LLMCalls)
+		}
+		if st := sim.Stats(); st.Requests != recorded {
+			t.Errorf("%s: llmsim served %d requests, the ledgers record %d", policy, st.Requests, recorded)
+		}
+		return recorded, outs
+	}
+	fixedCalls, fixed := run(sampling.Fixed)
+	adaptiveCalls, adaptive := run(sampling.Adaptive)
+	stopped := 0
+	for id, a := range adaptive {
+		f := fixed[id]
+		if f.Decision.Sampling != nil {
+			t.Errorf("%s: fixed sampling recorded a verdict %+v", id, f.Decision.Sampling)
+		}
+		if a.Decision.Sampling == nil {
+			t.Errorf("%s: adaptive sampling recorded no verdict", id)
+			continue
+		}
+		for _, c := range a.Candidates {
+			if fc := byIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
+				t.Errorf("%s: adaptive pass %d (%s) is not the fixed run's (%v)", id, c.Index, c.SQL, fc)
+			}
+			// Waves of 3 and 1: passes 0-2 in round 0, pass 3 in round 1.
+			if want := c.Index / 3; c.Round != want {
+				t.Errorf("%s: pass %d in round %d, want %d", id, c.Index, c.Round, want)
+			}
+		}
+		if s := a.Decision.Sampling.StoppedAfter; s > 0 {
+			stopped++
+			if s != 3 || len(a.Candidates) != 3 || a.Decision.Confidence != string(vote.High) || a.Decision.Winner == nil {
+				t.Errorf("%s: stopped after %d with %d passes drawn, confidence %s, winner %v; want 3, 3, high and a winner",
+					id, s, len(a.Candidates), a.Decision.Confidence, a.Decision.Winner)
+			}
+			if a.Decision.Sampling.Posterior < sampling.DefaultThreshold {
+				t.Errorf("%s: stopped at posterior %.3f, below the threshold %v", id, a.Decision.Sampling.Posterior, sampling.DefaultThreshold)
+			}
+			// The released pass never started: fewer tasks, fewer calls.
+			if a.Tasks >= f.Tasks || a.Cost.Total().LLMCalls >= f.Cost.Total().LLMCalls {
+				t.Errorf("%s: stopped early yet %d tasks and %d LLM calls, the fixed run %d and %d",
+					id, a.Tasks, a.Cost.Total().LLMCalls, f.Tasks, f.Cost.Total().LLMCalls)
+			}
+			if a.Rounds != 1 {
+				t.Errorf("%s: stopped after the first wave in %d rounds", id, a.Rounds)
+			}
+			continue
+		}
+		if len(a.Candidates) != 4 || a.Rounds != 2 {
+			t.Errorf("%s: not stopped early, yet %d passes in %d rounds; want 4 in 2", id, len(a.Candidates), a.Rounds)
+		}
+		if w, fw := a.Decision.Winner, f.Decision.Winner; (w == nil) != (fw == nil) || (w != nil && w.Index != fw.Index) ||
+			a.Decision.Method != f.Decision.Method {
+			t.Errorf("%s: drawn whole, decided %s %v; the fixed run %s %v", id, a.Decision.Method, w, f.Decision.Method, fw)
+		}
+	}
+	t.Logf("fixed: %d LLM calls; adaptive: %d (%d of %d examples stopped early)", fixedCalls, adaptiveCalls, stopped, len(adaptive))
+	if stopped == 0 {
+		t.Fatal("no example stopped early: the waves were never tested")
+	}
+	if stopped == len(adaptive) {
+		t.Fatal("every example stopped early: the second wave was never tested")
+	}
+	if adaptiveCalls >= fixedCalls {
+		t.Errorf("adaptive sampling made %d LLM calls, fixed %d", adaptiveCalls, fixedCalls)
+	}
+}
+
+func byIndex(cands []*agent.Candidate, i int) *agent.Candidate {
+	for _, c := range cands {
+		if c.Index == i {
+			return c
+		}
+	}
+	return nil
+}

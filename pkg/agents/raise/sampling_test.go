@@ -1,0 +1,101 @@
+package raise
+
+import (
+	"testing"
+
+	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
+	"github.com/quorumsql/quorum/pkg/agents/vote"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/local"
+	"github.com/quorumsql/quorum/pkg/sampling"
+)
+
+// TestAdaptiveSamplingRounds runs demo examples under fixed and adaptive
+// sampling at one seed against llmsim (with its difficulty mix). Under
+// adaptive sampling the 8 rounds come in waves of 3, 2, 2 and 1 rounds
+// (each round's 4 finals); an example the rule settles keeps only the
+// rounds drawn, whose finals are the fixed run's (the same seeds); its
+// released rounds are never started (fewer tasks, and llmsim serves
+// exactly the calls the ledgers record, fewer than the fixed run's); an
+// example drawn whole is decided as the fixed run decided it.
+func TestAdaptiveSamplingRounds(t *testing.T) {
+	t.Parallel()
+	demo := agenttest.Demo(t).Only(t, "local001", "local002", "local004", "local007", "local009", "local010",
+		"local013", "local016", "local018", "local022", "local026", "local030")
+	waves := sampling.Config{Policy: sampling.Adaptive, First: sampling.DefaultFirst, Step: sampling.DefaultStep}
+	run := func(policy string) (int64, map[string]*local.Outcome) {
+		sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 11, Difficulty: llmsim.DefaultDifficulty()}, "r1")
+		outs := agenttest.Run(t, Definition(), demo, agenttest.Options{LLM: client, Seed: 7,
+			Agent: map[string]string{sampling.OptSampling: policy}})
+		var recorded int64
+		for _, o := range outs {
+			recorded += int64(o.Cost.Total().LLMCalls)
+		}
+		if st := sim.Stats(); st.Requests != recorded {
+			t.Errorf("%s: llmsim served %d requests, the ledgers record %d", policy, st.Requests, recorded)
+		}
+		return recorded, outs
+	}
+	fixedCalls, fixed := run(sampling.Fixed)
+	adaptiveCalls, adaptive := run(sampling.Adaptive)
+	stopped := 0
+	for id, a := range adaptive {
+		f := fixed[id]
+		if f.Decision.Sampling != nil {
+			t.Errorf("%s: fixed sampling recorded a verdict %+v", id, f.Decision.Sampling)
+		}
+		if a.Decision.Sampling == nil {
+			t.Errorf("%s: adaptive sampling recorded no verdict", id)
+			continue
+		}
+		rounds := map[int]bool{}
+		for _, c := range a.Candidates {
+			if fc := byIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
+				t.Errorf("%s: adaptive final %d (%s) is not the fixed run's (%v)", id, c.Index, c.SQL, fc)
+			}
+			r := c.Index / 4
+			rounds[r] = true
+			if want, _ := waves.Wave(8, r); c.Round != want {
+				t.Errorf("%s: RAISE round %d's final %d in runtime round %d, want %d", id, r, c.Index, c.Round, want)
+			}
+		}
+		if s := a.Decision.Sampling.StoppedAfter; s > 0 {
+			stopped++
+			if s != len(rounds) || s >= 8 || a.Decision.Confidence != string(vote.High) || a.Decision.Winner == nil {
+				t.Errorf("%s: stopped after %d rounds with %d drawn, confidence %s, winner %v", id, s, len(rounds), a.Decision.Confidence, a.Decision.Winner)
+			}
+			if a.Decision.Sampling.Posterior < sampling.DefaultThreshold {
+				t.Errorf("%s: stopped at posterior %.3f, below the threshold %v", id, a.Decision.Sampling.Posterior, sampling.DefaultThreshold)
+			}
+			if a.Tasks >= f.Tasks || a.Cost.Total().LLMCalls >= f.Cost.Total().LLMCalls {
+				t.Errorf("%s: stopped early yet %d tasks and %d LLM calls, the fixed run %d and %d",
+					id, a.Tasks, a.Cost.Total().LLMCalls, f.Tasks, f.Cost.Total().LLMCalls)
+			}
+			continue
+		}
+		if len(rounds) != 8 || a.Rounds != 4 {
+			t.Errorf("%s: not stopped early, yet %d rounds drawn in %d runtime rounds; want 8 in 4", id, len(rounds), a.Rounds)
+		}
+		if w, fw := a.Decision.Winner, f.Decision.Winner; (w == nil) != (fw == nil) || (w != nil && w.Index != fw.Index) ||
+			a.Decision.Method != f.Decision.Method {
+			t.Errorf("%s: drawn whole, decided %s %v; the fixed run %s %v", id, a.Decision.Method, w, f.Decision.Method, fw)
+		}
+	}
+	t.Logf("fixed: %d LLM calls; adaptive: %d (%d of %d examples stopped early)", fixedCalls, adaptiveCalls, stopped, len(adaptive))
+	if stopped == 0 {
+		t.Fatal("no example stopped early: the waves were never tested")
+	}
+	if adaptiveCalls >= fixedCalls {
+		t.Errorf("adaptive sampling made %d LLM calls, fixed %d", adaptiveCalls, fixedCalls)
+	}
+}
+
+func byIndex(cands []*agent.Candidate, i int) *agent.Candidate {
+	for _, c := range cands {
+		if c.Index == i {
+			return c
+		}
+	}
+	return nil
+}
