@@ -168,6 +168,8 @@ and writes mixed.json.`,
 	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
 	f.BoolVar(&sc.PromptCache, "prompt-cache", sc.PromptCache, "the simulated provider caches prompt prefixes (cached_tokens for a shared prefix of >= 1,024 tokens)")
 	f.BoolVar(&sc.CachedOutsideTPM, "cached-outside-tpm", sc.CachedOutsideTPM, "cached prompt tokens do not count toward the provider's tokens/min (nor the limiter's)")
+	f.BoolVar(&sc.PromptCacheMarkers, "prompt-cache-markers", sc.PromptCacheMarkers, "the simulated cache keeps only prefixes a request marks with cache_control, as Anthropic's does (with --prompt-cache)")
+	f.BoolVar(&sc.CacheMarkers, "cache-markers", sc.CacheMarkers, "the client marks its prompts' stable parts with cache_control (llm-config's cache_markers)")
 	f.Var(&priceFlag{p: &sc.Price}, "price", "price of the simulated model per million tokens, INPUT,CACHED_INPUT,OUTPUT: bench.json then gives money per example")
 	deprecate(f, "llm-rpm", "rpm")
 	deprecate(f, "llm-tpm", "tpm")

@@ -151,8 +151,8 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		}
 		for _, e := range file.Endpoints {
 			if e.Name == llm.DefaultEndpoint {
-				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream, cfg.Prices, cfg.CachedOutsideTPM =
-					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream, e.Prices, e.CachedOutsideTPM
+				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream, cfg.Prices, cfg.CachedOutsideTPM, cfg.CacheMarkers =
+					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream, e.Prices, e.CachedOutsideTPM, e.CacheMarkers
 				fileDefault = true
 				continue
 			}
@@ -506,6 +506,9 @@ type llmConfigEndpoint struct {
 	// CachedOutsideTPM: the provider leaves cached prompt tokens out of
 	// its TPM limit (see llm.Endpoint.CachedOutsideTPM).
 	CachedOutsideTPM bool `json:"cached_outside_tpm,omitempty"`
+	// CacheMarkers: the provider caches only the prompt parts a request
+	// marks (see llm.Endpoint.CacheMarkers).
+	CacheMarkers bool `json:"cache_markers,omitempty"`
 }
 
 type llmConfigRole struct {
@@ -568,7 +571,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if i := strings.Index(msg, "unknown field"); i >= 0 {
 			msg = msg[i:] // without the decoder's layers of prefixes
 		}
-		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream, prices: {MODEL: input, cached_input, output, reasoning}, cached_outside_tpm], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream, prices: {MODEL: input, cached_input, output, reasoning}, cached_outside_tpm, cache_markers], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
 	}
 	fail := func(format string, args ...any) (*llmConfig, error) {
 		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
@@ -599,7 +602,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		names[e.Name] = true
 		ep := llm.Endpoint{Name: e.Name, BaseURL: e.BaseURL, Organization: e.Organization, AzureAPIVersion: e.AzureAPIVersion,
 			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}, NoStream: e.Stream != nil && !*e.Stream,
-			Prices: e.Prices, CachedOutsideTPM: e.CachedOutsideTPM}
+			Prices: e.Prices, CachedOutsideTPM: e.CachedOutsideTPM, CacheMarkers: e.CacheMarkers}
 		if e.APIKeyEnv != "" {
 			if !envName.MatchString(e.APIKeyEnv) {
 				// Not echoed: it may be the key itself.

@@ -27,6 +27,12 @@ type PromptCache struct {
 	// ExcludeFromTPM leaves cached tokens out of the tokens-per-minute
 	// limit, as Anthropic's current models do.
 	ExcludeFromTPM bool
+	// Markers caches as Anthropic does: only a prefix that ends where a
+	// request marked a content part with cache_control, and a later
+	// request reads it only when it starts with that whole prefix. A
+	// request without a marker caches nothing (OpenAI's automatic cache
+	// otherwise).
+	Markers bool
 }
 
 // cacheMaxEntries bounds the prompts kept: a bench's examples in flight
@@ -68,20 +74,31 @@ func newPromptCache(cfg PromptCache, tok *llm.Tokenizer) *promptCache {
 // promptText is the prompt as the provider processes it, tools first:
 // what a cached prefix is a prefix of.
 func promptText(req chatRequest) string {
+	text, _ := promptMarked(req)
+	return text
+}
+
+// promptMarked is promptText and where the last cache_control breakpoint
+// ends in it (-1: none).
+func promptMarked(req chatRequest) (string, int) {
 	var b strings.Builder
 	if len(req.Tools) > 0 {
 		tools, _ := json.Marshal(req.Tools)
 		b.Write(tools)
 	}
+	mark := -1
 	for _, m := range req.Messages {
 		b.WriteString("<|" + m.Role + "|>")
 		b.WriteString(m.Content)
+		if m.Marked {
+			mark = b.Len()
+		}
 		for _, tc := range m.ToolCalls {
 			b.WriteString(tc.Function.Name + tc.Function.Arguments)
 		}
 		b.WriteString("<|end|>")
 	}
-	return b.String()
+	return b.String(), mark
 }
 
 func cacheKey(text string) uint64 {
@@ -96,8 +113,15 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int) int {
 	if c == nil || !c.cfg.Enabled {
 		return 0
 	}
-	text := promptText(req)
-	if len(text) < cacheKeyBytes {
+	text, mark := promptMarked(req)
+	stored := text
+	if c.cfg.Markers {
+		if mark < 0 {
+			return 0 // no breakpoint: Anthropic neither writes nor reads
+		}
+		stored = text[:mark]
+	}
+	if len(stored) < cacheKeyBytes {
 		return 0 // far below the shortest cached prefix
 	}
 	key := cacheKey(text)
@@ -113,17 +137,20 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int) int {
 		}
 		live = append(live, e)
 		n := commonPrefix(text, e.text)
+		if c.cfg.Markers && n < len(e.text) {
+			n = 0 // a marked prefix is read whole or not at all
+		}
 		if n > best {
 			best = n
 		}
-		if n == len(text) && len(e.text) == len(text) {
+		if e.text == stored {
 			same = e
 		}
 	}
 	if same != nil {
 		same.used = now
 	} else if c.n < cacheMaxEntries {
-		live = append(live, &cachedPrompt{text: text, used: now})
+		live = append(live, &cachedPrompt{text: stored, used: now})
 		c.n++
 	}
 	c.by[key] = live

@@ -90,3 +90,61 @@ func TestPromptCacheExcludedFromTPM(t *testing.T) {
 		}
 	}
 }
+
+// marked is a message whose content is one text part with an
+// Anthropic-style cache_control breakpoint, as a client marks it.
+func marked(role, content string) map[string]any {
+	return map[string]any{"role": role, "content": []any{
+		map[string]any{"type": "text", "text": content, "cache_control": map[string]any{"type": "ephemeral"}}}}
+}
+
+// TestPromptCacheMarkers: with Markers (Anthropic's prompt cache) only a
+// prefix ending at a cache_control breakpoint is cached, and read only by
+// a request starting with all of it; unmarked requests cache nothing, as
+// OpenAI's automatic cache would have.
+func TestPromptCacheMarkers(t *testing.T) {
+	t.Parallel()
+	shared := "You write SQLite queries.\n" + schemaText(60)
+	_, ts := newSim(t, Config{PromptCache: PromptCache{Enabled: true, Markers: true}})
+	url := ts.URL + "/v1/chat/completions"
+	ask := func(msgs ...any) int {
+		t.Helper()
+		_, out := post(t, url, map[string]any{"model": "gpt-4o", "messages": msgs})
+		c, _ := cachedTokens(t, out)
+		return c
+	}
+	for i, c := range []struct {
+		name string
+		msgs []any
+		want func(int) bool
+	}{
+		{"unmarked, first", []any{msg("system", shared), msg("user", "Task: a")}, func(n int) bool { return n == 0 }},
+		{"unmarked, the same prefix again", []any{msg("system", shared), msg("user", "Task: b")}, func(n int) bool { return n == 0 }},
+		{"marked, first: written, not read", []any{marked("system", shared), msg("user", "Task: c")}, func(n int) bool { return n == 0 }},
+		{"marked, the same prefix: read", []any{marked("system", shared), msg("user", "Task: d")}, func(n int) bool { return n >= 1024 }},
+		{"marked, a shorter prefix: not read", []any{marked("system", shared[:len(shared)-200]), msg("user", "Task: e")}, func(n int) bool { return n == 0 }},
+	} {
+		if got := ask(c.msgs...); !c.want(got) {
+			t.Errorf("request %d (%s): %d cached tokens", i+1, c.name, got)
+		}
+	}
+}
+
+// TestContentParts: content as an array of text parts is read as its
+// joined text (clients and proxies send it so); another part type is
+// refused with a 400 that names it.
+func TestContentParts(t *testing.T) {
+	t.Parallel()
+	_, ts := newSim(t, Config{})
+	url := ts.URL + "/v1/chat/completions"
+	resp, _ := post(t, url, map[string]any{"model": "gpt-4o", "messages": []any{marked("user", "How many orders are there?")}})
+	code := resp.StatusCode
+	if code != 200 {
+		t.Errorf("text parts: status %d, want 200", code)
+	}
+	resp, out := post(t, url, map[string]any{"model": "gpt-4o", "messages": []any{map[string]any{"role": "user",
+		"content": []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:"}}}}}})
+	if resp.StatusCode != 400 || !strings.Contains(fmt.Sprint(out), "image_url") {
+		t.Errorf("an image part: status %d (%v), want 400 naming it", resp.StatusCode, out)
+	}
+}

@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,49 @@ type wireMessage struct {
 	Name       string         `json:"name,omitempty"`
 	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// Marked: a content part carries an Anthropic-style cache_control
+	// breakpoint (the prefix through this message may be cached).
+	Marked bool `json:"-"`
+}
+
+// UnmarshalJSON reads content as OpenAI's API takes it: a string, null,
+// or an array of parts, whose text parts are joined (clients and proxies
+// send parts, with cache_control on some for Anthropic's prompt cache).
+func (m *wireMessage) UnmarshalJSON(b []byte) error {
+	type plain wireMessage
+	var raw struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = wireMessage(raw.plain)
+	c := bytes.TrimSpace(raw.Content)
+	switch {
+	case len(c) == 0 || bytes.Equal(c, []byte("null")):
+		return nil
+	case c[0] == '"':
+		return json.Unmarshal(c, &m.Content)
+	}
+	var parts []struct {
+		Type         string          `json:"type"`
+		Text         string          `json:"text"`
+		CacheControl json.RawMessage `json:"cache_control"`
+	}
+	if err := json.Unmarshal(c, &parts); err != nil {
+		return fmt.Errorf("content: a string or an array of parts: %w", err)
+	}
+	var text strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" {
+			return fmt.Errorf("content part %d is of type %q: the simulator reads text parts only", i, p.Type)
+		}
+		text.WriteString(p.Text)
+		m.Marked = m.Marked || len(p.CacheControl) > 0 && !bytes.Equal(p.CacheControl, []byte("null"))
+	}
+	m.Content = text.String()
+	return nil
 }
 
 type wireToolCall struct {

@@ -99,6 +99,15 @@ type Endpoint struct {
 	// from its prompt cache toward the tokens-per-minute limit (Anthropic's
 	// current models), so the shared quota charges only uncached ones.
 	CachedOutsideTPM bool
+	// CacheMarkers marks the prompt's stable parts with Anthropic-style
+	// cache_control breakpoints (content parts {"type": "text", ...,
+	// "cache_control": {"type": "ephemeral"}}): the system message and the
+	// last user message, so an example's candidates read the prompt they
+	// share and a conversation's next turn reads the turns before it. For
+	// endpoints that cache only what is marked (Anthropic's models behind
+	// LiteLLM or another OpenAI-compatible proxy that passes the markers
+	// on); OpenAI caches a shared prefix by itself and needs none.
+	CacheMarkers bool
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -134,6 +143,7 @@ type Config struct {
 	NoStream         bool
 	Prices           Prices
 	CachedOutsideTPM bool
+	CacheMarkers     bool
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -212,7 +222,8 @@ type Config struct {
 // defaultEndpoint is the default endpoint as an Endpoint.
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
-		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices, CachedOutsideTPM: c.CachedOutsideTPM}
+		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices, CachedOutsideTPM: c.CachedOutsideTPM,
+		CacheMarkers: c.CacheMarkers}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -664,14 +675,14 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
 			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
-		capt := &capture{continueFinal: req.ContinueFinal}
+		capt := &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers}
 		stream := !ep.noStream.Load()
 		start := time.Now()
 		resp, answeredJSON, err := c.send(ctx, ep, oreq, capt, stream, lim)
 		if stream && err != nil && ctx.Err() == nil && rejectsStreaming(err) {
 			// The endpoint cannot stream: the same attempt, non-streamed.
 			c.stopStreaming(ep, mc.Name, err.Error())
-			capt = &capture{continueFinal: req.ContinueFinal}
+			capt = &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers}
 			resp, _, err = c.send(ctx, ep, oreq, capt, false, lim)
 		} else if answeredJSON {
 			c.stopStreaming(ep, mc.Name, "it answered a streamed request with a whole JSON completion")
@@ -950,10 +961,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// continueFinalBody adds the prefix-continuation fields go-openai has no
-// names for: continue_final_message and add_generation_prompt (vLLM) and
-// "prefix" on the final assistant message (DeepSeek, LiteLLM).
-func continueFinalBody(req *http.Request) (*http.Request, error) {
+// patchBody adds what go-openai has no names for: the prefix-continuation
+// fields (continue_final_message and add_generation_prompt for vLLM,
+// "prefix" on the final assistant message for DeepSeek and LiteLLM) and
+// cache_control breakpoints (see Endpoint.CacheMarkers).
+func patchBody(req *http.Request, continueFinal, cacheMarkers bool) (*http.Request, error) {
 	b, err := io.ReadAll(req.Body)
 	req.Body.Close()
 	if err != nil {
@@ -961,14 +973,20 @@ func continueFinalBody(req *http.Request) (*http.Request, error) {
 	}
 	var body map[string]any
 	if err := json.Unmarshal(b, &body); err != nil {
-		return nil, fmt.Errorf("continue the final message: %w", err)
+		return nil, fmt.Errorf("patch the request body: %w", err)
 	}
-	body["continue_final_message"] = true
-	body["add_generation_prompt"] = false
-	if msgs, ok := body["messages"].([]any); ok && len(msgs) > 0 {
-		if last, ok := msgs[len(msgs)-1].(map[string]any); ok && last["role"] == "assistant" {
-			last["prefix"] = true
+	msgs, _ := body["messages"].([]any)
+	if continueFinal {
+		body["continue_final_message"] = true
+		body["add_generation_prompt"] = false
+		if len(msgs) > 0 {
+			if last, ok := msgs[len(msgs)-1].(map[string]any); ok && last["role"] == "assistant" {
+				last["prefix"] = true
+			}
 		}
+	}
+	if cacheMarkers {
+		markCache(msgs)
 	}
 	if b, err = json.Marshal(body); err != nil {
 		return nil, err
@@ -978,6 +996,29 @@ func continueFinalBody(req *http.Request) (*http.Request, error) {
 	out.ContentLength = int64(len(b))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return out, nil
+}
+
+// markCache puts a cache_control breakpoint on the first system message
+// and the last user message (two of the four Anthropic allows): their
+// string content becomes one text part carrying it.
+func markCache(msgs []any) {
+	mark := func(m map[string]any) {
+		if text, ok := m["content"].(string); ok && text != "" {
+			m["content"] = []any{map[string]any{"type": "text", "text": text, "cache_control": map[string]any{"type": "ephemeral"}}}
+		}
+	}
+	for _, v := range msgs {
+		if m, ok := v.(map[string]any); ok && m["role"] == "system" {
+			mark(m)
+			break
+		}
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m, ok := msgs[i].(map[string]any); ok && m["role"] == "user" {
+			mark(m)
+			break
+		}
+	}
 }
 
 // captureTransport records each response's headers for the attempt that
@@ -997,8 +1038,8 @@ type capture struct {
 	ok bool
 	// json is a whole completion answered to a streamed request.
 	json []byte
-	// continueFinal patches the request body for prefix continuation.
-	continueFinal bool
+	// continueFinal and cacheMarkers patch the request body (patchBody).
+	continueFinal, cacheMarkers bool
 	// watch times a streamed attempt (nil for a non-streamed one); set
 	// before the request is sent.
 	watch *watchdog
@@ -1017,8 +1058,8 @@ func (c *capture) header() http.Header {
 }
 
 func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && c.continueFinal && req.Body != nil {
-		patched, err := continueFinalBody(req)
+	if c, ok := req.Context().Value(captureKey{}).(*capture); ok && (c.continueFinal || c.cacheMarkers) && req.Body != nil {
+		patched, err := patchBody(req, c.continueFinal, c.cacheMarkers)
 		if err != nil {
 			return nil, err
 		}

@@ -70,13 +70,18 @@ type Scenario struct {
 	// PromptCache turns llmsim's prefix cache on; CachedOutsideTPM leaves
 	// cached tokens out of its TPM limit and the limiter's (the endpoint
 	// declared so). Price prices the calls (llmsim is free otherwise).
-	PromptCache      bool       `json:"prompt_cache,omitempty"`
-	CachedOutsideTPM bool       `json:"cached_outside_tpm,omitempty"`
-	Price            *llm.Price `json:"price,omitempty"`
-	FirstTokenMS     int        `json:"first_token_ms"`
-	TokensPerSecond  float64    `json:"tokens_per_second"`
-	Jitter           float64    `json:"jitter"`
-	PGold            float64    `json:"p_gold"`
+	PromptCache      bool `json:"prompt_cache,omitempty"`
+	CachedOutsideTPM bool `json:"cached_outside_tpm,omitempty"`
+	// PromptCacheMarkers makes llmsim's cache Anthropic's: only a prefix
+	// a request marks with cache_control is cached; CacheMarkers has the
+	// client mark its prompts (llm.Endpoint.CacheMarkers).
+	PromptCacheMarkers bool       `json:"prompt_cache_markers,omitempty"`
+	CacheMarkers       bool       `json:"cache_markers,omitempty"`
+	Price              *llm.Price `json:"price,omitempty"`
+	FirstTokenMS       int        `json:"first_token_ms"`
+	TokensPerSecond    float64    `json:"tokens_per_second"`
+	Jitter             float64    `json:"jitter"`
+	PGold              float64    `json:"p_gold"`
 	// Difficulty is the simulator's mix of easy, medium and hard
 	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
 	// "default"); "" keeps its uniform skill.
@@ -492,7 +497,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 		return nil, err
 	}
 	r.sim, err = llmsim.New(llmsim.Config{Dataset: r.ds, Seed: sc.Seed, Noise: noise, Limits: limits, Personas: personas, Difficulty: mix,
-		PromptCache: llmsim.PromptCache{Enabled: sc.PromptCache, ExcludeFromTPM: sc.CachedOutsideTPM},
+		PromptCache: llmsim.PromptCache{Enabled: sc.PromptCache, ExcludeFromTPM: sc.CachedOutsideTPM, Markers: sc.PromptCacheMarkers},
 		Latency:     llmsim.Latency{FirstToken: time.Duration(sc.FirstTokenMS) * time.Millisecond, TokensPerSecond: sc.TokensPerSecond, Sigma: sc.Jitter}})
 	if err != nil {
 		return nil, err
@@ -516,7 +521,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	}
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
 		LLM: llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model},
-			Prices: sc.prices(), CachedOutsideTPM: sc.CachedOutsideTPM},
+			Prices: sc.prices(), CachedOutsideTPM: sc.CachedOutsideTPM, CacheMarkers: sc.CacheMarkers},
 		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency, MaxHeld: r.held,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})
