@@ -265,7 +265,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
 		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
-		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, SimulatorEndpoint: simulated && !inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
 	if err != nil {
 		p.Listener.Close()
 		return nil, usage(err)

@@ -189,9 +189,8 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	if unknown && !q.Cached {
 		// Run, the simulator would answer a generic SELECT 1 that reads
 		// as a real answer: say what is true instead.
-		q.Status, q.NoAnswer, q.Finished = Failed, true, time.Now().UTC()
-		q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
-			"(GET /v1/databases/" + q.DB + "/examples lists them); configure a real model (--llm-base-url) to ask anything"
+		q.Finished = time.Now().UTC()
+		noAnswer(&q.Question, "(GET /v1/databases/"+q.DB+"/examples lists them)")
 	}
 	if err := s.store.put(ctx, &q.Question); err != nil {
 		unavailable(err)
@@ -207,6 +206,14 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.Info("question accepted", zap.String("question", q.ID), zap.String("tenant", tenant), zap.String("db", q.DB), zap.Bool("cached", q.Cached))
 	writeJSON(w, http.StatusAccepted, accepted{ID: q.ID, Status: q.Status, Cached: q.Cached})
+}
+
+// noAnswer marks q as one the simulated LLM has no answer for; where
+// says where its questions are listed.
+func noAnswer(q *Question, where string) {
+	q.Status, q.NoAnswer = Failed, true
+	q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
+		where + "; configure a real model (--llm-base-url) to ask anything"
 }
 
 // resend answers a repeated Idempotency-Key with the first request's

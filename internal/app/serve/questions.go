@@ -77,7 +77,8 @@ type Question struct {
 	Started    time.Time  `json:"started,omitzero"`
 	Finished   time.Time  `json:"finished,omitzero"`
 	// NoAnswer says the simulated LLM has no answer for the question (it
-	// answers only its dataset's questions): the question was not run.
+	// answers only its dataset's questions): the question was not run,
+	// or (a standalone simulator) its agents were told so by it.
 	NoAnswer bool `json:"no_answer,omitempty"`
 	// FollowUpOf is the earlier question this one follows up; Turns the
 	// conversation it carries to the agent (at most MaxTurns).

@@ -79,6 +79,13 @@ type Config struct {
 	// run to a made-up SELECT 1, and the example questions are the
 	// dataset's.
 	Simulated bool
+	// SimulatorEndpoint says the LLM endpoint is a quorum llmsim whose
+	// dataset is not known here (a standalone one: its /models says it
+	// is the simulator): an answer that is the simulator's own no-answer
+	// query (llmsim.NoAnswerSQL) is told as "no answer", with no
+	// confidence. Never set for a real model, so nothing a real model
+	// writes is read that way.
+	SimulatorEndpoint bool
 	// VerifiedExamples offers each question the verified question–SQL
 	// pairs of its database most like it (feedback), as examples in its
 	// context; recorded in the run's manifest.
