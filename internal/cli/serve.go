@@ -236,9 +236,10 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 		return nil, usage(err)
 	}
 	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
-	// serve tells what the simulator cannot answer only when it is the
-	// one started here, over serve's own dataset: a standalone llmsim's
-	// dataset is not known here.
+	// serve tells what the simulator cannot answer before running it only
+	// when it is the one started here, over serve's own dataset; a
+	// standalone llmsim's dataset is not known here, so its own no-answer
+	// reply is recognised after the run (SimulatorEndpoint).
 	inProcessSim := simulated && strings.HasPrefix(label, "SIMULATED LLM (quorum llmsim,")
 	listen := f.listen
 	if listen == "" {

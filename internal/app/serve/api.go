@@ -20,6 +20,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -184,6 +185,7 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	if hit, ok := s.cached(ctx, &q.Question); ok {
 		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
+		q.Understood = Understood(q.SQL, warehouse.Dialect(q.Dialect))
 		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
 	}
 	if unknown && !q.Cached {

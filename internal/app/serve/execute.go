@@ -182,6 +182,7 @@ func (s *Server) answer(q *Question, rep *outputs.Report, out string) {
 		noAnswer(q, "(its dataset's questions)")
 		return
 	}
+	q.Understood = Understood(q.SQL, warehouse.Dialect(q.Dialect))
 	if err := s.readRows(q, filepath.Join(out, q.Example+".csv")); err != nil {
 		q.Status, q.Error = Failed, fmt.Sprintf("reading the answer's rows: %v", err)
 		return

@@ -60,7 +60,10 @@ type Question struct {
 	Votes             int               `json:"votes"`
 	Options           map[string]string `json:"options,omitempty"`
 	// The answer.
-	SQL        string     `json:"sql,omitempty"`
+	SQL string `json:"sql,omitempty"`
+	// Understood restates in one line how the question was taken, read
+	// from SQL (Understood).
+	Understood string     `json:"understood,omitempty"`
 	Columns    []string   `json:"columns,omitempty"`
 	Rows       [][]string `json:"rows,omitzero"`
 	RowCount   int        `json:"row_count,omitempty"`
