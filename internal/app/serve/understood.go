@@ -14,7 +14,10 @@ import (
 // top 10 by the count". It reads the outer query; "" when sql is not a
 // query it can read.
 func Understood(sql string, d sqltext.Dialect) string {
-	toks := sqltext.Tokens(sql, d.LexOptions())
+	return understood(sqltext.Tokens(sql, d.LexOptions()))
+}
+
+func understood(toks []sqltext.Token) string {
 	start, ctes := mainSelect(toks)
 	if start < 0 {
 		return ""
@@ -22,6 +25,11 @@ func Understood(sql string, d sqltext.Dialect) string {
 	c := clauses(toks[start:])
 	if len(c["select"]) == 0 {
 		return ""
+	}
+	if inner, ok := wrapped(c); ok {
+		// SELECT * FROM (the query) [LIMIT n]: an agent's wrapper, the
+		// query inside says how the question was taken.
+		return understood(inner)
 	}
 	var b strings.Builder
 	items := splitTop(c["select"], ",")
@@ -105,6 +113,38 @@ func Understood(sql string, d sqltext.Dialect) string {
 		b.WriteString(", at most " + limit + " rows")
 	}
 	return b.String()
+}
+
+// wrapped returns the subquery of SELECT * FROM (subquery) [AS t] with
+// nothing else but a LIMIT or OFFSET, rebased to depth 0.
+func wrapped(c map[string][]sqltext.Token) ([]sqltext.Token, bool) {
+	sel, from := c["select"], c["from"]
+	if len(sel) != 1 || sel[0].Text != "*" || len(from) < 3 || from[0].Text != "(" || len(c["where"])+len(c["group"])+len(c["order"]) > 0 {
+		return nil, false
+	}
+	end := -1
+	for i := 1; i < len(from); i++ {
+		if from[i].Text == ")" && from[i].Depth == from[0].Depth {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return nil, false
+	}
+	rest := from[end+1:]
+	if len(rest) > 0 && rest[0].Text == "as" {
+		rest = rest[1:]
+	}
+	if len(rest) > 1 {
+		return nil, false // joined with something else
+	}
+	inner := make([]sqltext.Token, 0, end-1)
+	for _, t := range from[1:end] {
+		t.Depth -= from[0].Depth + 1
+		inner = append(inner, t)
+	}
+	return inner, true
 }
 
 // mainSelect finds the outer query's SELECT (after a WITH's CTEs, which
@@ -230,7 +270,7 @@ func fromTables(toks []sqltext.Token) []string {
 			take = true
 			continue
 		}
-		if !take || t.Text == "(" {
+		if !take || t.Text == "(" || t.Text == ")" || t.Word && t.Text == "as" { // a subquery is named by its alias
 			continue
 		}
 		name := unquote(t.Text)

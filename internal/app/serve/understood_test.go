@@ -26,6 +26,10 @@ func TestUnderstood(t *testing.T) {
 		{"having", "SELECT city, MAX(amount) FROM orders GROUP BY city HAVING COUNT(*) > 5",
 			"Took the largest amount per city in orders, keeping groups where count(*) > 5"},
 		{"many columns", "SELECT a, b, c, d, e, f FROM t", "Listed a, b, c, d and 2 more in t"},
+		{"an agent's wrapper", "SELECT *\nFROM (\n  SELECT channel, COUNT(*) AS orders\n  FROM orders\n  GROUP BY channel ) AS t\nLIMIT 1000000 OFFSET 1",
+			"Counted rows per channel in orders"},
+		{"a subquery in FROM", "SELECT AVG(n) FROM (SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id) AS per_customer",
+			"Averaged n in per_customer"},
 		{"not a query", "PRAGMA table_info(t)", ""},
 	} {
 		if got := Understood(c.sql, sqltext.SQLite); got != c.want {
