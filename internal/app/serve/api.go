@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,17 +99,8 @@ type accepted struct {
 func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenant := tenantOf(r)
-	if s.cfg.Tenants != nil {
-		wait, err := s.quota.admit(ctx, tenant, s.cfg.Tenants.LimitsOf(tenant))
-		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "checking the tenant's quota: " + err.Error()})
-			return
-		}
-		if wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-			writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("tenant %s is over its quota; retry in %s", tenant, wait.Round(time.Second))})
-			return
-		}
+	if !s.admitTenant(w, r) {
+		return
 	}
 	q, ok := s.parseQuestion(w, r)
 	if !ok {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumsql/quorum/internal/ratelimit"
 )
 
 // runOK runs sql on question id as key's tenant and decodes the result.
@@ -75,5 +77,18 @@ func TestRunEditedSQL(t *testing.T) {
 	w = request(t, h, http.MethodPost, "/v1/questions/"+id+"/run", keyA, `{"SQL":"SELECT 1"}`)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "unknown field") {
 		t.Errorf("a misnamed field: %d %s, want 400 unknown field", w.Code, w.Body.String())
+	}
+
+	// Reruns count against the tenant's requests per minute: at 6 a
+	// minute (a burst of 1) the second at once is refused.
+	lim, err := ratelimit.New(ratelimit.Config{Client: s.cfg.Redis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.quota.lim, s.cfg.Tenants.Default = lim, Limits{RequestsPerMinute: 6}
+	runOK(t, h, id, keyA, "SELECT 1")
+	w = request(t, h, http.MethodPost, "/v1/questions/"+id+"/run", keyA, `{"sql":"SELECT 1"}`)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a rerun over the tenant's quota: %d (Retry-After %q) %s, want 429", w.Code, w.Header().Get("Retry-After"), w.Body.String())
 	}
 }
