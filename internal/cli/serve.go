@@ -236,9 +236,10 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 		return nil, usage(err)
 	}
 	s.label = simulatedLabel(label, simulated, lcfg.BaseURL)
-	// serve tells what the simulator cannot answer only when it is the
-	// one started here, over serve's own dataset: a standalone llmsim's
-	// dataset is not known here.
+	// serve tells what the simulator cannot answer before running it only
+	// when it is the one started here, over serve's own dataset; a
+	// standalone llmsim's dataset is not known here, so its own no-answer
+	// reply is recognised after the run (SimulatorEndpoint).
 	inProcessSim := simulated && strings.HasPrefix(label, "SIMULATED LLM (quorum llmsim,")
 	listen := f.listen
 	if listen == "" {
@@ -265,7 +266,7 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
 		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
-		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, SimulatorEndpoint: simulated && !inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
 	if err != nil {
 		p.Listener.Close()
 		return nil, usage(err)

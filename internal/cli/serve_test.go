@@ -491,3 +491,35 @@ func TestServeQuestionWithTheLLMDown(t *testing.T) {
 		t.Errorf("the question took %s to fail", took)
 	}
 }
+
+// TestServeOverStandaloneSimulator: `quorum serve --llm-base-url` pointed
+// at a standalone llmsim (over HTTP; its /models says it is the
+// simulator) answers a question outside the simulator's dataset as "the
+// simulator has no answer for this question", with no SQL and no
+// confidence, never a confident SELECT 1; a dataset question is answered.
+func TestServeOverStandaloneSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs questions through the runtime")
+	}
+	ds, err := dataset.Load(demo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1, Noise: llmsim.Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	_, s := startServe(t, "--dataset", demo, "--no-auth", "--votes", "2", "--llm-base-url", simSrv.URL+"/v1", "--llm-api-key", "k",
+		"--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
+	c := &client{t: t, base: s.url}
+	q := c.wait(c.ask(map[string]any{"db": "shop", "question": "What is the meaning of life?"}))
+	if q.Status != serve.Failed || !q.NoAnswer || !strings.Contains(q.Error, "the simulator has no answer for this question") || q.SQL != "" || q.Confidence != "" {
+		t.Errorf("unknown question: status %s, no_answer %v, error %q, sql %q, confidence %q; want the simulator's no answer", q.Status, q.NoAnswer, q.Error, q.SQL, q.Confidence)
+	}
+	q = c.wait(c.ask(map[string]any{"db": "shop", "question": "How many customers does the shop have?"}))
+	if q.Status != serve.Answered || q.NoAnswer || q.Confidence == "" || len(q.Rows) != 1 || q.Rows[0][0] != "300" {
+		t.Errorf("the dataset's question: status %s, no_answer %v, confidence %q, rows %v, error %q", q.Status, q.NoAnswer, q.Confidence, q.Rows, q.Error)
+	}
+}

@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -44,4 +45,31 @@ func (r *Recogniser) Knows(db, text string) bool {
 // order.
 func (r *Recogniser) Questions(db string) []string {
 	return append([]string(nil), r.byDB[db]...)
+}
+
+// NoAnswerColumn names the one column of NoAnswerSQL's result.
+const NoAnswerColumn = "llmsim_no_answer"
+
+// NoAnswerSQL is what the simulator answers a request it does not
+// recognise (a question without gold): a query whose result says so,
+// valid in every dialect. An application that knows its LLM is the
+// simulator (its /models says so) reads this answer as "no answer"
+// rather than pass a made-up constant off as one; see IsNoAnswer.
+const NoAnswerSQL = "SELECT 'the simulator has no answer for this question' AS " + NoAnswerColumn
+
+// IsNoAnswer reports whether sql is the simulator's no-answer query (as
+// an agent may have rewritten it: case, spacing, comments, a trailing
+// semicolon). It says nothing about who wrote sql: only an application
+// whose LLM is the simulator may ask it.
+func IsNoAnswer(sql string) bool {
+	sig := func(s string) []string {
+		var out []string
+		for _, t := range sqltext.Tokens(s, sqltext.Options{}) {
+			if t.Text != ";" {
+				out = append(out, t.Text)
+			}
+		}
+		return out
+	}
+	return slices.Equal(sig(sql), sig(NoAnswerSQL))
 }

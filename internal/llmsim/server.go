@@ -480,7 +480,7 @@ func (s *Server) respond(req chatRequest, choice toolChoice) reply {
 	rep := reply{finish: "stop", kind: kind, info: info}
 	if kind == KindUnknown || info == nil || info.gold == "" {
 		rep.kind = KindUnknown
-		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so here is a generic answer.\n\n```sql\nSELECT 1\n```"
+		rep.text = "I am quorum's simulated model (llmsim) and do not recognise this request, so I have no answer for it.\n\n```sql\n" + NoAnswerSQL + "\n```"
 	} else if kind.isRAISE() {
 		s.raiseReply(&rep, req, msgs, all)
 		return rep

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // MaxBodyBytes bounds a request body.
@@ -99,17 +99,8 @@ type accepted struct {
 func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenant := tenantOf(r)
-	if s.cfg.Tenants != nil {
-		wait, err := s.quota.admit(ctx, tenant, s.cfg.Tenants.LimitsOf(tenant))
-		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "checking the tenant's quota: " + err.Error()})
-			return
-		}
-		if wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-			writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("tenant %s is over its quota; retry in %s", tenant, wait.Round(time.Second))})
-			return
-		}
+	if !s.admitTenant(w, r) {
+		return
 	}
 	q, ok := s.parseQuestion(w, r)
 	if !ok {
@@ -184,14 +175,14 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	if hit, ok := s.cached(ctx, &q.Question); ok {
 		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
+		q.Understood = Understood(q.SQL, warehouse.Dialect(q.Dialect))
 		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
 	}
 	if unknown && !q.Cached {
 		// Run, the simulator would answer a generic SELECT 1 that reads
 		// as a real answer: say what is true instead.
-		q.Status, q.NoAnswer, q.Finished = Failed, true, time.Now().UTC()
-		q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
-			"(GET /v1/databases/" + q.DB + "/examples lists them); configure a real model (--llm-base-url) to ask anything"
+		q.Finished = time.Now().UTC()
+		noAnswer(&q.Question, "(GET /v1/databases/"+q.DB+"/examples lists them)")
 	}
 	if err := s.store.put(ctx, &q.Question); err != nil {
 		unavailable(err)
@@ -207,6 +198,14 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Log.Info("question accepted", zap.String("question", q.ID), zap.String("tenant", tenant), zap.String("db", q.DB), zap.Bool("cached", q.Cached))
 	writeJSON(w, http.StatusAccepted, accepted{ID: q.ID, Status: q.Status, Cached: q.Cached})
+}
+
+// noAnswer marks q as one the simulated LLM has no answer for; where
+// says where its questions are listed.
+func noAnswer(q *Question, where string) {
+	q.Status, q.NoAnswer = Failed, true
+	q.Error = "the simulator has no answer for this question: the simulated LLM (llmsim) answers only the questions of its dataset " +
+		where + "; configure a real model (--llm-base-url) to ask anything"
 }
 
 // resend answers a repeated Idempotency-Key with the first request's

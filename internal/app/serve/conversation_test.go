@@ -152,10 +152,55 @@ func TestSimulatorSaysItHasNoAnswer(t *testing.T) {
 	}
 	// The same question written differently is still answered from the
 	// cache, though the simulator would not recognise it.
+	// (The answer is cached just after its record says answered: asked
+	// before that, the variant is refused at once, costing nothing.)
 	variant := "  " + strings.ToLower(strings.TrimSuffix(ex.Questions[0], "?"))
-	q = askAndWait(t, h, jsonBody(map[string]string{"db": "shop", "question": variant}))
+	wait.For(t, 30*time.Second, "the variant answered from the cache", func() bool {
+		q = askAndWait(t, h, jsonBody(map[string]string{"db": "shop", "question": variant}))
+		return q.Cached
+	})
 	if q.Status != Answered || !q.Cached || q.NoAnswer {
 		t.Errorf("%q: status %s, cached %v, no_answer %v; want the cached answer", variant, q.Status, q.Cached, q.NoAnswer)
+	}
+}
+
+// TestStandaloneSimulatorSaysItHasNoAnswer: serve over a simulator it
+// knows only by its endpoint (a standalone llmsim, over HTTP: serve does
+// not know its dataset) runs every question; one the simulator has no
+// gold for comes back as the simulator's no-answer, which serve tells as
+// "no answer" with no SQL or confidence, while a dataset question is
+// answered. The same reply from an endpoint not known to be the simulator
+// (a real model) is an ordinary answer: nothing is read into it.
+func TestStandaloneSimulatorSaysItHasNoAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newConvRig(ctx, t)
+	h := r.cl(Config{SimulatorEndpoint: true, CacheTTL: -1})
+	_, before := r.rec.since(0)
+	q := askAndWait(t, h, `{"db":"shop","question":"What is the meaning of life?"}`)
+	if q.Status != Failed || !q.NoAnswer || !strings.Contains(q.Error, "the simulator has no answer for this question") {
+		t.Errorf("unknown question: status %s, no_answer %v, error %q; want failed, no_answer, the simulator's message", q.Status, q.NoAnswer, q.Error)
+	}
+	if q.SQL != "" || q.Confidence != "" || q.Candidates != 0 || len(q.Rows) != 0 {
+		t.Errorf("unknown question: sql %q, confidence %q, candidates %d, rows %v; want none", q.SQL, q.Confidence, q.Candidates, q.Rows)
+	}
+	if reqs, _ := r.rec.since(before); len(reqs) == 0 || q.Cost.LLMCalls == 0 {
+		t.Errorf("unknown question: %d LLM requests, %d calls charged; want the run's (serve cannot know beforehand)", len(reqs), q.Cost.LLMCalls)
+	}
+	var ex exampleSet
+	do(t, h, http.MethodGet, "/v1/databases/shop/examples", "", http.StatusOK, &ex)
+	if ex.Source != "schema" {
+		t.Errorf("examples over a standalone simulator come from %q, want the schema (its dataset is not known here)", ex.Source)
+	}
+	known := "How many customers does the shop have?"
+	q = askAndWait(t, h, jsonBody(map[string]string{"db": "shop", "question": known}))
+	if q.Status != Answered || q.NoAnswer || q.Confidence == "" || q.SQL == "" {
+		t.Errorf("the dataset's question %q: status %s, no_answer %v, confidence %q, error %q", known, q.Status, q.NoAnswer, q.Confidence, q.Error)
+	}
+	real := r.cl(Config{CacheTTL: -1})
+	q = askAndWait(t, real, `{"db":"shop","question":"What is the meaning of life?"}`)
+	if q.Status != Answered || q.NoAnswer || !llmsim.IsNoAnswer(q.SQL) {
+		t.Errorf("an endpoint not known to be the simulator: status %s, no_answer %v, sql %q; want its reply answered as it is", q.Status, q.NoAnswer, q.SQL)
 	}
 }
 

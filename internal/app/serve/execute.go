@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
@@ -173,6 +174,15 @@ func (s *Server) answer(q *Question, rep *outputs.Report, out string) {
 		return
 	}
 	q.SQL = strings.TrimSpace(string(sql))
+	if (s.cfg.Simulated || s.cfg.SimulatorEndpoint) && llmsim.IsNoAnswer(q.SQL) {
+		// The simulator did not recognise the question and said so: its
+		// candidates all agree on that, which is no answer and no
+		// confidence. What the calls cost stays.
+		q.SQL, q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = "", "", "", 0, 0, nil
+		noAnswer(q, "(its dataset's questions)")
+		return
+	}
+	q.Understood = Understood(q.SQL, warehouse.Dialect(q.Dialect))
 	if err := s.readRows(q, filepath.Join(out, q.Example+".csv")); err != nil {
 		q.Status, q.Error = Failed, fmt.Sprintf("reading the answer's rows: %v", err)
 		return

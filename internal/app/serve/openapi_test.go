@@ -136,6 +136,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"Accepted", reflect.TypeFor[accepted](), true},
 		{"Error", reflect.TypeFor[apiError](), true},
 		{"AskRequest", reflect.TypeFor[askRequest](), false},
+		{"RunRequest", reflect.TypeFor[runRequest](), false},
+		{"RunResult", reflect.TypeFor[runResult](), true},
 	} {
 		sch := asMap(t, walk(t, doc, "components", "schemas", c.schema), c.schema)
 		props := asMap(t, sch["properties"], c.schema+".properties")

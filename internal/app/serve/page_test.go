@@ -36,7 +36,7 @@ const demo = "../../../examples/demo"
 // them).
 var pageIDs = []string{"db", "question", "ask", "cancel", "progress", "sql", "result", "confidence", "agreed", "cost", "error", "status",
 	"intro", "examples", "schema", "chart", "chartkind", "csv", "copysql", "editsql", "permalink", "elapsed", "confline", "history",
-	"askfollowup", "followup", "thumbup", "thumbdown", "correction", "notice", "work"}
+	"askfollowup", "followup", "thumbup", "thumbdown", "correction", "notice", "work", "understood", "runsql", "runerror", "rerunmsg"}
 
 // TestPageServed: GET / is the page, as HTML, under a Content-Security-
 // Policy that allows nothing from elsewhere, with every element the page
@@ -94,7 +94,8 @@ func TestPageServed(t *testing.T) {
 // words, in order, "Answered" last; the answer has formatted SQL, a table
 // with numbers right-aligned, a chart chosen from the result's shape (the
 // user can switch), a CSV download, a permalink; a follow-up carries the
-// conversation; a thumbs-up is recorded; the history lists it all; a
+// conversation; the SQL is edited and run (and a write refused, with the
+// reason shown); a thumbs-up is recorded; the history lists it all; a
 // question the simulator cannot answer says so; a running question is
 // cancelled; and at 390 px wide nothing runs off the screen. No script
 // error, console error or CSP violation at any point.
@@ -222,6 +223,37 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) < 3 || b.evalString(`Array.from(document.querySelectorAll("#result thead th")).map(x => x.textContent).join(",")`) != lines[0] {
 		t.Errorf("the CSV %q does not match the table", csv)
 	}
+
+	// How the question was understood, in one line read from the SQL.
+	if got := b.evalString(`document.getElementById("understood").textContent`); !strings.HasPrefix(got, "Understood as: Counted") || !strings.Contains(got, " per ") {
+		t.Errorf("the answer's restatement %q, want \"Understood as: Counted … per …\" (SQL %q)", got, b.evalString(`document.getElementById("sql").textContent`))
+	}
+	// Edit the SQL and run it: the edited SQL's rows replace the table
+	// and chart (one number), marked as not the agents' answer; the CSV is
+	// theirs. A write is refused with the guard's reason, on the page.
+	b.click("editsql")
+	b.typeInto("sqledit", "SELECT COUNT(*) AS customers FROM customers")
+	b.click("runsql")
+	b.waitFor(`!document.getElementById("rerunmsg").hidden`, 20*time.Second)
+	if got := b.evalString(`Array.from(document.querySelectorAll("#result thead th, #result tbody td")).map(x => x.textContent).join(",")`); got != "customers,300" {
+		t.Errorf("after running the edited SQL the table reads %q, want customers,300", got)
+	}
+	if !b.evalBool(`document.getElementById("chartkind").value === "number" && document.getElementById("bignumber").textContent.startsWith("300") && document.getElementById("understood").textContent.includes("Counted rows in customers")`) {
+		t.Errorf("after running the edited SQL: chart %q, big number %q, understood %q", b.evalString(`document.getElementById("chartkind").value`),
+			b.evalString(`document.getElementById("bignumber").textContent`), b.evalString(`document.getElementById("understood").textContent`))
+	}
+	b.click("csv")
+	b.waitFor(`document.getElementById("status").textContent.includes("-edited.csv")`, 10*time.Second)
+	b.typeInto("sqledit", "DELETE FROM customers")
+	b.click("runsql")
+	b.waitFor(`!document.getElementById("runerror").hidden`, 20*time.Second)
+	if got := b.evalString(`document.getElementById("runerror").textContent`); !strings.Contains(got, "quorum refused the statement") {
+		t.Errorf("a DELETE run from the page says %q, want the guard's refusal", got)
+	}
+	if got := b.evalString(`document.querySelector("#result tbody td").textContent`); got != "300" {
+		t.Errorf("after the refused DELETE the table shows %q, want the last result (300)", got)
+	}
+	b.click("editsql") // stop editing
 
 	// A follow-up carries the conversation; its answer is one number.
 	b.click("askfollowup")

@@ -62,10 +62,9 @@ func Start(cl *cluster.Cluster, cfg Config, p Process) (*Server, error) {
 		return nil, err
 	}
 	if s.cfg.Fingerprint == nil {
-		fp, closeFP := fingerprinter(s.ds, cl.Env.Warehouses)
-		cl.Defer(closeFP)
-		s.cfg.Fingerprint = fp
+		s.cfg.Fingerprint = s.fingerprintOf
 	}
+	cl.Defer(func() { _ = s.local.SQLite.Close() }) // the fingerprints' and reruns' files
 	if err := cl.Add(cluster.Deciders, s); err != nil {
 		return nil, err
 	}

@@ -60,7 +60,10 @@ type Question struct {
 	Votes             int               `json:"votes"`
 	Options           map[string]string `json:"options,omitempty"`
 	// The answer.
-	SQL        string     `json:"sql,omitempty"`
+	SQL string `json:"sql,omitempty"`
+	// Understood restates in one line how the question was taken, read
+	// from SQL (Understood).
+	Understood string     `json:"understood,omitempty"`
 	Columns    []string   `json:"columns,omitempty"`
 	Rows       [][]string `json:"rows,omitzero"`
 	RowCount   int        `json:"row_count,omitempty"`
@@ -77,7 +80,8 @@ type Question struct {
 	Started    time.Time  `json:"started,omitzero"`
 	Finished   time.Time  `json:"finished,omitzero"`
 	// NoAnswer says the simulated LLM has no answer for the question (it
-	// answers only its dataset's questions): the question was not run.
+	// answers only its dataset's questions): the question was not run,
+	// or (a standalone simulator) its agents were told so by it.
 	NoAnswer bool `json:"no_answer,omitempty"`
 	// FollowUpOf is the earlier question this one follows up; Turns the
 	// conversation it carries to the agent (at most MaxTurns).

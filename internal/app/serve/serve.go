@@ -30,6 +30,8 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // Config configures a Server.
@@ -70,8 +72,12 @@ type Config struct {
 	// keys stay in Redis (zero: runstate.DefaultState); Answers is not
 	// used: the answer is in the record.
 	Retain runstate.Retention
-	// MaxRows bounds the rows an answer returns (default 1000).
+	// MaxRows bounds the rows an answer, or a rerun, returns (default
+	// 1000).
 	MaxRows int
+	// MaxRuns caps the edited-SQL reruns this process runs at once
+	// (default 4); each also passes its warehouse's cluster-wide quota.
+	MaxRuns int
 	// LLM labels the endpoint in runs (never with credentials).
 	LLM string
 	// Simulated says the LLM is quorum's simulator: a question it has no
@@ -79,6 +85,13 @@ type Config struct {
 	// run to a made-up SELECT 1, and the example questions are the
 	// dataset's.
 	Simulated bool
+	// SimulatorEndpoint says the LLM endpoint is a quorum llmsim whose
+	// dataset is not known here (a standalone one: its /models says it
+	// is the simulator): an answer that is the simulator's own no-answer
+	// query (llmsim.NoAnswerSQL) is told as "no answer", with no
+	// confidence. Never set for a real model, so nothing a real model
+	// writes is read that way.
+	SimulatorEndpoint bool
 	// VerifiedExamples offers each question the verified question–SQL
 	// pairs of its database most like it (feedback), as examples in its
 	// context; recorded in the run's manifest.
@@ -126,6 +139,11 @@ type Server struct {
 	examples exampleCache
 	// loop runs Run between Start and Stop (drivers.go).
 	loop service.Loop
+	// local opens the dataset's SQLite files for reruns and fingerprints
+	// (closed with the cluster, Start).
+	local *localdb.Warehouses
+	// runSlots caps the reruns (run.go) this process runs at once.
+	runSlots chan struct{}
 }
 
 func (s *Server) baseCtx() context.Context {
@@ -171,6 +189,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRows <= 0 {
 		cfg.MaxRows = 1000
 	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = 4
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -197,7 +218,8 @@ func New(cfg Config) (*Server, error) {
 	cfg.Retain.Answers = cfg.Retain.State // the answer is in the record
 	s := &Server{cfg: cfg, ds: ds, store: &store{rdb: cfg.Redis, ttl: cfg.Retain.State},
 		quota: &quota{rdb: cfg.Redis, lim: cfg.Limiter}, owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()),
-		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis}}
+		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis},
+		local: &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}, runSlots: make(chan struct{}, cfg.MaxRuns)}
 	if cfg.Simulated {
 		s.sim = llmsim.NewRecogniser(ds)
 	}
@@ -249,6 +271,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/questions/{id}/result.csv", s.authed(s.resultCSV))
 	mux.HandleFunc("GET /v1/questions/{id}/trace", s.authed(s.questionTrace))
 	mux.HandleFunc("POST /v1/questions/{id}/feedback", s.authed(s.postFeedback))
+	mux.HandleFunc("POST /v1/questions/{id}/run", s.authed(s.runSQL))
 	mux.HandleFunc("GET /v1/databases", s.authed(s.listDatabases))
 	mux.HandleFunc("GET /v1/databases/{db}/schema", s.authed(s.databaseSchema))
 	mux.HandleFunc("GET /v1/databases/{db}/examples", s.authed(s.exampleQuestions))
