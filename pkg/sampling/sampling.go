@@ -71,10 +71,18 @@ type Config struct {
 // Options are the policy's agent options, with unit naming what a
 // candidate is for the agent (a candidate, a pass, a round).
 func Options(unit string) []agent.Option {
+	return OptionsAt(unit, DefaultThreshold)
+}
+
+// OptionsAt is Options with another default threshold: for an agent whose
+// units are not independent samples (RAISE's rounds give 4 finals from one
+// trajectory, which the rule counts as 4), so the shared default stops
+// too early.
+func OptionsAt(unit string, threshold float64) []agent.Option {
 	return []agent.Option{
 		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)"},
 		{Name: OptRule, Default: Beta, Usage: "adaptive sampling's stopping rule: beta or dirichlet (Adaptive-Consistency)"},
-		{Name: OptThreshold, Default: strconv.FormatFloat(DefaultThreshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this"},
+		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this"},
 		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s"},
 		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s"},
 	}

@@ -67,11 +67,17 @@ func Definition() *agent.Definition {
 			return agent.Load{Width: 3 * cfg.Rounds, Calls: 13 * cfg.Rounds, Depth: 11}
 		},
 	}
-	def.Options = append(def.Options, sampling.Options("round")...)
+	// 0.99, not the shared 0.9: the rule counts a round's 4 finals, which
+	// share one trajectory (docs/agents/raise.md, D-R22).
+	def.Options = append(def.Options, sampling.OptionsAt("round", DefaultSamplingThreshold)...)
 	agent.Register(&def.Kinds, KindAgent, agent.Explorer, "one agent trajectory: LLM segments and the commands they run", (*raise).trajectory)
 	agent.Register(&def.Kinds, KindFinal, agent.Generator, "one model's final SQL from the trajectory's commands, refined on errors (and the column post-process for final_b)", (*raise).final)
 	return def
 }
+
+// DefaultSamplingThreshold is RAISE's adaptive sampling threshold: at the
+// shared 0.9 one demo answer of 44 moved, at 0.99 none did.
+const DefaultSamplingThreshold = 0.99
 
 // ConfigFromOptions reads the agent's options.
 func ConfigFromOptions(opts map[string]string) (Config, error) {
