@@ -2,7 +2,11 @@ package llm_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,6 +51,46 @@ func TestCacheMarkers(t *testing.T) {
 		}
 		if hit := got[1].CachedTokens >= 1024; hit != tc.cached {
 			t.Errorf("%s: the second call read %d of %d prompt tokens from the cache; want a hit %v", tc.name, got[1].CachedTokens, got[1].PromptTokens, tc.cached)
+		}
+	}
+}
+
+// TestPatchedBodyKeepsNumbers: a request whose body quorum rewrites (cache
+// markers, prefix continuation) reaches the endpoint with its seed exact;
+// decoded as a float64, a 64-bit seed loses its low bits and the provider
+// samples another answer.
+func TestPatchedBodyKeepsNumbers(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan map[string]json.RawMessage, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]json.RawMessage
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		bodies <- body
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"x","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"SELECT 1"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`))
+	}))
+	defer ts.Close()
+	seed := int64(1)<<62 + 12345
+	for _, tc := range []struct {
+		name string
+		cfg  llm.Config
+		req  llm.Request
+	}{
+		{"cache markers", llm.Config{CacheMarkers: true}, llm.Request{Messages: []llm.Message{llm.System("s"), llm.User("u")}}},
+		{"continue the final message", llm.Config{}, llm.Request{ContinueFinal: true, Messages: []llm.Message{llm.User("u"), llm.Assistant("SELECT")}}},
+	} {
+		tc.cfg.BaseURL, tc.cfg.NoStream = ts.URL+"/v1", true
+		c := client(t, tc.cfg)
+		tc.req.Role, tc.req.Seed = llm.RoleGenerate, &seed
+		if _, err := c.Chat(context.Background(), tc.req); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body := <-bodies
+		if got := string(body["seed"]); got != strconv.FormatInt(seed, 10) {
+			t.Errorf("%s: the endpoint got seed %s, want %d", tc.name, got, seed)
 		}
 	}
 }

@@ -971,8 +971,12 @@ func patchBody(req *http.Request, continueFinal, cacheMarkers bool) (*http.Reque
 	if err != nil {
 		return nil, err
 	}
+	// Numbers stay as written: a 64-bit seed decoded into a float64 would
+	// lose its low bits, and the provider would sample with another seed.
 	var body map[string]any
-	if err := json.Unmarshal(b, &body); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&body); err != nil {
 		return nil, fmt.Errorf("patch the request body: %w", err)
 	}
 	msgs, _ := body["messages"].([]any)
