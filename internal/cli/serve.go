@@ -42,6 +42,7 @@ type serveFlags struct {
 	roundTimeout time.Duration
 	tenantRPM    float64
 	tenantTokens int64
+	tenantBudget float64
 	tenantLimits []string
 	explorers    int
 	refresh      time.Duration
@@ -65,7 +66,8 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 		fl.BoolVar(&f.noAuth, "no-auth", false, "serve without API keys (only on a loopback --listen address)")
 		fl.Float64Var(&f.tenantRPM, "tenant-rpm", 0, "questions per minute each tenant may ask (0 = no limit)")
 		fl.Int64Var(&f.tenantTokens, "tenant-tokens-per-day", 0, "LLM tokens each tenant's questions may use per UTC day (0 = no limit)")
-		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY (0 = no limit; repeatable)")
+		fl.Float64Var(&f.tenantBudget, "tenant-budget", 0, "money each tenant's questions may spend per UTC day at the endpoints' prices (0 = no limit); a question is refused (429) when the day's spend plus the tenant's mean question would pass it")
+		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY[/BUDGET_PER_DAY] (0 = no limit; repeatable)")
 		fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "drop a connection whose request headers take longer")
 		fl.DurationVar(&f.http.BodyTimeout, "body-timeout", 30*time.Second, "answer 408 to a request whose body takes longer to arrive")
 		fl.DurationVar(&f.http.WriteTimeout, "write-timeout", time.Minute, "drop a connection whose response (other than an event stream) takes longer to write")
@@ -129,21 +131,29 @@ func (f *serveFlags) tenants() (*serve.Tenants, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Default = serve.Limits{RequestsPerMinute: f.tenantRPM, TokensPerDay: f.tenantTokens}
+	if f.tenantBudget < 0 {
+		return nil, fmt.Errorf("--tenant-budget %v: want the money per day, 0 for no limit", f.tenantBudget)
+	}
+	t.Default = serve.Limits{RequestsPerMinute: f.tenantRPM, TokensPerDay: f.tenantTokens, BudgetPerDay: f.tenantBudget}
 	names := t.Names()
 	for _, spec := range f.tenantLimits {
 		name, lim, ok := strings.Cut(spec, "=")
-		rpm, tokens, ok2 := strings.Cut(lim, "/")
+		rpm, rest, ok2 := strings.Cut(lim, "/")
+		tokens, budget, withBudget := strings.Cut(rest, "/")
 		r, err1 := strconv.ParseFloat(rpm, 64)
 		n, err2 := strconv.ParseInt(tokens, 10, 64)
-		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil || r < 0 || n < 0 {
-			return nil, fmt.Errorf("--tenant-limit %q: want TENANT=RPM/TOKENS_PER_DAY, e.g. analytics=30/2000000", spec)
+		b, err3 := f.tenantBudget, error(nil)
+		if withBudget {
+			b, err3 = strconv.ParseFloat(budget, 64)
+		}
+		if !ok || !ok2 || name == "" || err1 != nil || err2 != nil || err3 != nil || r < 0 || n < 0 || b < 0 {
+			return nil, fmt.Errorf("--tenant-limit %q: want TENANT=RPM/TOKENS_PER_DAY[/BUDGET_PER_DAY], e.g. analytics=30/2000000 or analytics=30/2000000/25", spec)
 		}
 		if !slices.Contains(names, name) {
 			// A misspelt tenant would leave the real one on the defaults.
 			return nil, fmt.Errorf("--tenant-limit %q: no tenant %q among the API keys' (%s)", spec, name, strings.Join(names, ", "))
 		}
-		t.Limits[name] = serve.Limits{RequestsPerMinute: r, TokensPerDay: n}
+		t.Limits[name] = serve.Limits{RequestsPerMinute: r, TokensPerDay: n, BudgetPerDay: b}
 	}
 	return t, nil
 }

@@ -49,6 +49,7 @@
 //	serve:idem:<hash>                 serve                      Idempotency-Key → question id             serve's --retain
 //	serve:cache:<hash>                serve                      the answer of equal questions             serve's --cache-ttl (1 h)
 //	serve:tokens:<tenant>:<yyyymmdd>  serve                      a tenant's tokens of the day              TokensTTL (48 h)
+//	serve:money:<tenant>:<yyyymmdd>   serve                      a tenant's money of the day, questions    TokensTTL (48 h)
 //	serve:charged:<id>                serve                      what a cancelled question was charged     TokensTTL (48 h)
 //	serve:settle                      serve                      sorted set of cancelled questions         none; members leave when
 //	                                                             whose late costs are still to charge      settled
@@ -249,6 +250,13 @@ func AnswerCacheKey(hash string) string { return servePrefix + "cache:" + hash }
 // TokensKey counts tenant's tokens on day (UTC).
 func TokensKey(tenant string, day time.Time) string {
 	return servePrefix + "tokens:" + tenant + ":" + day.UTC().Format("20060102")
+}
+
+// MoneyKey is a hash of tenant's spend on day (UTC): "micro", the money
+// in millionths, and "n", the questions that spent it (their mean is the
+// next question's estimate).
+func MoneyKey(tenant string, day time.Time) string {
+	return servePrefix + "money:" + tenant + ":" + day.UTC().Format("20060102")
 }
 
 // ChargedKey holds what cancelled question id has been charged.

@@ -235,7 +235,7 @@ func (s *Server) finished(ctx context.Context, q *Question) {
 	s.logQuestion(q) // first: the smallest window for a crash to lose it
 	s.count(q)
 	if !q.Cached {
-		s.quota.spend(ctx, q.Tenant, q.Cost.Tokens())
+		s.quota.spend(ctx, q.Tenant, q.Cost.Tokens(), q.Cost.Money)
 	}
 	if q.Status == Answered && !q.Cached && !q.NoCache {
 		s.cachePut(ctx, q)

@@ -55,6 +55,12 @@ func (s *Server) admitTenant(w http.ResponseWriter, r *http.Request) bool {
 	}
 	tenant := tenantOf(r)
 	wait, err := s.quota.admit(r.Context(), tenant, s.cfg.Tenants.LimitsOf(tenant))
+	var broke *overBudget
+	if errors.As(err, &broke) {
+		w.Header().Set("Retry-After", strconv.Itoa(int((broke.wait+time.Second-1)/time.Second)))
+		writeJSON(w, http.StatusTooManyRequests, apiError{Error: broke.Error()})
+		return false
+	}
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "checking the tenant's quota: " + err.Error()})
 		return false

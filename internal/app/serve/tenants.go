@@ -7,7 +7,9 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,10 @@ import (
 type Limits struct {
 	RequestsPerMinute float64
 	TokensPerDay      int64
+	// BudgetPerDay is the money a tenant's questions may spend per UTC day
+	// at the endpoints' prices: a question is refused when the day's spend
+	// plus the mean of its questions so far would pass it.
+	BudgetPerDay float64
 }
 
 // Tenants maps API keys to tenants. Only hashes of the keys are kept, so
@@ -119,9 +125,20 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Durati
 			return 0, err
 		}
 		if used >= l.TokensPerDay {
-			now := time.Now().UTC()
-			midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
-			return midnight.Sub(now), nil
+			return untilMidnight(), nil
+		}
+	}
+	if l.BudgetPerDay > 0 {
+		spent, n, err := q.spent(ctx, tenant)
+		if err != nil {
+			return 0, err
+		}
+		if spent >= l.BudgetPerDay || n > 0 && spent+spent/float64(n) > l.BudgetPerDay {
+			b := &overBudget{tenant: tenant, spent: spent, budget: l.BudgetPerDay, wait: untilMidnight()}
+			if n > 0 {
+				b.mean = spent / float64(n)
+			}
+			return 0, b
 		}
 	}
 	if l.RequestsPerMinute > 0 && q.lim != nil {
@@ -136,14 +153,56 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Durati
 	return 0, nil
 }
 
-// spend adds an answer's tokens to the tenant's day.
-func (q *quota) spend(ctx context.Context, tenant string, tokens int) {
-	if tokens <= 0 {
+// untilMidnight is how long until the UTC day ends (a day's quotas renew).
+func untilMidnight() time.Duration {
+	now := time.Now().UTC()
+	return time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC).Sub(now)
+}
+
+// overBudget refuses a question: the tenant's day's spend, with one more
+// question at its mean, would pass its budget.
+type overBudget struct {
+	tenant              string
+	spent, budget, mean float64
+	wait                time.Duration
+}
+
+func (e *overBudget) Error() string {
+	return fmt.Sprintf("tenant %s has spent %.4f of its daily budget of %.4f, and its questions cost %.4f each on average: no new question until the budget renews at midnight UTC (in %s)",
+		e.tenant, e.spent, e.budget, e.mean, e.wait.Round(time.Minute))
+}
+
+// spent is the tenant's money today and the questions that spent it.
+func (q *quota) spent(ctx context.Context, tenant string) (float64, int64, error) {
+	v, err := q.rdb.HMGet(ctx, rdb.MoneyKey(tenant, time.Now()), "micro", "n").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	num := func(x any) int64 {
+		s, _ := x.(string)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	return float64(num(v[0])) / 1e6, num(v[1]), nil
+}
+
+// spend adds an answer's tokens and money to the tenant's day.
+func (q *quota) spend(ctx context.Context, tenant string, tokens int, money float64) {
+	if tokens <= 0 && money <= 0 {
 		return
 	}
-	k := tokensKey(tenant, time.Now())
+	now := time.Now()
 	pipe := q.rdb.TxPipeline()
-	pipe.IncrBy(ctx, k, int64(tokens))
-	pipe.Expire(ctx, k, rdb.TokensTTL)
+	if tokens > 0 {
+		k := tokensKey(tenant, now)
+		pipe.IncrBy(ctx, k, int64(tokens))
+		pipe.Expire(ctx, k, rdb.TokensTTL)
+	}
+	if money > 0 {
+		k := rdb.MoneyKey(tenant, now)
+		pipe.HIncrBy(ctx, k, "micro", int64(math.Round(money*1e6)))
+		pipe.HIncrBy(ctx, k, "n", 1)
+		pipe.Expire(ctx, k, rdb.TokensTTL)
+	}
 	_, _ = pipe.Exec(ctx)
 }
