@@ -13,18 +13,38 @@ import (
 // rule's posterior), through the voter and the coordinator.
 func TestEnsembleRecordsMembersSampling(t *testing.T) {
 	t.Parallel()
-	out := filepath.Join(t.TempDir(), "out")
-	log, err := run(t, "run", "--dataset", demo, "--agent", "ensemble", "--votes", "4",
+	options := []string{"--dataset", demo, "--agent", "ensemble", "--votes", "4",
 		"--agent-option", "reforce.sampling=adaptive", "--agent-option", "pexa.sampling=adaptive", "--agent-option", "raise.sampling=adaptive",
-		"--agent-option", "pexa.passes=4", "--agent-option", "raise.rounds=4", "--agent-option", "raise.sampling-first=2",
-		"--limit", "5", "--out", out, "--run-id", "ens-sampling", "--log-level", "error")
-	if err != nil {
-		t.Fatalf("quorum run --agent ensemble: %v\n%s", err, log)
+		"--agent-option", "pexa.passes=4", "--agent-option", "raise.rounds=4", "--agent-option", "raise.sampling-first=2"}
+	// quorum solve runs the same agent in process and records the same.
+	for _, cmd := range []struct {
+		name string
+		args []string
+	}{
+		{"run", []string{"run", "--limit", "5", "--run-id", "ens-sampling", "--log-level", "error"}},
+		{"solve", []string{"solve", "--examples", "5"}},
+	} {
+		t.Run(cmd.name, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "out")
+			args := append(append(append([]string{}, cmd.args...), options...), "--out", out)
+			log, err := run(t, args...)
+			if err != nil {
+				t.Fatalf("quorum %s --agent ensemble: %v\n%s", cmd.name, err, log)
+			}
+			rep, err := outputs.ReadReport(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMembersSampling(t, rep)
+		})
 	}
-	rep, err := outputs.ReadReport(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// checkMembersSampling: every example has its three members' verdicts, and
+// every member stopped early somewhere.
+func checkMembersSampling(t *testing.T, rep *outputs.Report) {
+	t.Helper()
 	units := map[string]int{"reforce": 4, "pexa": 4, "raise": 4}
 	posterior, stopped := map[string]int{}, map[string]int{}
 	for _, e := range rep.Examples {

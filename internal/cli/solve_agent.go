@@ -69,6 +69,22 @@ func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, 
 	}
 	d := out.Decision
 	r.Confidence, r.Method, r.ValidCandidates, r.AgreedCandidates = d.Confidence, d.Method, d.Valid, d.Agreed
+	// Adaptive sampling's verdicts, the example's and its members', as the
+	// voter records them for quorum run.
+	r.Rule = d.Rule
+	if d.Sampling != nil {
+		r.StoppedAfter, r.Posterior = d.Sampling.StoppedAfter, d.Sampling.Posterior
+	}
+	for _, m := range d.Members {
+		mm := outputs.Member{Agent: m.Agent, Status: "no_answer", Confidence: m.Confidence, Method: m.Method, Valid: m.Valid, Agrees: m.Agrees}
+		if m.Winner != nil {
+			mm.Status = "answered"
+		}
+		if m.Sampling != nil {
+			mm.StoppedAfter, mm.Posterior = m.Sampling.StoppedAfter, m.Sampling.Posterior
+		}
+		r.Members = append(r.Members, mm)
+	}
 	failed, firstErr := 0, ""
 	for _, c := range out.Candidates {
 		if c.Status == agent.StatusFailed || c.Status == agent.StatusGaveUp {
