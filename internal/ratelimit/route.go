@@ -85,6 +85,11 @@ func (b *LLMBudget) Down(ctx context.Context, bk llm.Bucket) (time.Duration, err
 	if errors.Is(err, redis.Nil) || d < 0 {
 		return 0, nil
 	}
+	if err == nil && d == 0 {
+		// Its last millisecond: PTTL rounds it to 0 while the key (which
+		// ReserveAny checks) still exists.
+		d = time.Millisecond
+	}
 	return d, err
 }
 
