@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,8 @@ import (
 
 // Browser is headless Chromium driven over the DevTools protocol on
 // --remote-debugging-pipe (JSON messages ended by NUL on fds 3 and 4),
-// with one page attached: a test loads a page, evaluates, clicks and
-// waits in real time, and reads the page's errors (exceptions, console
+// with one page attached: a test loads a page, evaluates, types, clicks
+// and waits in real time, and reads the page's errors (exceptions, console
 // errors, policy violations). DumpDOM suits a page that only renders.
 type Browser struct {
 	t       testing.TB
@@ -31,6 +32,7 @@ type Browser struct {
 	next    int
 	pending map[int]chan cdpMessage
 	errs    []string
+	ignored map[string]bool // log sources whose errors are not the page's
 	closed  chan struct{}
 }
 
@@ -49,13 +51,7 @@ type cdpMessage struct {
 // test ends; it skips the test when Chromium is not installed.
 func Start(t testing.TB) *Browser {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		bin, err = exec.LookPath("chromium-browser")
-	}
-	if err != nil {
-		t.Skip("chromium not installed (apt-get install -y chromium): the page is not checked in a browser")
-	}
+	bin := lookPath(t, "the page is not checked in a browser")
 	toR, toW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +60,7 @@ func Start(t testing.TB) *Browser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &Browser{t: t, w: toW, pending: map[int]chan cdpMessage{}, closed: make(chan struct{})}
+	b := &Browser{t: t, w: toW, pending: map[int]chan cdpMessage{}, ignored: map[string]bool{}, closed: make(chan struct{})}
 	// No sandbox (tests run as root in containers), no background
 	// services, a fresh profile.
 	b.cmd = exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -150,7 +146,7 @@ func (b *Browser) read(r io.ReadCloser) {
 				} `json:"entry"`
 			}
 			_ = json.Unmarshal(m.Params, &p)
-			if p.Entry.Level == "error" {
+			if p.Entry.Level == "error" && !b.ignored[p.Entry.Source] {
 				b.errs = append(b.errs, p.Entry.Source+": "+p.Entry.Text)
 			}
 		}
@@ -227,16 +223,35 @@ func (b *Browser) Bool(expr string) bool {
 	return v
 }
 
-// WaitFor waits until a JS expression is true, polling the page.
+// String evaluates a JS expression that is a string ("" when it is null
+// or undefined).
+func (b *Browser) String(expr string) string {
+	b.t.Helper()
+	var v string
+	b.Eval(expr, &v)
+	return v
+}
+
+// WaitFor waits until a JS expression is true, polling the page; on
+// timeout it fails the test with the page's errors and its text.
 func (b *Browser) WaitFor(expr string, timeout time.Duration) {
 	b.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !b.Bool(expr) {
 		if time.Now().After(deadline) {
-			b.t.Fatalf("waited %s for %s; the page's errors:\n%s", timeout, expr, strings.Join(b.Errors(), "\n"))
+			b.t.Fatalf("waited %s for %s; the page's errors:\n%s\nthe page:\n%s", timeout, expr, strings.Join(b.Errors(), "\n"), b.Text())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Open loads u and waits until the page at u has loaded and ready (a JS
+// expression) is true. Checking the address keeps a wait that starts
+// before the navigation commits from passing on the previous page.
+func (b *Browser) Open(u, ready string, timeout time.Duration) {
+	b.t.Helper()
+	b.call(b.session, "Page.navigate", map[string]any{"url": u}, nil)
+	b.WaitFor(`document.readyState === "complete" && location.href === `+JSString(u)+` && (`+ready+`)`, timeout)
 }
 
 // OpenFile loads the HTML file at path and waits until ready (a JS
@@ -247,8 +262,20 @@ func (b *Browser) OpenFile(path, ready string, timeout time.Duration) {
 	if err != nil {
 		b.t.Fatalf("chromium: %s: %v", path, err)
 	}
-	b.call(b.session, "Page.navigate", map[string]any{"url": (&url.URL{Scheme: "file", Path: abs}).String()}, nil)
-	b.WaitFor(`document.readyState === "complete" && (`+ready+`)`, timeout)
+	b.Open((&url.URL{Scheme: "file", Path: abs}).String(), ready, timeout)
+}
+
+// Type focuses the input a CSS selector finds, selects what it holds
+// and types text over it as keyboard input.
+func (b *Browser) Type(selector, text string) {
+	b.t.Helper()
+	var found bool
+	b.Eval(`(() => { const e = document.querySelector(`+JSString(selector)+`); if (!e) return false;
+		e.scrollIntoView({block: "center"}); e.focus(); e.select(); return true; })()`, &found)
+	if !found {
+		b.t.Fatalf("no element %s to type into", selector)
+	}
+	b.call(b.session, "Input.insertText", map[string]any{"text": text}, nil)
 }
 
 // Click clicks the middle of the element a CSS selector finds, with the
@@ -271,6 +298,15 @@ func (b *Browser) Viewport(width, height int) {
 	b.t.Helper()
 	b.call(b.session, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height,
 		"deviceScaleFactor": 1, "mobile": width < 600}, nil)
+}
+
+// IgnoreLog stops counting errors the browser logs from source (such as
+// "network", for a page that meets refused requests by design) as the
+// page's.
+func (b *Browser) IgnoreLog(source string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ignored[source] = true
 }
 
 // Errors are the page's script exceptions, console errors and logged
@@ -315,6 +351,17 @@ func (b *Browser) Call(method string, params, out any) {
 // $QUORUM_SCREENSHOTS, when set, for a person to look at.
 func (b *Browser) Screenshot(name string) {
 	b.t.Helper()
+	b.screenshot(name, false)
+}
+
+// ScreenshotPage is Screenshot of the whole page, beyond the viewport.
+func (b *Browser) ScreenshotPage(name string) {
+	b.t.Helper()
+	b.screenshot(name, true)
+}
+
+func (b *Browser) screenshot(name string, whole bool) {
+	b.t.Helper()
 	dir := os.Getenv("QUORUM_SCREENSHOTS")
 	if dir == "" {
 		return
@@ -322,8 +369,33 @@ func (b *Browser) Screenshot(name string) {
 	var r struct {
 		Data []byte `json:"data"`
 	}
-	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &r)
+	b.call(b.session, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": whole}, &r)
 	if err := os.WriteFile(filepath.Join(dir, name), r.Data, 0o644); err != nil {
 		b.t.Errorf("screenshot: %v", err)
 	}
+}
+
+// DOM is the page's DOM as serialized now.
+func (b *Browser) DOM() string {
+	b.t.Helper()
+	return b.String(`document.documentElement.outerHTML`)
+}
+
+// Text is the page's text now, without styles and scripts, shortened,
+// for failure messages.
+func (b *Browser) Text() string {
+	b.t.Helper()
+	return domText(b.DOM())
+}
+
+// domText is a DOM's text, shortened to 4000 bytes.
+func domText(dom string) string {
+	s := regexp.MustCompile(`(?s)<style.*?</style>|<script.*?</script>|<!--.*?-->`).ReplaceAllString(dom, "")
+	s = regexp.MustCompile(`<[^>]*>`).ReplaceAllString(s, " ")
+	s = regexp.MustCompile(`[ \t]+`).ReplaceAllString(s, " ")
+	s = regexp.MustCompile(`\n\s*\n+`).ReplaceAllString(s, "\n")
+	if len(s) > 4000 {
+		s = s[:4000] + "…"
+	}
+	return strings.TrimSpace(s)
 }

@@ -19,13 +19,7 @@ import (
 // test when Chromium is not installed.
 func DumpDOM(t testing.TB, path string) string {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		bin, err = exec.LookPath("chromium-browser")
-	}
-	if err != nil {
-		t.Skip("chromium not installed (apt-get install -y chromium): report rendering not checked")
-	}
+	bin := lookPath(t, "report rendering not checked")
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		t.Fatalf("chromium: %s: %v", path, err)
@@ -69,4 +63,16 @@ func CheckRendered(t testing.TB, dom string, minCharts int, ids ...string) {
 			t.Errorf("chart not drawn: %s", c)
 		}
 	}
+}
+
+// lookPath finds Chromium, or skips the test saying what goes unchecked.
+func lookPath(t testing.TB, unchecked string) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if bin, err := exec.LookPath(name); err == nil {
+			return bin
+		}
+	}
+	t.Skip("chromium not installed (apt-get install -y chromium): " + unchecked)
+	return ""
 }
