@@ -1,0 +1,71 @@
+package agenttest
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/runtime/local"
+	"github.com/quorumsql/quorum/pkg/sampling"
+)
+
+// PolicyRun is one run of an agent over a fixture under one sampling
+// policy.
+type PolicyRun struct {
+	Outcomes map[string]*local.Outcome
+	// Calls are the LLM calls the run's ledgers record; llmsim served
+	// exactly these (checked).
+	Calls int64
+}
+
+// SamplingConfig is what RunPolicies runs an agent with.
+type SamplingConfig struct {
+	// Sim configures each run's llmsim; its Dataset is the fixture's.
+	Sim llmsim.Config
+	// Model is the client's model, as Sim takes it.
+	Model string
+	// Run are the runs' options; each run sets the sampling option in
+	// Run.Agent to its policy.
+	Run Options
+}
+
+// RunPolicies runs def over the fixture twice, under fixed and then
+// adaptive sampling, each against its own llmsim so that the calls it
+// serves are the run's alone. A run in which llmsim served other than the
+// calls its ledgers record fails the test: a released slot's call would
+// be served and not recorded.
+func RunPolicies(t testing.TB, def *agent.Definition, f *Fixture, cfg SamplingConfig) (fixed, adaptive PolicyRun) {
+	t.Helper()
+	run := func(policy string) PolicyRun {
+		sc := cfg.Sim
+		sc.Dataset = f.Dataset
+		sim, client := Sim(t, sc, cfg.Model)
+		opt := cfg.Run
+		opt.LLM = client
+		opt.Agent = maps.Clone(cfg.Run.Agent)
+		if opt.Agent == nil {
+			opt.Agent = map[string]string{}
+		}
+		opt.Agent[sampling.OptSampling] = policy
+		r := PolicyRun{Outcomes: Run(t, def, f, opt)}
+		for _, o := range r.Outcomes {
+			r.Calls += int64(o.Cost.Total().LLMCalls)
+		}
+		if st := sim.Stats(); st.Requests != r.Calls {
+			t.Errorf("%s: llmsim served %d requests, the ledgers record %d", policy, st.Requests, r.Calls)
+		}
+		return r
+	}
+	return run(sampling.Fixed), run(sampling.Adaptive)
+}
+
+// ByIndex is the candidate with index i, or nil.
+func ByIndex(cands []*agent.Candidate, i int) *agent.Candidate {
+	for _, c := range cands {
+		if c.Index == i {
+			return c
+		}
+	}
+	return nil
+}
