@@ -60,6 +60,38 @@ func RunPolicies(t testing.TB, def *agent.Definition, f *Fixture, cfg SamplingCo
 	return run(sampling.Fixed), run(sampling.Adaptive)
 }
 
+// ComparePolicies checks what holds of every agent's fixed and adaptive
+// runs: the fixed run records no verdict and the adaptive run one on
+// every example, some example stopped early (else the waves were never
+// tested), and the adaptive run made fewer LLM calls. It calls each with
+// every example that has its verdict, for the agent's own checks, and
+// returns how many stopped early.
+func ComparePolicies(t testing.TB, fixed, adaptive PolicyRun, each func(id string, f, a *local.Outcome)) (stopped int) {
+	t.Helper()
+	for id, a := range adaptive.Outcomes {
+		f := fixed.Outcomes[id]
+		if f.Decision.Sampling != nil {
+			t.Errorf("%s: fixed sampling recorded a verdict %+v", id, f.Decision.Sampling)
+		}
+		if a.Decision.Sampling == nil {
+			t.Errorf("%s: adaptive sampling recorded no verdict", id)
+			continue
+		}
+		if a.Decision.Sampling.StoppedAfter > 0 {
+			stopped++
+		}
+		each(id, f, a)
+	}
+	t.Logf("fixed: %d LLM calls; adaptive: %d (%d of %d examples stopped early)", fixed.Calls, adaptive.Calls, stopped, len(adaptive.Outcomes))
+	if stopped == 0 {
+		t.Fatal("no example stopped early: the waves were never tested")
+	}
+	if adaptive.Calls >= fixed.Calls {
+		t.Errorf("adaptive sampling made %d LLM calls, fixed %d", adaptive.Calls, fixed.Calls)
+	}
+	return stopped
+}
+
 // ByIndex is the candidate with index i, or nil.
 func ByIndex(cands []*agent.Candidate, i int) *agent.Candidate {
 	for _, c := range cands {
