@@ -371,6 +371,27 @@ func (s *Server) listDatabases(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"databases": s.dbs})
 }
 
+// decodeBody reads the request's JSON body into v (a pointer to a struct)
+// as strictDecode does; on a bad body it has answered 400, naming an
+// unknown field or saying what is malformed.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	var raw json.RawMessage
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes)).Decode(&raw); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
+		return false
+	}
+	if err := strictDecode(raw, v); err != nil {
+		var unknown unknownFieldError
+		if errors.As(err, &unknown) {
+			badField(w, string(unknown), "unknown field (field names are case-sensitive)")
+			return false
+		}
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
+		return false
+	}
+	return true
+}
+
 // unknownFieldError names a body field that is not in the API.
 type unknownFieldError string
 

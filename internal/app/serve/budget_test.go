@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
-	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // TestTenantBudget: a tenant with a daily budget has its first question
@@ -23,14 +21,7 @@ import (
 func TestTenantBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ds, err := dataset.Load(openAPIDemo, dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sim := demoSim(t)
 	cl := startCluster(ctx, t, sim, 4, 2)
 	tenants, err := ParseKeys(strings.NewReader("a:"+keyA+"\nb:"+keyB), "test")
 	if err != nil {
@@ -42,11 +33,7 @@ func TestTenantBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(rctx) }()
-	defer func() { stop(); <-done }()
-	h := s.Handler()
+	h := runServer(ctx, t, s)
 
 	ask := func(key string) *httptest.ResponseRecorder {
 		return request(t, h, "POST", "/v1/questions", key, `{"db":"shop","question":"How many customers does the shop have?"}`)

@@ -7,9 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/quorumsql/quorum/internal/llmsim"
-	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // gate forwards chat calls to llmsim until the first has been answered,
@@ -60,14 +57,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestCancelChargesWhatTheLLMServed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	ds, err := dataset.Load(openAPIDemo, dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sim := demoSim(t)
 	quiet := make(chan struct{})
 	g := &gate{sim: sim, quiet: quiet, stop: make(chan struct{})}
 	cl := startCluster(ctx, t, g, 4, 2)
@@ -86,11 +76,7 @@ func TestCancelChargesWhatTheLLMServed(t *testing.T) {
 	}
 	settled := make(chan string, 1)
 	s.onSettle = func(id string) { settled <- id }
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(rctx) }()
-	defer func() { stop(); <-done }()
-	h := s.Handler()
+	h := runServer(ctx, t, s)
 
 	w := request(t, h, "POST", "/v1/questions", keyA, `{"db":"shop","question":"How many customers does the shop have?"}`)
 	if w.Code != http.StatusAccepted {

@@ -253,18 +253,7 @@ func (s *Server) postFeedback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req feedbackRequest
-	var raw json.RawMessage
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes)).Decode(&raw); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
-		return
-	}
-	if err := strictDecode(raw, &req); err != nil {
-		var unknown unknownFieldError
-		if errors.As(err, &unknown) {
-			badField(w, string(unknown), "unknown field")
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	req.SQL = strings.TrimSpace(req.SQL)

@@ -82,11 +82,7 @@ func newConvRig(ctx context.Context, t *testing.T) *convRig {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = s.Run(rctx) }()
-		t.Cleanup(func() { stop(); <-done })
-		return s.Handler()
+		return runServer(ctx, t, s)
 	}
 	return r
 }

@@ -13,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
-	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // TestAnsweredQuestionLeavesOnlyExpiringState: once a question is
@@ -26,14 +24,7 @@ func TestAnsweredQuestionLeavesOnlyExpiringState(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ds, err := dataset.Load(openAPIDemo, dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sim := demoSim(t)
 	cl := startCluster(ctx, t, sim, 4, 2)
 	rdb := cl.Redis
 	stateDir := t.TempDir()

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents"
+	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
@@ -27,4 +29,30 @@ func startCluster(ctx context.Context, t *testing.T, h http.Handler, generatorCo
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// demoSim loads the demo dataset (the API's: openAPIDemo) and an llmsim
+// answering it at seed 1.
+func demoSim(t *testing.T) (*dataset.Dataset, *llmsim.Server) {
+	t.Helper()
+	ds, err := dataset.Load(openAPIDemo, dataset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds, sim
+}
+
+// runServer runs s until the test ends and returns its handler. Its
+// cleanup is registered after startCluster's, so the server stops before
+// the cluster does.
+func runServer(ctx context.Context, t *testing.T, s *Server) http.Handler {
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return s.Handler()
 }

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -79,18 +78,7 @@ func (s *Server) runSQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req runRequest
-	var raw json.RawMessage
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes)).Decode(&raw); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
-		return
-	}
-	if err := strictDecode(raw, &req); err != nil {
-		var unknown unknownFieldError
-		if errors.As(err, &unknown) {
-			badField(w, string(unknown), "unknown field (field names are case-sensitive)")
-			return
-		}
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "malformed JSON body: " + err.Error()})
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	sql := strings.TrimSpace(req.SQL)

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/metrics"
-	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
 // TestSoakHeapFlat asks QUORUM_SOAK_QUESTIONS (default 2,000) questions
@@ -36,14 +34,7 @@ func TestSoakHeapFlat(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	ds, err := dataset.Load(openAPIDemo, dataset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ds, sim := demoSim(t)
 	cl := startCluster(ctx, t, sim, 16, 8)
 	rdb := cl.Redis
 	tenants, err := ParseKeys(strings.NewReader("a:"+keyA), "test")
@@ -57,11 +48,7 @@ func TestSoakHeapFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(rctx) }()
-	defer func() { stop(); <-done }()
-	h := s.Handler()
+	h := runServer(ctx, t, s)
 	questions := ds.Examples
 
 	type snapshot struct {

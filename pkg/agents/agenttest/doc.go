@@ -17,6 +17,9 @@
 //   - Run, which runs an agent's definition over a fixture in process
 //     through pkg/runtime/local, as quorum solve does, and
 //     CheckDefinition, which checks what the runtime requires of one.
+//   - RunPolicies, which runs one under fixed and then adaptive sampling
+//     against llmsim, and ComparePolicies, which checks what holds of
+//     any agent's two runs and hands each example to the agent's checks.
 //
 // docs/agents/writing-an-agent.md writes an agent with it.
 package agenttest

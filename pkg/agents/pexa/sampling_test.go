@@ -7,7 +7,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/pexa"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
-	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
 	"github.com/quorumsql/quorum/pkg/sampling"
 )
@@ -24,34 +23,11 @@ import (
 func TestAdaptiveSamplingPasses(t *testing.T) {
 	t.Parallel()
 	demo := agenttest.Demo(t)
-	mix := llmsim.DefaultDifficulty()
-	run := func(policy string) (int64, map[string]*local.Outcome) {
-		sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 11, Difficulty: mix}, "")
-		outs := agenttest.Run(t, pexa.Definition(), demo, agenttest.Options{LLM: client, Seed: 7,
-			Agent: map[string]string{sampling.OptSampling: policy}})
-		var recorded int64
-		for _, o := range outs {
-			recorded += int64(o.Cost.Total().LLMCalls)
-		}
-		if st := sim.Stats(); st.Requests != recorded {
-			t.Errorf("%s: llmsim served %d requests, the ledgers record %d", policy, st.Requests, recorded)
-		}
-		return recorded, outs
-	}
-	fixedCalls, fixed := run(sampling.Fixed)
-	adaptiveCalls, adaptive := run(sampling.Adaptive)
-	stopped := 0
-	for id, a := range adaptive {
-		f := fixed[id]
-		if f.Decision.Sampling != nil {
-			t.Errorf("%s: fixed sampling recorded a verdict %+v", id, f.Decision.Sampling)
-		}
-		if a.Decision.Sampling == nil {
-			t.Errorf("%s: adaptive sampling recorded no verdict", id)
-			continue
-		}
+	fixed, adaptive := agenttest.RunPolicies(t, pexa.Definition(), demo, agenttest.SamplingConfig{
+		Sim: llmsim.Config{Seed: 11, Difficulty: llmsim.DefaultDifficulty()}, Run: agenttest.Options{Seed: 7}})
+	stopped := agenttest.ComparePolicies(t, fixed, adaptive, func(id string, f, a *local.Outcome) {
 		for _, c := range a.Candidates {
-			if fc := byIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
+			if fc := agenttest.ByIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
 				t.Errorf("%s: adaptive pass %d (%s) is not the fixed run's (%v)", id, c.Index, c.SQL, fc)
 			}
 			// Waves of 3 and 1: passes 0-2 in round 0, pass 3 in round 1.
@@ -60,7 +36,6 @@ func TestAdaptiveSamplingPasses(t *testing.T) {
 			}
 		}
 		if s := a.Decision.Sampling.StoppedAfter; s > 0 {
-			stopped++
 			if s != 3 || len(a.Candidates) != 3 || a.Decision.Confidence != string(vote.High) || a.Decision.Winner == nil {
 				t.Errorf("%s: stopped after %d with %d passes drawn, confidence %s, winner %v; want 3, 3, high and a winner",
 					id, s, len(a.Candidates), a.Decision.Confidence, a.Decision.Winner)
@@ -76,7 +51,7 @@ func TestAdaptiveSamplingPasses(t *testing.T) {
 			if a.Rounds != 1 {
 				t.Errorf("%s: stopped after the first wave in %d rounds", id, a.Rounds)
 			}
-			continue
+			return
 		}
 		if len(a.Candidates) != 4 || a.Rounds != 2 {
 			t.Errorf("%s: not stopped early, yet %d passes in %d rounds; want 4 in 2", id, len(a.Candidates), a.Rounds)
@@ -85,24 +60,8 @@ func TestAdaptiveSamplingPasses(t *testing.T) {
 			a.Decision.Method != f.Decision.Method {
 			t.Errorf("%s: drawn whole, decided %s %v; the fixed run %s %v", id, a.Decision.Method, w, f.Decision.Method, fw)
 		}
-	}
-	t.Logf("fixed: %d LLM calls; adaptive: %d (%d of %d examples stopped early)", fixedCalls, adaptiveCalls, stopped, len(adaptive))
-	if stopped == 0 {
-		t.Fatal("no example stopped early: the waves were never tested")
-	}
-	if stopped == len(adaptive) {
+	})
+	if stopped == len(adaptive.Outcomes) {
 		t.Fatal("every example stopped early: the second wave was never tested")
 	}
-	if adaptiveCalls >= fixedCalls {
-		t.Errorf("adaptive sampling made %d LLM calls, fixed %d", adaptiveCalls, fixedCalls)
-	}
-}
-
-func byIndex(cands []*agent.Candidate, i int) *agent.Candidate {
-	for _, c := range cands {
-		if c.Index == i {
-			return c
-		}
-	}
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
-	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
 	"github.com/quorumsql/quorum/pkg/sampling"
 )
@@ -24,34 +23,12 @@ func TestAdaptiveSamplingRounds(t *testing.T) {
 	demo := agenttest.Demo(t).Only(t, "local001", "local002", "local004", "local007", "local009", "local010",
 		"local013", "local016", "local018", "local022", "local026", "local030")
 	waves := sampling.Config{Policy: sampling.Adaptive, First: sampling.DefaultFirst, Step: sampling.DefaultStep}
-	run := func(policy string) (int64, map[string]*local.Outcome) {
-		sim, client := agenttest.Sim(t, llmsim.Config{Dataset: demo.Dataset, Seed: 11, Difficulty: llmsim.DefaultDifficulty()}, "r1")
-		outs := agenttest.Run(t, Definition(), demo, agenttest.Options{LLM: client, Seed: 7,
-			Agent: map[string]string{sampling.OptSampling: policy}})
-		var recorded int64
-		for _, o := range outs {
-			recorded += int64(o.Cost.Total().LLMCalls)
-		}
-		if st := sim.Stats(); st.Requests != recorded {
-			t.Errorf("%s: llmsim served %d requests, the ledgers record %d", policy, st.Requests, recorded)
-		}
-		return recorded, outs
-	}
-	fixedCalls, fixed := run(sampling.Fixed)
-	adaptiveCalls, adaptive := run(sampling.Adaptive)
-	stopped := 0
-	for id, a := range adaptive {
-		f := fixed[id]
-		if f.Decision.Sampling != nil {
-			t.Errorf("%s: fixed sampling recorded a verdict %+v", id, f.Decision.Sampling)
-		}
-		if a.Decision.Sampling == nil {
-			t.Errorf("%s: adaptive sampling recorded no verdict", id)
-			continue
-		}
+	fixed, adaptive := agenttest.RunPolicies(t, Definition(), demo, agenttest.SamplingConfig{
+		Sim: llmsim.Config{Seed: 11, Difficulty: llmsim.DefaultDifficulty()}, Model: "r1", Run: agenttest.Options{Seed: 7}})
+	agenttest.ComparePolicies(t, fixed, adaptive, func(id string, f, a *local.Outcome) {
 		rounds := map[int]bool{}
 		for _, c := range a.Candidates {
-			if fc := byIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
+			if fc := agenttest.ByIndex(f.Candidates, c.Index); fc == nil || fc.SQL != c.SQL || fc.Status != c.Status {
 				t.Errorf("%s: adaptive final %d (%s) is not the fixed run's (%v)", id, c.Index, c.SQL, fc)
 			}
 			r := c.Index / 4
@@ -61,7 +38,6 @@ func TestAdaptiveSamplingRounds(t *testing.T) {
 			}
 		}
 		if s := a.Decision.Sampling.StoppedAfter; s > 0 {
-			stopped++
 			if s != len(rounds) || s >= 8 || a.Decision.Confidence != string(vote.High) || a.Decision.Winner == nil {
 				t.Errorf("%s: stopped after %d rounds with %d drawn, confidence %s, winner %v", id, s, len(rounds), a.Decision.Confidence, a.Decision.Winner)
 			}
@@ -72,7 +48,7 @@ func TestAdaptiveSamplingRounds(t *testing.T) {
 				t.Errorf("%s: stopped early yet %d tasks and %d LLM calls, the fixed run %d and %d",
 					id, a.Tasks, a.Cost.Total().LLMCalls, f.Tasks, f.Cost.Total().LLMCalls)
 			}
-			continue
+			return
 		}
 		if len(rounds) != 8 || a.Rounds != 4 {
 			t.Errorf("%s: not stopped early, yet %d rounds drawn in %d runtime rounds; want 8 in 4", id, len(rounds), a.Rounds)
@@ -81,21 +57,5 @@ func TestAdaptiveSamplingRounds(t *testing.T) {
 			a.Decision.Method != f.Decision.Method {
 			t.Errorf("%s: drawn whole, decided %s %v; the fixed run %s %v", id, a.Decision.Method, w, f.Decision.Method, fw)
 		}
-	}
-	t.Logf("fixed: %d LLM calls; adaptive: %d (%d of %d examples stopped early)", fixedCalls, adaptiveCalls, stopped, len(adaptive))
-	if stopped == 0 {
-		t.Fatal("no example stopped early: the waves were never tested")
-	}
-	if adaptiveCalls >= fixedCalls {
-		t.Errorf("adaptive sampling made %d LLM calls, fixed %d", adaptiveCalls, fixedCalls)
-	}
-}
-
-func byIndex(cands []*agent.Candidate, i int) *agent.Candidate {
-	for _, c := range cands {
-		if c.Index == i {
-			return c
-		}
-	}
-	return nil
+	})
 }
