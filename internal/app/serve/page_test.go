@@ -1,7 +1,9 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -394,6 +396,11 @@ func waitState(t *testing.T, b *chromium.Browser, timeout time.Duration) string 
 // llmGate passes requests to the simulated LLM, except while held: then
 // each request waits until release (or its caller gives up), and the
 // first to arrive is signalled, so a test acts while a call is in flight.
+// A held streamed request gets its headers at once and a keep-alive
+// comment every half second, as a provider's stream does while a model
+// thinks, so the client's header and dead-endpoint limits (an interactive
+// call's are 5 s and 12 s) cannot fail it however long the test takes to
+// act; the simulator's stream follows on release.
 type llmGate struct {
 	h       http.Handler
 	mu      sync.Mutex
@@ -423,16 +430,60 @@ func (g *llmGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	held, arrived := g.held, g.arrived
 	g.mu.Unlock()
-	if held != nil {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
+	if held == nil {
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	select {
+	case arrived <- struct{}{}:
+	default:
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		Stream bool `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	flusher, canFlush := w.(http.Flusher)
+	if !req.Stream || !canFlush {
 		select {
 		case <-held:
 		case <-r.Context().Done():
 			return
 		}
+		g.h.ServeHTTP(w, r)
+		return
 	}
-	g.h.ServeHTTP(w, r)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-held:
+			waiting = false
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			_, _ = w.Write([]byte(": held\n\n"))
+			flusher.Flush()
+		}
+	}
+	g.h.ServeHTTP(streamBody{w, flusher}, r)
 }
+
+// streamBody passes a response's body on after its headers were sent.
+type streamBody struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func (s streamBody) Header() http.Header         { return http.Header{} }
+func (s streamBody) WriteHeader(int)             {}
+func (s streamBody) Write(b []byte) (int, error) { return s.w.Write(b) }
+func (s streamBody) Flush()                      { s.f.Flush() }
