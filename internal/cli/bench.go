@@ -170,6 +170,7 @@ and writes mixed.json.`,
 	f.BoolVar(&sc.CachedOutsideTPM, "cached-outside-tpm", sc.CachedOutsideTPM, "cached prompt tokens do not count toward the provider's tokens/min (nor the limiter's)")
 	f.BoolVar(&sc.PromptCacheMarkers, "prompt-cache-markers", sc.PromptCacheMarkers, "the simulated cache keeps only prefixes a request marks with cache_control, as Anthropic's does (with --prompt-cache)")
 	f.BoolVar(&sc.CacheMarkers, "cache-markers", sc.CacheMarkers, "the client marks its prompts' stable parts with cache_control (llm-config's cache_markers)")
+	f.BoolVar(&sc.WarmUp, "warm-up", sc.WarmUp, "the client sends the first call of those sharing a long prompt start ahead, the others once it has warmed the cache (llm-config's warm_up)")
 	f.Var(&priceFlag{p: &sc.Price}, "price", "price of the simulated model per million tokens, INPUT,CACHED_INPUT,OUTPUT: bench.json then gives money per example")
 	deprecate(f, "llm-rpm", "rpm")
 	deprecate(f, "llm-tpm", "tpm")
@@ -350,6 +351,10 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	fmt.Fprintf(w, "Per example: %.2f LLM calls, %.2f warehouse queries, %.0f tokens; per candidate %.2f calls, %.2f queries (paper: 3.52 / 3.89 with exploration, 1.69 without)\n",
 		r.CallsPerExample, r.QueriesPerEx, r.TokensPerExample, r.CallsPerCand, r.QueriesPerCand)
 	fmt.Fprintf(w, "EX %.4f, EX@k %.4f; %d high / %d low confidence\n", r.EX, r.EXAtK, r.HighConf, r.LowConf)
+	if r.CachedTokens > 0 || r.MoneyPerExample > 0 {
+		fmt.Fprintf(w, "Prompt cache: %.1f %% of prompt tokens cached; money per example %.4f; warm-up waits %.2f s per example\n",
+			100*r.CachedShare, r.MoneyPerExample, r.WarmUpWaitPerExample)
+	}
 	if len(r.Series) > 0 {
 		fmt.Fprintf(w, "\nScale series (the figures above are its first point's run):\n")
 		fmt.Fprintf(w, "%8s %8s %6s %5s %6s %9s %9s %11s %9s %15s %11s\n", "examples", "wall s", "quota", "429s", "failed", "CPU s/ex", "peak MiB", "outside s", "prep s", "overhead ms p50/p95", "Redis B/ex")

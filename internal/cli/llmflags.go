@@ -151,8 +151,8 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		}
 		for _, e := range file.Endpoints {
 			if e.Name == llm.DefaultEndpoint {
-				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream, cfg.Prices, cfg.CachedOutsideTPM, cfg.CacheMarkers =
-					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream, e.Prices, e.CachedOutsideTPM, e.CacheMarkers
+				cfg.BaseURL, cfg.APIKey, cfg.Organization, cfg.AzureAPIVersion, cfg.Headers, cfg.Quota, cfg.NoStream, cfg.Prices, cfg.CachedOutsideTPM, cfg.CacheMarkers, cfg.WarmUp =
+					e.BaseURL, e.APIKey, e.Organization, e.AzureAPIVersion, e.Headers, e.Quota, e.NoStream, e.Prices, e.CachedOutsideTPM, e.CacheMarkers, e.WarmUp
 				fileDefault = true
 				continue
 			}
@@ -509,6 +509,9 @@ type llmConfigEndpoint struct {
 	// CacheMarkers: the provider caches only the prompt parts a request
 	// marks (see llm.Endpoint.CacheMarkers).
 	CacheMarkers bool `json:"cache_markers,omitempty"`
+	// WarmUp sends the first call of those sharing a long prompt start
+	// ahead of the others (see llm.Endpoint.WarmUp).
+	WarmUp bool `json:"warm_up,omitempty"`
 }
 
 type llmConfigRole struct {
@@ -571,7 +574,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		if i := strings.Index(msg, "unknown field"); i >= 0 {
 			msg = msg[i:] // without the decoder's layers of prefixes
 		}
-		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream, prices: {MODEL: input, cached_input, output, reasoning}, cached_outside_tpm, cache_markers], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
+		return nil, fmt.Errorf("--llm-config %s: %s (known keys: endpoints: [name, base_url, api_key_env, organization, azure_api_version, headers, rpm, tpm, stream, prices: {MODEL: input, cached_input, output, reasoning}, cached_outside_tpm, cache_markers, warm_up], roles: {ROLE: endpoint, model, temperature, max_tokens, deployments, fallbacks}, models: {MODEL: deployments: [endpoint, model, rpm, tpm, weight, priority], fallbacks: [MODEL]})", path, msg)
 	}
 	fail := func(format string, args ...any) (*llmConfig, error) {
 		return nil, fmt.Errorf("--llm-config %s: "+format, append([]any{path}, args...)...)
@@ -602,7 +605,7 @@ func loadLLMConfig(path string, getenv func(string) string) (*llmConfig, error) 
 		names[e.Name] = true
 		ep := llm.Endpoint{Name: e.Name, BaseURL: e.BaseURL, Organization: e.Organization, AzureAPIVersion: e.AzureAPIVersion,
 			Headers: e.Headers, Quota: llm.Quota{RequestsPerMinute: e.RPM, TokensPerMinute: e.TPM}, NoStream: e.Stream != nil && !*e.Stream,
-			Prices: e.Prices, CachedOutsideTPM: e.CachedOutsideTPM, CacheMarkers: e.CacheMarkers}
+			Prices: e.Prices, CachedOutsideTPM: e.CachedOutsideTPM, CacheMarkers: e.CacheMarkers, WarmUp: e.WarmUp}
 		if e.APIKeyEnv != "" {
 			if !envName.MatchString(e.APIKeyEnv) {
 				// Not echoed: it may be the key itself.

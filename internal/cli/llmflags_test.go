@@ -37,6 +37,8 @@ endpoints:
     rpm: 600
     tpm: 200000
     headers: {X-Tenant: acme}
+    cache_markers: true
+    warm_up: true
   - name: az
     base_url: https://res.openai.azure.com
     api_key_env: AZ_KEY
@@ -99,7 +101,7 @@ func TestLLMConfigFile(t *testing.T) {
 	fast, az := cfg.Endpoints[0], cfg.Endpoints[1]
 	if fast.APIKey != "sk-fast-secret" || fast.Quota != (llm.Quota{RequestsPerMinute: 600, TokensPerMinute: 200000}) ||
 		fast.Organization != "org-1" || fast.Headers["X-Tenant"] != "acme" || az.AzureAPIVersion != "2024-05-01-preview" || az.APIKey != "az-secret" ||
-		fast.NoStream || !az.NoStream {
+		fast.NoStream || !az.NoStream || !fast.CacheMarkers || !fast.WarmUp || az.CacheMarkers || az.WarmUp {
 		t.Errorf("endpoints %+v", cfg.Endpoints)
 	}
 	ex, link, vote := cfg.Roles["explore"], cfg.Roles["link"], cfg.Roles["vote"]

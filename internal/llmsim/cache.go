@@ -14,7 +14,10 @@ import (
 // a request whose prompt starts with at least MinTokens of a recent
 // request's prompt is served that shared prefix from the cache, in steps
 // of Step tokens, and usage reports it as
-// prompt_tokens_details.cached_tokens.
+// prompt_tokens_details.cached_tokens. As at the providers, a prompt is
+// readable from the cache only once its request has been processed up to
+// its first token: requests sent together all miss (Anthropic's docs: wait
+// for the first response before sending the others).
 type PromptCache struct {
 	Enabled bool
 	// MinTokens is the shortest prefix cached (default 1,024, OpenAI's).
@@ -47,6 +50,8 @@ const cacheKeyBytes = 1024
 type cachedPrompt struct {
 	text string
 	used time.Time
+	// ready is when the request that wrote it reached its first token.
+	ready time.Time
 }
 
 // promptCache holds recent prompts' texts by their first bytes.
@@ -108,8 +113,9 @@ func cacheKey(text string) uint64 {
 }
 
 // lookup returns the cached tokens of a prompt of prompt tokens, and keeps
-// the prompt for the requests after it.
-func (c *promptCache) lookup(model string, req chatRequest, prompt int) int {
+// the prompt for the requests after it, readable from ready (the request's
+// first token).
+func (c *promptCache) lookup(model string, req chatRequest, prompt int, ready time.Time) int {
 	if c == nil || !c.cfg.Enabled {
 		return 0
 	}
@@ -136,6 +142,12 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int) int {
 			continue
 		}
 		live = append(live, e)
+		if e.text == stored {
+			same = e
+		}
+		if now.Before(e.ready) {
+			continue // still being processed: not in the cache yet
+		}
 		n := commonPrefix(text, e.text)
 		if c.cfg.Markers && n < len(e.text) {
 			n = 0 // a marked prefix is read whole or not at all
@@ -143,14 +155,14 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int) int {
 		if n > best {
 			best = n
 		}
-		if e.text == stored {
-			same = e
-		}
 	}
 	if same != nil {
 		same.used = now
+		if ready.Before(same.ready) {
+			same.ready = ready
+		}
 	} else if c.n < cacheMaxEntries {
-		live = append(live, &cachedPrompt{text: stored, used: now})
+		live = append(live, &cachedPrompt{text: stored, used: now, ready: ready})
 		c.n++
 	}
 	c.by[key] = live

@@ -1,9 +1,13 @@
 package llmsim
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // schemaText is a prompt part of several thousand tokens, like a schema.
@@ -146,5 +150,56 @@ func TestContentParts(t *testing.T) {
 		"content": []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:"}}}}}})
 	if resp.StatusCode != 400 || !strings.Contains(fmt.Sprint(out), "image_url") {
 		t.Errorf("an image part: status %d (%v), want 400 naming it", resp.StatusCode, out)
+	}
+}
+
+// TestPromptCacheAfterFirstToken: as at the providers, a prompt is in the
+// cache only once its request reached its first token, so requests sent
+// together all miss, and one sent after the first has answered hits.
+func TestPromptCacheAfterFirstToken(t *testing.T) {
+	t.Parallel()
+	shared := "You write SQLite queries.\n" + schemaText(60)
+	// A long first token: the two requests sent together arrive well
+	// within it however loaded the machine.
+	_, ts := newSim(t, Config{PromptCache: PromptCache{Enabled: true}, Latency: Latency{FirstToken: 3 * time.Second}})
+	url := ts.URL + "/v1/chat/completions"
+	body := chatBody(msg("system", shared), msg("user", "Task: how many orders are there?"))
+	type result struct {
+		cached int
+		err    error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			b, _ := json.Marshal(body)
+			resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Usage struct {
+					Details struct {
+						Cached int `json:"cached_tokens"`
+					} `json:"prompt_tokens_details"`
+				} `json:"usage"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			results <- result{out.Usage.Details.Cached, err}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.cached != 0 {
+			t.Errorf("a request sent with another of the same prompt read %d cached tokens, want 0 (neither had reached its first token)", r.cached)
+		}
+	}
+	_, after := post(t, url, body)
+	if c, p := cachedTokens(t, after); c < 1024 {
+		t.Errorf("a request sent after the first answered read %d of %d tokens from the cache, want the shared prompt", c, p)
 	}
 }

@@ -270,7 +270,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.complete(req, canon)
 		s.mem.remember(prefix, rep, *canon)
 	}
-	rep.cachedTokens = s.cache.lookup(req.Model, req, prompt)
+	delay, first := s.latency(attempt, completion)
+	rep.cachedTokens = s.cache.lookup(req.Model, req, prompt, time.Now().Add(first))
 	counted := prompt + completion
 	if s.cfg.PromptCache.ExcludeFromTPM {
 		counted -= rep.cachedTokens
@@ -288,12 +289,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.stats.count(rep.kind, rep.info == nil, len(rep.calls) > 0, prompt, completion)
-	delay := s.latency(attempt, completion)
 	if stall {
 		s.stats.faults.Add(1)
 	}
 	if req.Stream {
-		s.stream(w, r, req, rep, delay, prompt, completion, stall)
+		s.stream(w, r, req, rep, delay, first, prompt, completion, stall)
 		return
 	}
 	if stall {
@@ -576,19 +576,23 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, rng *rand.Rand) (
 	return false, false
 }
 
-func (s *Server) latency(rng *rand.Rand, completion int) time.Duration {
+// latency is how long the reply takes in all, and to its first token.
+func (s *Server) latency(rng *rand.Rand, completion int) (total, first time.Duration) {
 	l := s.cfg.Latency
-	d := float64(l.FirstToken)
+	d, f := float64(l.FirstToken), float64(l.FirstToken)
 	if l.TokensPerSecond > 0 {
 		d += float64(completion) / l.TokensPerSecond * float64(time.Second)
 	}
 	if l.Sigma > 0 {
-		d *= math.Exp(rng.NormFloat64() * l.Sigma)
+		j := math.Exp(rng.NormFloat64() * l.Sigma)
+		d, f = d*j, f*j
 	}
-	return time.Duration(d)
+	return time.Duration(d), time.Duration(f)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, delay time.Duration, prompt, completion int, stall bool) {
+// stream sends the reply's role at once, its first token after first (the
+// prompt processed), and the rest over the remaining delay.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest, rep reply, delay, first time.Duration, prompt, completion int, stall bool) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -649,7 +653,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req chatRequest,
 			pieces = append(pieces, func() map[string]any { return pt.delta(p) })
 		}
 	}
-	step := delay / time.Duration(len(pieces)+1)
+	if !sleepCtx(r.Context(), first) {
+		return
+	}
+	step := (delay - first) / time.Duration(len(pieces)+1)
 	for i, p := range pieces {
 		if stall && i == len(pieces)/2 {
 			// Silence, then the connection drops mid-reply.

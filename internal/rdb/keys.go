@@ -41,6 +41,12 @@
 //	                                                             llm:<group>:rpm|tpm, wh:<name>:qps,
 //	                                                             serve:<tenant>:req
 //	rl:cooldown:<group>               ratelimit                  a pause after a provider's 429            the pause
+//	rl:down:<group>                   ratelimit (route.go)       set while an LLM deployment is cooled     the cooldown
+//	                                                             down after failures
+//	rl:fails:<group>                  ratelimit (route.go)       a deployment's health failures in a row   1 min from the last
+//	rl:warm:<hash>                    ratelimit (warm.go)        "pending" while the first call of a long  the call's warm-up lock,
+//	                                                             shared prompt start runs; "warm" once     then llm.Config.WarmUpTTL
+//	                                                             the provider has it cached
 //	rl:sem:<name>                     ratelimit                  sorted set of slot leases token → expiry  twice the lease, renewed
 //	rl:bytes:<run>                    ratelimit                  bytes a run scanned (ByteBudget)          BytesTTL (14 days)
 //	serve:q:<id>                      internal/app/serve                  a question and its answer (JSON)          serve's --retain, every write
@@ -215,6 +221,10 @@ func DeploymentDownName(group string) string { return "down:" + group }
 
 // DeploymentFailsName: see DeploymentDownName.
 func DeploymentFailsName(group string) string { return "fails:" + group }
+
+// WarmName marks a prompt start (hash: its digest) being sent ahead to
+// warm the provider's prompt cache, then warm.
+func WarmName(hash string) string { return "warm:" + hash }
 
 // WarehouseGroup names a warehouse's cooldown group and semaphore.
 func WarehouseGroup(name string) string { return "wh:" + name }

@@ -598,3 +598,25 @@ func Spend(ctx context.Context, c redis.Cmdable, key string, n, limit int64) (ok
 	count, _ = res[1].(int64)
 	return got == 1, count, nil
 }
+
+// warmTakeScript returns a warm-up mark's state, taking the lead (a
+// "pending" mark for ARGV[1] ms) when there is none.
+var warmTakeScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], 'pending', 'PX', ARGV[1])
+return 'lead'
+`)
+
+// Warm states of a prompt start's mark (WarmTake).
+const (
+	WarmLead    = "lead"    // this caller sends first
+	WarmPending = "pending" // another caller is sending first
+	WarmReady   = "warm"    // the provider has it cached
+)
+
+// WarmTake reads key's warm-up state; with none, the caller leads and key
+// is pending for lock (a lead that dies frees it then).
+func WarmTake(ctx context.Context, c redis.Cmdable, key string, lock time.Duration) (string, error) {
+	return warmTakeScript.Run(ctx, c, []string{key}, max(lock.Milliseconds(), 1)).Text()
+}

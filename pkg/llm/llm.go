@@ -131,6 +131,9 @@ type Usage struct {
 	// Fallbacks counts calls answered by a fallback model, every
 	// deployment of the role's own being down.
 	Fallbacks int `json:"fallback_calls,omitempty"`
+	// WarmUpWait is the time a call waited for the first call with the
+	// same prompt start to warm the provider's cache (Endpoint.WarmUp).
+	WarmUpWait time.Duration `json:"warm_up_wait_ns,omitempty"`
 }
 
 // Add accumulates the counts of o into the receiver.
@@ -146,6 +149,7 @@ func (u *Usage) Add(o Usage) {
 	u.LimiterWait += o.LimiterWait
 	u.Tokenize += o.Tokenize
 	u.Fallbacks += o.Fallbacks
+	u.WarmUpWait += o.WarmUpWait
 }
 
 // Response is a call's answer.

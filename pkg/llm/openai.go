@@ -108,6 +108,12 @@ type Endpoint struct {
 	// LiteLLM or another OpenAI-compatible proxy that passes the markers
 	// on); OpenAI caches a shared prefix by itself and needs none.
 	CacheMarkers bool
+	// WarmUp sends the first call of those starting with the same long
+	// prompt (an example's candidates share their schema prompt) ahead,
+	// and the others once the provider has processed it, so they read it
+	// from the prompt cache instead of all paying for it (Warmer; a
+	// Limiter that is not a Warmer leaves calls as they come).
+	WarmUp bool
 }
 
 // Bucket is the shared quota a call draws on: its endpoint, that
@@ -144,6 +150,12 @@ type Config struct {
 	Prices           Prices
 	CachedOutsideTPM bool
 	CacheMarkers     bool
+	WarmUp           bool
+	// WarmUpWait bounds a call's wait for the first call with its prompt
+	// start (default DefaultWarmUpWait); WarmUpTTL is how long a warmed
+	// start is taken as cached (default DefaultWarmUpTTL).
+	WarmUpWait time.Duration
+	WarmUpTTL  time.Duration
 	// Endpoints are further endpoints that ModelConfig.Endpoint names.
 	Endpoints []Endpoint
 	// Models by role; Default serves roles not listed.
@@ -223,7 +235,7 @@ type Config struct {
 func (c Config) defaultEndpoint() Endpoint {
 	return Endpoint{Name: DefaultEndpoint, BaseURL: c.BaseURL, APIKey: c.APIKey, Organization: c.Organization,
 		AzureAPIVersion: c.AzureAPIVersion, Headers: c.Headers, Quota: c.Quota, NoStream: c.NoStream, Prices: c.Prices, CachedOutsideTPM: c.CachedOutsideTPM,
-		CacheMarkers: c.CacheMarkers}
+		CacheMarkers: c.CacheMarkers, WarmUp: c.WarmUp}
 }
 
 // HasQuota reports whether any endpoint has a quota of its own, i.e.
@@ -445,6 +457,12 @@ func New(cfg Config) (*OpenAI, error) {
 	}
 	if cfg.DeploymentFailures <= 0 {
 		cfg.DeploymentFailures = 3
+	}
+	if cfg.WarmUpWait <= 0 {
+		cfg.WarmUpWait = DefaultWarmUpWait
+	}
+	if cfg.WarmUpTTL <= 0 {
+		cfg.WarmUpTTL = DefaultWarmUpTTL
 	}
 	if cfg.DeploymentCooldown <= 0 {
 		cfg.DeploymentCooldown = 30 * time.Second
@@ -675,14 +693,14 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
 			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
-		capt := &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers}
+		capt := &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx)}
 		stream := !ep.noStream.Load()
 		start := time.Now()
 		resp, answeredJSON, err := c.send(ctx, ep, oreq, capt, stream, lim)
 		if stream && err != nil && ctx.Err() == nil && rejectsStreaming(err) {
 			// The endpoint cannot stream: the same attempt, non-streamed.
 			c.stopStreaming(ep, mc.Name, err.Error())
-			capt = &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers}
+			capt = &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx)}
 			resp, _, err = c.send(ctx, ep, oreq, capt, false, lim)
 		} else if answeredJSON {
 			c.stopStreaming(ep, mc.Name, "it answered a streamed request with a whole JSON completion")
@@ -693,6 +711,7 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			err = errors.New("the response has no choices")
 		}
 		if err == nil {
+			capt.firstToken(ctx) // a whole answer, not streamed: it has the prompt
 			r := c.response(mc, resp, prompt)
 			counted := r.Usage.PromptTokens + r.Usage.CompletionTokens
 			if ep.CachedOutsideTPM {
@@ -1047,6 +1066,14 @@ type capture struct {
 	// watch times a streamed attempt (nil for a non-streamed one); set
 	// before the request is sent.
 	watch *watchdog
+	// lead, when the call leads a prompt warm-up, is told at the first
+	// token: the provider has processed the prompt and cached its start.
+	lead *warmLead
+}
+
+// firstToken tells a warm-up's lead that the provider has the prompt.
+func (c *capture) firstToken(ctx context.Context) {
+	c.lead.finish(ctx, true)
 }
 
 func (c *capture) answered() bool {

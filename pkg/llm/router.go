@@ -96,11 +96,20 @@ func (r route) candidate() Candidate {
 // Chat implements Client.
 func (c *OpenAI) Chat(ctx context.Context, req Request) (*Response, error) {
 	mc := c.Model(req.Role)
+	ctx, waited, end := c.warmUp(ctx, mc, req)
+	var resp *Response
+	var err error
 	if len(mc.Deployments) == 0 && len(mc.Fallbacks) == 0 {
 		ep, _ := c.endpoint(mc.Endpoint) // New checked every role's endpoint
-		return c.call(ctx, req, route{mc: mc, ep: ep, quota: ep.Quota})
+		resp, err = c.call(ctx, req, route{mc: mc, ep: ep, quota: ep.Quota})
+	} else {
+		resp, err = c.routed(ctx, req, mc)
 	}
-	return c.routed(ctx, req, mc)
+	end(err == nil)
+	if resp != nil {
+		resp.Usage.WarmUpWait = waited
+	}
+	return resp, err
 }
 
 // checkRoutes checks that every deployment and fallback names a

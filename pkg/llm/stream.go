@@ -128,6 +128,17 @@ func (c *capture) takeJSONAnswer(resp *http.Response) error {
 	return nil
 }
 
+// hasToken: the chunk carries generated output, not just the role that
+// some servers send before the prompt is processed.
+func hasToken(ch openai.ChatCompletionStreamResponse) bool {
+	for _, c := range ch.Choices {
+		if c.Delta.Content != "" || c.Delta.ReasoningContent != "" || len(c.Delta.ToolCalls) > 0 || c.FinishReason != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // streamed gathers a streamed completion into the response the
 // non-streamed call returns.
 type streamed struct {
@@ -289,6 +300,9 @@ func readStream(ctx context.Context, ep *endpoint, oreq openai.ChatCompletionReq
 		}
 		if err != nil {
 			return resp, false, fmt.Errorf("reading the response stream: %w", err)
+		}
+		if hasToken(chunk) {
+			capt.firstToken(ctx)
 		}
 		acc.add(chunk)
 	}

@@ -75,13 +75,16 @@ type Scenario struct {
 	// PromptCacheMarkers makes llmsim's cache Anthropic's: only a prefix
 	// a request marks with cache_control is cached; CacheMarkers has the
 	// client mark its prompts (llm.Endpoint.CacheMarkers).
-	PromptCacheMarkers bool       `json:"prompt_cache_markers,omitempty"`
-	CacheMarkers       bool       `json:"cache_markers,omitempty"`
-	Price              *llm.Price `json:"price,omitempty"`
-	FirstTokenMS       int        `json:"first_token_ms"`
-	TokensPerSecond    float64    `json:"tokens_per_second"`
-	Jitter             float64    `json:"jitter"`
-	PGold              float64    `json:"p_gold"`
+	PromptCacheMarkers bool `json:"prompt_cache_markers,omitempty"`
+	CacheMarkers       bool `json:"cache_markers,omitempty"`
+	// WarmUp has the client send the first call of those sharing a long
+	// prompt start ahead of the others (llm.Endpoint.WarmUp).
+	WarmUp          bool       `json:"warm_up,omitempty"`
+	Price           *llm.Price `json:"price,omitempty"`
+	FirstTokenMS    int        `json:"first_token_ms"`
+	TokensPerSecond float64    `json:"tokens_per_second"`
+	Jitter          float64    `json:"jitter"`
+	PGold           float64    `json:"p_gold"`
 	// Difficulty is the simulator's mix of easy, medium and hard
 	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
 	// "default"); "" keeps its uniform skill.
@@ -198,15 +201,18 @@ type Report struct {
 	// CachedTokens are the prompt tokens served from the provider's
 	// prompt cache, CachedShare their share of the prompt tokens;
 	// MoneyPerExample is what an example cost at Scenario.Price.
-	CachedTokens     int64   `json:"cached_tokens"`
-	CachedShare      float64 `json:"cached_share"`
-	MoneyPerExample  float64 `json:"money_per_example"`
-	WarehouseQueries int     `json:"warehouse_queries"`
-	CallsPerExample  float64 `json:"llm_calls_per_example"`
-	QueriesPerEx     float64 `json:"warehouse_queries_per_example"`
-	TokensPerExample float64 `json:"tokens_per_example"`
-	CallsPerCand     float64 `json:"llm_calls_per_candidate"`
-	QueriesPerCand   float64 `json:"warehouse_queries_per_candidate"`
+	CachedTokens    int64   `json:"cached_tokens"`
+	CachedShare     float64 `json:"cached_share"`
+	MoneyPerExample float64 `json:"money_per_example"`
+	// WarmUpWaitPerExample is the time an example's calls waited for the
+	// first call of their prompt to warm the cache (Scenario.WarmUp).
+	WarmUpWaitPerExample float64 `json:"warm_up_wait_per_example_seconds,omitempty"`
+	WarehouseQueries     int     `json:"warehouse_queries"`
+	CallsPerExample      float64 `json:"llm_calls_per_example"`
+	QueriesPerEx         float64 `json:"warehouse_queries_per_example"`
+	TokensPerExample     float64 `json:"tokens_per_example"`
+	CallsPerCand         float64 `json:"llm_calls_per_candidate"`
+	QueriesPerCand       float64 `json:"warehouse_queries_per_candidate"`
 	// PerStage is LLM calls, tokens and queries per example, by stage.
 	PerStage map[string]StageCost `json:"per_stage"`
 
@@ -521,7 +527,7 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	}
 	r.cl, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(dir, "state"), NATSURL: sc.NATSURL, RedisURL: sc.RedisURL,
 		LLM: llm.Config{BaseURL: r.simURL, APIKey: "bench", Default: llm.ModelConfig{Name: model},
-			Prices: sc.prices(), CachedOutsideTPM: sc.CachedOutsideTPM, CacheMarkers: sc.CacheMarkers},
+			Prices: sc.prices(), CachedOutsideTPM: sc.CachedOutsideTPM, CacheMarkers: sc.CacheMarkers, WarmUp: sc.WarmUp},
 		LLMQuota: r.quota, Generators: generators, GeneratorConcurrency: sc.GeneratorConcurrency, MaxHeld: r.held,
 		Explorers: sc.Explorers, ExplorerConcurrency: sc.ExplorerConcurrency, Queue: queue.Config{AckWait: 2 * time.Minute},
 		Agents: agents.Builtin()})
@@ -626,6 +632,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 	r.QueriesPerEx = float64(r.WarehouseQueries) / n
 	r.TokensPerExample = float64(r.PromptTokens+r.CompletionTokens) / n
 	r.CachedTokens, r.CachedShare, r.MoneyPerExample = int64(t.Cost.LLM.CachedTokens), t.Cost.CachedShare(), t.Cost.Money()/n
+	r.WarmUpWaitPerExample = t.Cost.LLM.WarmUpWait.Seconds() / n
 	if r.Candidates > 0 {
 		r.CallsPerCand = float64(r.LLMCalls) / float64(r.Candidates)
 		r.QueriesPerCand = float64(r.WarehouseQueries) / float64(r.Candidates)
@@ -671,7 +678,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 		service = append(service, e.ServiceSeconds)
 		taskSec += e.TaskSeconds
 		tasks += e.Tasks
-		llmSec += (e.Cost.LLM.Latency + e.Cost.LLM.LimiterWait + e.Cost.QueryTime).Seconds()
+		llmSec += (e.Cost.LLM.Latency + e.Cost.LLM.LimiterWait + e.Cost.LLM.WarmUpWait + e.Cost.QueryTime).Seconds()
 		tokenizeSec += e.Cost.LLM.Tokenize.Seconds()
 	}
 	r.LatencyP50, r.LatencyP95 = quantile(lat, 0.5), quantile(lat, 0.95)

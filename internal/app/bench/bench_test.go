@@ -142,6 +142,10 @@ func TestBenchPricesCachedPrompts(t *testing.T) {
 	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 1, 4, 1, 4
 	sc.Scaling = nil
 	sc.PromptCache = true
+	// llmsim caches a prompt from its first token on, as providers do: the
+	// candidates' shared prompt is read from the cache when the first is
+	// sent ahead.
+	sc.WarmUp = true
 	sc.Price = &llm.Price{Input: 2.5, CachedInput: 1.25, Output: 10}
 	rep, err := Run(context.Background(), sc, t.TempDir(), io.Discard)
 	if err != nil {
@@ -149,6 +153,9 @@ func TestBenchPricesCachedPrompts(t *testing.T) {
 	}
 	if rep.FailedExamples != 0 || rep.CachedShare < 0.5 {
 		t.Errorf("%d failed, cached share %.3f of %d prompt tokens; want none failed and most of the prompts cached", rep.FailedExamples, rep.CachedShare, rep.PromptTokens)
+	}
+	if rep.WarmUpWaitPerExample <= 0 {
+		t.Errorf("no call waited for its prompt's warm-up (%.3f s per example); want the candidates after the first to wait", rep.WarmUpWaitPerExample)
 	}
 	c := rep.Run.Totals.Cost.LLM
 	want := (float64(c.PromptTokens-c.CachedTokens)*2.5 + float64(c.CachedTokens)*1.25 + float64(c.CompletionTokens)*10) / 1e6 / float64(rep.Examples)

@@ -1,0 +1,70 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
+)
+
+// TestWarm: the first caller of a key leads; the others wait until it is
+// warm, or until their wait runs out when the lead never says; a lead that
+// failed lets the next caller lead.
+func TestWarm(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t), Prefix: "t:"})
+	b := &LLMBudget{Limiter: l, Scope: "s"}
+	ctx := context.Background()
+	const lock, ttl = time.Minute, time.Minute
+
+	lead, done, err := b.Warm(ctx, "k1", lock, time.Minute, ttl)
+	if err != nil || !lead {
+		t.Fatalf("the first caller: lead %v, err %v; want the lead", lead, err)
+	}
+	type followed struct {
+		lead bool
+		err  error
+	}
+	got := make(chan followed, 1)
+	go func() {
+		lead, _, err := b.Warm(ctx, "k1", lock, time.Minute, ttl)
+		got <- followed{lead, err}
+	}()
+	select {
+	case f := <-got:
+		t.Fatalf("a follower returned (lead %v, err %v) before the lead's first token", f.lead, f.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	done(ctx, true)
+	if f := <-got; f.lead || f.err != nil {
+		t.Fatalf("the follower after the lead warmed it: lead %v, err %v; want a follower", f.lead, f.err)
+	}
+	if lead, _, _ := b.Warm(ctx, "k1", lock, time.Minute, ttl); lead {
+		t.Error("a caller after the key is warm led again")
+	}
+
+	// A lead that failed: the next caller leads.
+	lead, done, _ = b.Warm(ctx, "k2", lock, time.Minute, ttl)
+	if !lead {
+		t.Fatal("the first caller of k2 did not lead")
+	}
+	done(ctx, false)
+	if lead, _, _ := b.Warm(ctx, "k2", lock, time.Minute, ttl); !lead {
+		t.Error("after the lead failed, the next caller did not lead")
+	}
+
+	// A lead that never says: a follower goes after its wait.
+	if lead, _, _ := b.Warm(ctx, "k3", lock, time.Minute, ttl); !lead {
+		t.Fatal("the first caller of k3 did not lead")
+	}
+	start := time.Now()
+	lead, _, err = b.Warm(ctx, "k3", lock, 200*time.Millisecond, ttl)
+	if lead || err != nil {
+		t.Fatalf("a follower of a silent lead: lead %v, err %v; want a follower sent after its wait", lead, err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("a follower of a silent lead waited %s, want its whole wait (200ms)", waited)
+	}
+}
