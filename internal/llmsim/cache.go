@@ -83,27 +83,27 @@ func promptText(req chatRequest) string {
 	return text
 }
 
-// promptMarked is promptText and where the last cache_control breakpoint
-// ends in it (-1: none).
-func promptMarked(req chatRequest) (string, int) {
+// promptMarked is promptText and where each cache_control breakpoint ends
+// in it, in order.
+func promptMarked(req chatRequest) (string, []int) {
 	var b strings.Builder
 	if len(req.Tools) > 0 {
 		tools, _ := json.Marshal(req.Tools)
 		b.Write(tools)
 	}
-	mark := -1
+	var marks []int
 	for _, m := range req.Messages {
 		b.WriteString("<|" + m.Role + "|>")
 		b.WriteString(m.Content)
 		if m.Marked {
-			mark = b.Len()
+			marks = append(marks, b.Len())
 		}
 		for _, tc := range m.ToolCalls {
 			b.WriteString(tc.Function.Name + tc.Function.Arguments)
 		}
 		b.WriteString("<|end|>")
 	}
-	return b.String(), mark
+	return b.String(), marks
 }
 
 func cacheKey(text string) uint64 {
@@ -119,15 +119,21 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int, ready ti
 	if c == nil || !c.cfg.Enabled {
 		return 0
 	}
-	text, mark := promptMarked(req)
-	stored := text
+	text, marks := promptMarked(req)
+	// What the request writes to the cache, and the longest prefix it may
+	// read: all of it, or with markers (Anthropic's) the prefix ending at
+	// each breakpoint, read at most up to the last.
+	stored, readable := []string{text}, len(text)
 	if c.cfg.Markers {
-		if mark < 0 {
+		if len(marks) == 0 {
 			return 0 // no breakpoint: Anthropic neither writes nor reads
 		}
-		stored = text[:mark]
+		stored, readable = nil, marks[len(marks)-1]
+		for _, m := range marks {
+			stored = append(stored, text[:m])
+		}
 	}
-	if len(stored) < cacheKeyBytes {
+	if readable < cacheKeyBytes {
 		return 0 // far below the shortest cached prefix
 	}
 	key := cacheKey(text)
@@ -135,20 +141,22 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int, ready ti
 	c.mu.Lock()
 	best := 0
 	live := c.by[key][:0]
-	var same *cachedPrompt
+	same := map[string]*cachedPrompt{}
 	for _, e := range c.by[key] {
 		if now.Sub(e.used) > c.cfg.TTL {
 			c.n--
 			continue
 		}
 		live = append(live, e)
-		if e.text == stored {
-			same = e
+		for _, st := range stored {
+			if e.text == st {
+				same[st] = e
+			}
 		}
 		if now.Before(e.ready) {
 			continue // still being processed: not in the cache yet
 		}
-		n := commonPrefix(text, e.text)
+		n := min(commonPrefix(text, e.text), readable)
 		if c.cfg.Markers && n < len(e.text) {
 			n = 0 // a marked prefix is read whole or not at all
 		}
@@ -156,14 +164,19 @@ func (c *promptCache) lookup(model string, req chatRequest, prompt int, ready ti
 			best = n
 		}
 	}
-	if same != nil {
-		same.used = now
-		if ready.Before(same.ready) {
-			same.ready = ready
+	for _, st := range stored {
+		if len(st) < cacheKeyBytes {
+			continue
 		}
-	} else if c.n < cacheMaxEntries {
-		live = append(live, &cachedPrompt{text: stored, used: now, ready: ready})
-		c.n++
+		if e := same[st]; e != nil {
+			e.used = now
+			if ready.Before(e.ready) {
+				e.ready = ready
+			}
+		} else if c.n < cacheMaxEntries {
+			live = append(live, &cachedPrompt{text: st, used: now, ready: ready})
+			c.n++
+		}
 	}
 	c.by[key] = live
 	c.mu.Unlock()

@@ -127,6 +127,11 @@ func TestPromptCacheMarkers(t *testing.T) {
 		{"marked, first: written, not read", []any{marked("system", shared), msg("user", "Task: c")}, func(n int) bool { return n == 0 }},
 		{"marked, the same prefix: read", []any{marked("system", shared), msg("user", "Task: d")}, func(n int) bool { return n >= 1024 }},
 		{"marked, a shorter prefix: not read", []any{marked("system", shared[:len(shared)-200]), msg("user", "Task: e")}, func(n int) bool { return n == 0 }},
+		// Every breakpoint writes its prefix, as at Anthropic: a turn marked
+		// at the system message and at its end writes both, and a request
+		// sharing only the system message reads that.
+		{"two breakpoints: the system's is written too", []any{marked("system", "v2 "+shared), msg("user", "Task: f"), marked("user", "more")}, func(n int) bool { return n == 0 }},
+		{"the system breakpoint read by another turn", []any{marked("system", "v2 "+shared), marked("user", "Task: g")}, func(n int) bool { return n >= 1024 }},
 	} {
 		if got := ask(c.msgs...); !c.want(got) {
 			t.Errorf("request %d (%s): %d cached tokens", i+1, c.name, got)

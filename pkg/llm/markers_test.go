@@ -94,3 +94,43 @@ func TestPatchedBodyKeepsNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheMarkersOnTheWire: the breakpoints go on the system message, the
+// last user message and a conversation's final tool result, and nowhere
+// else (Anthropic allows four).
+func TestCacheMarkersOnTheWire(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan []map[string]json.RawMessage, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []map[string]json.RawMessage `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		bodies <- body.Messages
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"x","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"SELECT 1"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`))
+	}))
+	defer ts.Close()
+	c := client(t, llm.Config{BaseURL: ts.URL + "/v1", NoStream: true, CacheMarkers: true})
+	call := llm.ToolCall{ID: "c1", Name: "execute_sql", Arguments: `{"sql":"SELECT 1"}`}
+	msgs := []llm.Message{llm.System("rules"), llm.User("schema and question"), {Role: "assistant", ToolCalls: []llm.ToolCall{call}},
+		llm.ToolResult("c1", "first result"), {Role: "assistant", ToolCalls: []llm.ToolCall{{ID: "c2", Name: "execute_sql", Arguments: `{"sql":"SELECT 2"}`}}},
+		llm.ToolResult("c2", "second result")}
+	if _, err := c.Chat(context.Background(), llm.Request{Role: llm.RoleGenerate, Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-bodies
+	want := []bool{true, true, false, false, false, true}
+	if len(got) != len(want) {
+		t.Fatalf("the endpoint got %d messages, want %d", len(got), len(want))
+	}
+	for i, m := range got {
+		marked := strings.Contains(string(m["content"]), `"cache_control"`)
+		if marked != want[i] {
+			t.Errorf("message %d (%s): marked %v, want %v; content %s", i, m["role"], marked, want[i], m["content"])
+		}
+	}
+}

@@ -1021,9 +1021,12 @@ func patchBody(req *http.Request, continueFinal, cacheMarkers bool) (*http.Reque
 	return out, nil
 }
 
-// markCache puts a cache_control breakpoint on the first system message
-// and the last user message (two of the four Anthropic allows): their
-// string content becomes one text part carrying it.
+// markCache puts a cache_control breakpoint on the first system message,
+// the last user message and, when the conversation ends with tool results,
+// the last of them (three of the four Anthropic allows): their string
+// content becomes one text part carrying it. The user message's is what an
+// example's candidates share; the tool result's lets an agent's next turn
+// (PExA's planner and proposer) read the turns before it.
 func markCache(msgs []any) {
 	mark := func(m map[string]any) {
 		if text, ok := m["content"].(string); ok && text != "" {
@@ -1040,6 +1043,11 @@ func markCache(msgs []any) {
 		if m, ok := msgs[i].(map[string]any); ok && m["role"] == "user" {
 			mark(m)
 			break
+		}
+	}
+	if n := len(msgs); n > 0 {
+		if m, ok := msgs[n-1].(map[string]any); ok && m["role"] == "tool" {
+			mark(m)
 		}
 	}
 }
