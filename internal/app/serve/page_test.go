@@ -187,7 +187,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	}
 	asked := time.Now()
 	b.Click("#ask")
-	if state := waitState(t, b, 60*time.Second); state != "answered" {
+	if state := waitState(t, b, "the first question", 2*time.Minute); state != "answered" {
 		t.Fatalf("the question ended %s on the page:\n%s", state, b.Text())
 	}
 	t.Logf("asked and answered through the page in %s", time.Since(asked).Round(time.Millisecond))
@@ -263,7 +263,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	}
 	b.Type("#question", "How many customers does the shop have?")
 	b.Click("#ask")
-	if state := waitState(t, b, 60*time.Second); state != "answered" {
+	if state := waitState(t, b, "the follow-up", 2*time.Minute); state != "answered" {
 		t.Fatalf("the follow-up ended %s:\n%s", state, b.Text())
 	}
 	if got := b.String(`document.getElementById("askedq").textContent`); !strings.Contains(got, "(a follow-up)") {
@@ -292,7 +292,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	b.Click("#endfollowup")
 	b.Type("#question", "For each month of 2024, how many orders were placed and what was their total amount? Round the amount to 2 decimals.")
 	b.Click("#ask")
-	if state := waitState(t, b, 60*time.Second); state != "answered" {
+	if state := waitState(t, b, "the monthly question", 2*time.Minute); state != "answered" {
 		t.Fatalf("the monthly question ended %s:\n%s", state, b.Text())
 	}
 	if !b.Bool(`document.getElementById("chartkind").value === "line" && document.querySelector("#chart canvas") !== null && Array.from(document.getElementById("chartkind").options).some(o => o.value === "bar")`) {
@@ -304,7 +304,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	// A question the simulator has no answer for says so, not as an error.
 	b.Type("#question", "What is the meaning of life?")
 	b.Click("#ask")
-	if state := waitState(t, b, 30*time.Second); state != "failed" {
+	if state := waitState(t, b, "the question the simulator cannot answer", 2*time.Minute); state != "failed" {
 		t.Fatalf("an unknown question ended %s", state)
 	}
 	if !b.Bool(`!document.getElementById("notice").hidden && document.getElementById("notice").textContent.includes("simulator has no answer") && document.getElementById("error").hidden && document.getElementById("answer").hidden`) {
@@ -324,7 +324,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	}
 	b.WaitFor(`!document.getElementById("cancel").hidden`, 10*time.Second)
 	b.Click("#cancel")
-	if state := waitState(t, b, 30*time.Second); state != "cancelled" {
+	if state := waitState(t, b, "the cancelled question", time.Minute); state != "cancelled" {
 		t.Fatalf("cancelled question ended %s:\n%s", state, b.Text())
 	}
 	gate.release()
@@ -334,7 +334,7 @@ func TestPageAsksInBrowser(t *testing.T) {
 	for _, width := range []int{1200, 390} {
 		b.Viewport(width, 844)
 		b.Open(ts.URL+"/?id="+id, started, 10*time.Second)
-		if state := waitState(t, b, 20*time.Second); state != "answered" {
+		if state := waitState(t, b, "the permalink's answer", time.Minute); state != "answered" {
 			t.Fatalf("the permalink at %d px: %s\n%s", width, state, b.Text())
 		}
 		b.WaitFor(`document.querySelector("#chart canvas") !== null`, 10*time.Second)
@@ -387,8 +387,12 @@ func checkAnswer(t *testing.T, b *chromium.Browser) {
 }
 
 // waitState waits until the question on the page ends and returns how.
-func waitState(t *testing.T, b *chromium.Browser, timeout time.Duration) string {
+// waitState waits for the question on the page (what) to end; the
+// limits are far above a healthy question's seconds, for -race on a
+// loaded machine.
+func waitState(t *testing.T, b *chromium.Browser, what string, timeout time.Duration) string {
 	t.Helper()
+	t.Logf("waiting for %s to end", what)
 	b.WaitFor(`["answered", "failed", "cancelled"].includes(document.body.dataset.state)`, timeout)
 	return b.String(`document.body.dataset.state`)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite" // builds the fixture databases
 
@@ -24,13 +25,21 @@ func SQLite(t testing.TB, script string) warehouse.Warehouse {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "db.sqlite")
 	writeSQLite(t, path, script)
-	db, err := sqlite.Open(sqlite.Config{Path: path})
+	db, err := sqlite.Open(sqlite.Config{Path: path, QueryTimeout: QueryTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// QueryTimeout bounds a fixture's queries far above a healthy query's time
+// even under -race on a machine loaded many times over its cores (pure-Go
+// SQLite under the race detector is tens of times slower): a query stopped
+// at the 60 s default turns into an error the agent reads, and its answers
+// change, which an agent's test would read as the agent's fault. The
+// timeout itself is tested in pkg/warehouse/sqlite.
+const QueryTimeout = 10 * time.Minute
 
 func writeSQLite(t testing.TB, path, script string) {
 	t.Helper()
@@ -103,7 +112,7 @@ func NewDataset(t testing.TB, db, script string, questions ...Question) *Fixture
 			continue
 		}
 		if gold == nil {
-			wh, err := sqlite.Open(sqlite.Config{Path: path})
+			wh, err := sqlite.Open(sqlite.Config{Path: path, QueryTimeout: QueryTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +151,7 @@ func Load(t testing.TB, dir string) *Fixture {
 	if t.Failed() {
 		t.FailNow()
 	}
-	set := &sqlite.Set{}
+	set := &sqlite.Set{Base: sqlite.Config{QueryTimeout: QueryTimeout}}
 	t.Cleanup(func() { set.Close() })
 	return &Fixture{Dataset: ds, Warehouses: &localdb.Warehouses{DS: ds, SQLite: set}, Examples: ds.Examples}
 }
