@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -164,9 +167,24 @@ func TestContentParts(t *testing.T) {
 func TestPromptCacheAfterFirstToken(t *testing.T) {
 	t.Parallel()
 	shared := "You write SQLite queries.\n" + schemaText(60)
-	// A long first token: the two requests sent together arrive well
-	// within it however loaded the machine.
-	_, ts := newSim(t, Config{PromptCache: PromptCache{Enabled: true}, Latency: Latency{FirstToken: 3 * time.Second}})
+	// The first two requests are let through together, once both have
+	// arrived, and the first token is long, so neither is processed
+	// before the other reads the cache, however loaded the machine.
+	sim, err := New(Config{Dataset: demo(t), PromptCache: PromptCache{Enabled: true}, Latency: Latency{FirstToken: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var arrivals sync.WaitGroup
+	arrivals.Add(2)
+	var n atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 2 {
+			arrivals.Done()
+			arrivals.Wait()
+		}
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
 	url := ts.URL + "/v1/chat/completions"
 	body := chatBody(msg("system", shared), msg("user", "Task: how many orders are there?"))
 	type result struct {
