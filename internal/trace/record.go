@@ -157,6 +157,10 @@ func (r *Recorder) chatSpan(ctx context.Context, start, end time.Time, req llm.R
 		attribute.Int("quorum.llm.reasoning_tokens", c.Usage.ReasoningTokens),
 		attribute.Float64("quorum.llm.limiter_wait_seconds", c.Usage.LimiterWait.Seconds()),
 	}
+	if c.Usage.WarmUpWait > 0 {
+		// Waited for the first call of its prompt to warm the cache.
+		attrs = append(attrs, attribute.Float64("quorum.llm.warm_up_wait_seconds", c.Usage.WarmUpWait.Seconds()))
+	}
 	if req.Temperature != nil {
 		attrs = append(attrs, attribute.Float64("gen_ai.request.temperature", *req.Temperature))
 	}
