@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // warmPoll bounds how often a follower reads a warm-up mark: it waits
@@ -18,12 +19,15 @@ const (
 
 // Warm lets the first call with a prompt start (key) lead, cluster-wide,
 // and the others wait until it has warmed the provider's cache, at most
-// wait. It implements llm.Warmer.
+// wait, without their execution slot (slot.Idle). It implements
+// llm.Warmer.
 func (b *LLMBudget) Warm(ctx context.Context, key string, lock, wait, ttl time.Duration) (bool, func(context.Context, bool), error) {
 	k := b.Limiter.key(rdb.WarmName(key))
 	nop := func(context.Context, bool) {}
 	deadline := time.Now().Add(wait)
 	poll := warmPollFirst
+	back := func() {}
+	defer func() { back() }()
 	for {
 		state, err := rdb.WarmTake(ctx, b.Limiter.rdb, k, lock)
 		if err != nil {
@@ -45,6 +49,10 @@ func (b *LLMBudget) Warm(ctx context.Context, key string, lock, wait, ttl time.D
 		left := time.Until(deadline)
 		if left <= 0 {
 			return false, nop, nil // sent anyway: the lead is slow or queued
+		}
+		if poll == warmPollFirst {
+			// Only a caller that must wait leaves its slot.
+			ctx, back = slot.Idle(ctx)
 		}
 		if err := sleep(ctx, min(poll, left)); err != nil {
 			return false, nop, err

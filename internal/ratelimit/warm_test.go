@@ -2,10 +2,12 @@ package ratelimit
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // TestWarm: the first caller of a key leads; the others wait until it is
@@ -19,17 +21,22 @@ func TestWarm(t *testing.T) {
 	ctx := context.Background()
 	const lock, ttl = time.Minute, time.Minute
 
-	lead, done, err := b.Warm(ctx, "k1", lock, time.Minute, ttl)
+	leadSlot := &countingSlot{}
+	lead, done, err := b.Warm(slot.With(ctx, leadSlot), "k1", lock, time.Minute, ttl)
 	if err != nil || !lead {
 		t.Fatalf("the first caller: lead %v, err %v; want the lead", lead, err)
+	}
+	if leadSlot.left.Load() != 0 {
+		t.Error("the lead, which does not wait, left its execution slot")
 	}
 	type followed struct {
 		lead bool
 		err  error
 	}
 	got := make(chan followed, 1)
+	followerSlot := &countingSlot{}
 	go func() {
-		lead, _, err := b.Warm(ctx, "k1", lock, time.Minute, ttl)
+		lead, _, err := b.Warm(slot.With(ctx, followerSlot), "k1", lock, time.Minute, ttl)
 		got <- followed{lead, err}
 	}()
 	select {
@@ -40,6 +47,9 @@ func TestWarm(t *testing.T) {
 	done(ctx, true)
 	if f := <-got; f.lead || f.err != nil {
 		t.Fatalf("the follower after the lead warmed it: lead %v, err %v; want a follower", f.lead, f.err)
+	}
+	if l, r := followerSlot.left.Load(), followerSlot.returned.Load(); l != 1 || r != 1 {
+		t.Errorf("the follower left its slot %d times and took it back %d times; want once each (waiting holds no slot)", l, r)
 	}
 	if lead, _, _ := b.Warm(ctx, "k1", lock, time.Minute, ttl); lead {
 		t.Error("a caller after the key is warm led again")
@@ -67,4 +77,15 @@ func TestWarm(t *testing.T) {
 	if waited := time.Since(start); waited < 200*time.Millisecond {
 		t.Errorf("a follower of a silent lead waited %s, want its whole wait (200ms)", waited)
 	}
+}
+
+// countingSlot counts how often a task left its execution slot and took
+// it back.
+type countingSlot struct{ left, returned atomic.Int32 }
+
+func (s *countingSlot) Leave() { s.left.Add(1) }
+
+func (s *countingSlot) Return(context.Context) error {
+	s.returned.Add(1)
+	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // Warmer sends the first of the calls that start with the same long
@@ -24,8 +22,9 @@ type Warmer interface {
 	// at once and calls done(true) once the provider has its prompt (its
 	// first token), or done(false) when its call failed, which lets the
 	// next caller lead. Otherwise Warm has waited until key was warm, at
-	// most wait, and done is a no-op. lock bounds a lead that never
-	// calls done (its process died); ttl is how long warm lasts.
+	// most wait, giving ctx's execution slot back meanwhile (slot.Idle),
+	// and done is a no-op. lock bounds a lead that never calls done (its
+	// process died); ttl is how long warm lasts.
 	Warm(ctx context.Context, key string, lock, wait, ttl time.Duration) (lead bool, done func(ctx context.Context, ok bool), err error)
 }
 
@@ -118,10 +117,9 @@ func (c *OpenAI) warmUp(ctx context.Context, mc ModelConfig, req Request) (_ con
 	if key == "" {
 		return ctx, 0, nop
 	}
-	wctx, back := slot.Idle(ctx) // a follower waits without its slot
 	start := time.Now()
-	lead, done, err := w.Warm(wctx, key, warmUpLock, c.cfg.WarmUpWait, c.cfg.WarmUpTTL)
-	back()
+	// A follower waits without its slot (the Warmer leaves it).
+	lead, done, err := w.Warm(ctx, key, warmUpLock, c.cfg.WarmUpWait, c.cfg.WarmUpTTL)
 	if err != nil {
 		// The warm-up only saves money: a call is never failed for it.
 		c.log.Debug("prompt warm-up unavailable; sending at once", zap.Error(err))
