@@ -219,14 +219,18 @@ func (e *Env) Run(ctx context.Context, id string) (*Run, error) {
 	}
 	// Questions may ask about any database of the dataset's catalogue.
 	catalogue := len(m.Questions) > 0
-	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v", m.Dataset, m.TaskFile, m.SQLiteDir, catalogue)
+	// A run's query timeout is its SQLite pools' own: SQLite's default of
+	// 60 s would otherwise cap a longer --query-timeout (Warehouse's
+	// WithTimeout only shortens). Runs with other timeouts get pools of
+	// their own.
+	key := fmt.Sprintf("%s\x00%s\x00%s\x00%v\x00%s", m.Dataset, m.TaskFile, m.SQLiteDir, catalogue, m.QueryTimeout)
 	l, ok := e.datasets[key]
 	if !ok {
 		ds, err := dataset.Load(m.Dataset, dataset.Options{TaskFile: m.TaskFile, SQLiteDir: m.SQLiteDir, Catalogue: catalogue})
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", id, err)
 		}
-		l = &loaded{ds: ds, set: &sqlite.Set{}}
+		l = &loaded{ds: ds, set: &sqlite.Set{Base: sqlite.Config{QueryTimeout: m.QueryTimeout}}}
 		if e.datasets == nil {
 			e.datasets = map[string]*loaded{}
 		}

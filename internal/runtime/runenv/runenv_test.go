@@ -25,6 +25,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
+	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 
 // echo is an agent of a kind on each pool that is never run here: the
@@ -160,6 +161,33 @@ func TestWarehouseAndRoute(t *testing.T) {
 	}
 	if res, err := wh.Query(ctx, "SELECT COUNT(*) AS n FROM t", warehouse.Limits{}); err != nil || res.CSV() != "n\n2\n" {
 		t.Errorf("query: %v", err)
+	}
+	// A run's timeout is its pools' own, so one longer than SQLite's
+	// default of 60 s is not capped by it.
+	for _, m := range []*runstate.Manifest{{Run: "wh-long", QueryTimeout: 5 * time.Minute}, {Run: "wh", QueryTimeout: 5 * time.Second}} {
+		if m.Run != "wh" {
+			m.Dataset, m.Examples = root, []string{"local001"}
+			manifest(t, env, m)
+		}
+		r, e, err := env.Example(ctx, m.Run, "local001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := r.Warehouse(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wt, ok := w.(*warehouse.WithTimeout)
+		if !ok {
+			t.Fatalf("run %s: warehouse %T, want the query timeout applied", m.Run, w)
+		}
+		db, ok := wt.W.(*sqlite.DB)
+		if !ok {
+			t.Fatalf("run %s: warehouse under the timeout %T, want the SQLite pool", m.Run, wt.W)
+		}
+		if got := db.QueryTimeout(); got != m.QueryTimeout {
+			t.Errorf("run %s (--query-timeout %s): its SQLite pool bounds a query at %s, want the run's timeout", m.Run, m.QueryTimeout, got)
+		}
 	}
 	if route, err := run.Route(ex); err != nil || route != "sqlite" {
 		t.Errorf("route %q, %v", route, err)

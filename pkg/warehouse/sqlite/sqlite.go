@@ -162,6 +162,9 @@ func (d *DB) Dialect() warehouse.Dialect { return warehouse.SQLite }
 // Close closes the pool.
 func (d *DB) Close() error { return d.db.Close() }
 
+// QueryTimeout is the pool's own bound on one query (negative: none).
+func (d *DB) QueryTimeout() time.Duration { return d.cfg.QueryTimeout }
+
 // Query implements warehouse.Warehouse.
 func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*warehouse.Result, error) {
 	stmt, err := warehouse.CheckReadOnly(warehouse.SQLite, query)
