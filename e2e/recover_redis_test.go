@@ -72,7 +72,18 @@ func toyRun(t *testing.T, ctx context.Context, natsURL, redisURL, id string, dur
 	if during != nil {
 		during(finals)
 	}
-	r := twait.Recv(t, 2*time.Minute, "the run to finish", done)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		// Say where the run stands: a rare hang needs more than "it hung".
+		got, ferr := env.State.Finals(ctx, id)
+		open, oerr := env.State.OpenRounds(ctx, id)
+		var held []string
+		herr := env.Queue.Held(ctx, queue.RunSubjects(id), func(subject string, _ []byte) { held = append(held, subject) })
+		t.Fatalf("waited 2m0s for the run to finish: %d of %d finals in Redis (%v), open rounds %+v (%v), the stream holds %d messages %v (%v)",
+			len(got), len(examples), ferr, open, oerr, len(held), held, herr)
+	}
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
