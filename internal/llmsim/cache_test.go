@@ -82,18 +82,32 @@ func TestPromptCacheExcludedFromTPM(t *testing.T) {
 	t.Parallel()
 	shared := schemaText(225) // about 5,000 tokens
 	for _, exclude := range []bool{false, true} {
-		_, ts := newSim(t, Config{Limits: Limits{TokensPerMinute: 360_000}, PromptCache: PromptCache{Enabled: true, ExcludeFromTPM: exclude}})
-		url := ts.URL + "/v1/chat/completions"
-		resp, first := post(t, url, chatBody(msg("system", shared), msg("user", "Task: how many orders are there?")))
-		if resp.StatusCode != 200 {
-			t.Fatalf("exclude %v: the first prompt got %d: %v", exclude, resp.StatusCode, first)
+		// The limit refills in a second: a second prompt admitted later
+		// than that says nothing, so a pair the machine was too slow for
+		// is tried again.
+		var got int
+		for try := 1; ; try++ {
+			_, ts := newSim(t, Config{Limits: Limits{TokensPerMinute: 360_000}, PromptCache: PromptCache{Enabled: true, ExcludeFromTPM: exclude}})
+			url := ts.URL + "/v1/chat/completions"
+			start := time.Now()
+			resp, first := post(t, url, chatBody(msg("system", shared), msg("user", "Task: how many orders are there?")))
+			if resp.StatusCode != 200 {
+				t.Fatalf("exclude %v: the first prompt got %d: %v", exclude, resp.StatusCode, first)
+			}
+			if _, p := cachedTokens(t, first); p < 4000 || p > 6000 {
+				t.Fatalf("the prompt has %d tokens; the test wants about 5,000 (a second of the limit is 6,000)", p)
+			}
+			resp, _ = post(t, url, chatBody(msg("system", shared), msg("user", "Task: what is the largest total?")))
+			got = resp.StatusCode
+			if took := time.Since(start); took < 500*time.Millisecond || got == 429 || try == 10 {
+				if took >= 500*time.Millisecond && got != 429 {
+					t.Logf("exclude %v: the machine took %s for the pair in every try", exclude, took)
+				}
+				break
+			}
 		}
-		if _, p := cachedTokens(t, first); p < 4000 || p > 6000 {
-			t.Fatalf("the prompt has %d tokens; the test wants about 5,000 (a second of the limit is 6,000)", p)
-		}
-		resp, _ = post(t, url, chatBody(msg("system", shared), msg("user", "Task: what is the largest total?")))
-		if want := map[bool]int{false: 429, true: 200}[exclude]; resp.StatusCode != want {
-			t.Errorf("exclude cached tokens from TPM %v: the second prompt got %d, want %d", exclude, resp.StatusCode, want)
+		if want := map[bool]int{false: 429, true: 200}[exclude]; got != want {
+			t.Errorf("exclude cached tokens from TPM %v: the second prompt got %d, want %d", exclude, got, want)
 		}
 	}
 }
