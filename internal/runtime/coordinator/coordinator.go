@@ -564,13 +564,17 @@ func (c *coord) admit(ctx context.Context) error {
 		if (full || broke) && !skip {
 			return nil
 		}
-		c.next++
 		if skip {
+			c.next++
 			continue
 		}
+		// next moves past id only once it started: a start that failed
+		// (Redis or NATS away) is tried again by the next admission (the
+		// final answer that called it is redelivered), not skipped.
 		if err := c.start(ctx, id); err != nil {
 			return err
 		}
+		c.next++
 	}
 	return nil
 }
@@ -608,17 +612,25 @@ func (c *coord) start(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("agent %s starting %s: %w", agentName, id, err)
 	}
-	c.mu.Lock()
-	c.flying[id] = true
-	c.began[id] = meta.Published
-	c.mu.Unlock()
 	ts := &trace.Start{Warehouse: meta.Warehouse, Round: d.Round, Expect: d.Expect, Steps: rec.Steps()}
 	for _, t := range d.Tasks {
 		ts.Tasks = append(ts.Tasks, t.ID)
 	}
 	c.env.WriteTrace(ctx, run, id, &trace.Entry{Type: trace.TypeStart, Agent: agentName, Process: c.env.Name,
 		At: meta.Published, End: time.Now(), Start: ts})
-	return c.env.Open(ctx, run, id, agentName, meta.Warehouse, d)
+	if err := c.env.Open(ctx, run, id, agentName, meta.Warehouse, d); err != nil {
+		return err
+	}
+	// In flight only once its round is recorded and published: a start
+	// that failed before is done again whole. Its final answer may
+	// already be in (a fast agent).
+	c.mu.Lock()
+	if _, final := c.finals[id]; !final {
+		c.flying[id] = true
+		c.began[id] = meta.Published
+	}
+	c.mu.Unlock()
+	return nil
 }
 
 // republish publishes the current round's tasks that have not finished and
