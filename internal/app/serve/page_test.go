@@ -323,7 +323,10 @@ func TestPageAsksInBrowser(t *testing.T) {
 		t.Fatalf("the question to cancel made no LLM call in 60s:\n%s", b.Text())
 	}
 	b.WaitFor(`!document.getElementById("cancel").hidden`, 10*time.Second)
-	b.Click("#cancel")
+	// A mouse click lands where the button was measured: one that missed
+	// (the page moved in between, the progress lines arriving) is clicked
+	// again, as a user would.
+	clickUntil(t, b, "#cancel", `document.getElementById("cancel").disabled || document.getElementById("cancel").hidden`, "the cancel to be sent")
 	if state := waitState(t, b, "the cancelled question", time.Minute); state != "cancelled" {
 		t.Fatalf("cancelled question ended %s:\n%s", state, b.Text())
 	}
@@ -393,8 +396,32 @@ func checkAnswer(t *testing.T, b *chromium.Browser) {
 func waitState(t *testing.T, b *chromium.Browser, what string, timeout time.Duration) string {
 	t.Helper()
 	t.Logf("waiting for %s to end", what)
-	b.WaitFor(`["answered", "failed", "cancelled"].includes(document.body.dataset.state)`, timeout)
+	if !b.Until(`["answered", "failed", "cancelled"].includes(document.body.dataset.state)`, timeout) {
+		t.Fatalf("waited %s for %s to end: %s; the page's errors: %q", timeout, what, b.String(pageSummary), b.Errors())
+	}
 	return b.String(`document.body.dataset.state`)
+}
+
+// pageSummary is what a failure needs of the page (its whole text is
+// mostly the schema browser): its state, status line, error, notice,
+// progress lines and cancel button.
+const pageSummary = `JSON.stringify({state: document.body.dataset.state, status: document.getElementById("status").textContent,
+	error: document.getElementById("error").hidden ? "" : document.getElementById("error").textContent,
+	notice: document.getElementById("notice").hidden ? "" : document.getElementById("notice").textContent,
+	progress: Array.from(document.querySelectorAll("#progress li")).map(l => l.textContent),
+	cancel: {hidden: document.getElementById("cancel").hidden, disabled: document.getElementById("cancel").disabled}})`
+
+// clickUntil clicks selector until done (a JS expression) holds, up to
+// three times, each given 5 s to take effect.
+func clickUntil(t *testing.T, b *chromium.Browser, selector, done, what string) {
+	t.Helper()
+	for range 3 {
+		b.Click(selector)
+		if b.Until(done, 5*time.Second) {
+			return
+		}
+	}
+	t.Fatalf("clicked %s three times and waited for %s in vain: %s", selector, what, b.String(pageSummary))
 }
 
 // llmGate passes requests to the simulated LLM, except while held: then

@@ -236,13 +236,23 @@ func (b *Browser) String(expr string) string {
 // timeout it fails the test with the page's errors and its text.
 func (b *Browser) WaitFor(expr string, timeout time.Duration) {
 	b.t.Helper()
+	if !b.Until(expr, timeout) {
+		b.t.Fatalf("waited %s for %s; the page's errors:\n%s\nthe page:\n%s", timeout, expr, strings.Join(b.Errors(), "\n"), b.Text())
+	}
+}
+
+// Until reports whether expr (a JS expression) became true within
+// timeout, for a caller that says itself what went wrong.
+func (b *Browser) Until(expr string, timeout time.Duration) bool {
+	b.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !b.Bool(expr) {
 		if time.Now().After(deadline) {
-			b.t.Fatalf("waited %s for %s; the page's errors:\n%s\nthe page:\n%s", timeout, expr, strings.Join(b.Errors(), "\n"), b.Text())
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 // Open loads u and waits until the page at u has loaded and ready (a JS
