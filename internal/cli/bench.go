@@ -104,6 +104,10 @@ and writes mixed.json.`,
 				work = dir
 			}
 			progress := io.Writer(cmd.ErrOrStderr())
+			if len(traceLevels) == 1 {
+				// One level is the run's (two or more compare them below).
+				sc.Trace = strings.TrimSpace(traceLevels[0])
+			}
 			if err := sc.Validate(); err != nil {
 				return err
 			}

@@ -233,7 +233,7 @@ func TestInspectShowPromptPerDialect(t *testing.T) {
 func TestBenchJSON(t *testing.T) {
 	t.Parallel()
 	out, err := run(t, "bench", "--json", "--dataset", demo, "--examples", "6", "--votes", "2", "--rpm", "600", "--ttft", "0s", "--tps", "0",
-		"--no-scaling", "--out", t.TempDir())
+		"--no-scaling", "--trace", "summary", "--out", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +250,14 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if rep["examples"].(float64) != 6 || rep["failed_examples"].(float64) != 0 {
 		t.Errorf("examples %v failed %v", rep["examples"], rep["failed_examples"])
+	}
+	// One --trace level is the run's (it was ignored: only two or more,
+	// a comparison, were read).
+	if sc, _ := rep["scenario"].(map[string]any); sc["trace"] != "summary" {
+		t.Errorf("--trace summary: the scenario ran with trace %v", sc["trace"])
+	}
+	if _, err := run(t, "bench", "--trace", "everything", "--examples", "2", "--no-scaling", "--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "everything") {
+		t.Errorf("--trace everything: %v, want an error naming it", err)
 	}
 }
 
