@@ -36,6 +36,7 @@ func newBenchCmd() *cobra.Command {
 		deploy                  bool
 		ds                      = bench.Deployments()
 		killAfter, killFor      time.Duration
+		cpuProfile, memProfile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -65,8 +66,17 @@ hold every generator slot, asks the same questions again. It reports both
 phases' p50/p95/max, their ratio, 429s and the batch's throughput meanwhile,
 and writes mixed.json.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			sc.FirstTokenMS = int(ttft.Milliseconds())
+			stop, err := startProfiles(cpuProfile, memProfile)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if perr := stop(); perr != nil && err == nil {
+					err = perr
+				}
+			}()
 			if mixed && len(scale) > 0 {
 				return usage(fmt.Errorf("--scale and --mixed are separate benchmarks: run them one at a time"))
 			}
@@ -128,7 +138,6 @@ and writes mixed.json.`,
 			}
 			start := time.Now()
 			var rep *bench.Report
-			var err error
 			if len(scale) > 0 {
 				fmt.Fprintf(progress, "bench %s: scale series at %s examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, joinInts(scale), sc.Votes, sc.RPM)
 				rep, err = bench.Series(cmd.Context(), sc, scale, work, progress)
@@ -196,6 +205,8 @@ and writes mixed.json.`,
 	f.DurationVar(&killFor, "kill-for", time.Duration(ds.KillSeconds*float64(time.Second)), "--deployments: how long it stays down")
 	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
 	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the whole bench (every role, NATS and the simulator; not redis-server) to this file")
+	f.StringVar(&memProfile, "memprofile", "", "write a pprof allocation profile (every allocation since the start, sampled) to this file at the end")
 	return cmd
 }
 

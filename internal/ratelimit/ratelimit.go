@@ -73,6 +73,7 @@ type Limiter struct {
 	rdb      redis.UniversalClient
 	prefix   string
 	batchCut float64
+	lines    lines
 }
 
 // New returns a Limiter.
@@ -146,20 +147,35 @@ func (l *Limiter) Try(ctx context.Context, group string, claims ...Claim) (wait 
 
 // Wait returns once the claims are admitted, sleeping for as long as the
 // limiter says they would not fit (with a little jitter, so that callers
-// told the same time do not all return at once).
+// told the same time do not all return at once). This process's callers
+// of one group and priority wait in a line whose head alone asks Redis.
 func (l *Limiter) Wait(ctx context.Context, group string, claims ...Claim) (time.Duration, error) {
-	var waited time.Duration
+	start := time.Now()
+	leave, err := l.lines.wait(ctx, lineKey(ctx, group))
+	if err != nil {
+		return time.Since(start), err
+	}
+	defer leave()
 	for {
 		wait, admitted, err := l.reserve(ctx, group, claims)
 		if err != nil || admitted {
-			return waited, err
+			return time.Since(start), err
 		}
 		wait += time.Duration(rand.Int64N(int64(min(wait/10, 5*time.Millisecond)) + 1))
 		if err := sleep(ctx, wait); err != nil {
-			return waited + wait, err
+			return time.Since(start), err
 		}
-		waited += wait
 	}
+}
+
+// lineKey is the line of group's callers of ctx's priority: an interactive
+// caller may use the burst batch work leaves, so it does not queue behind
+// batch callers.
+func lineKey(ctx context.Context, group string) string {
+	if priority.IsInteractive(ctx) {
+		return "interactive\x00" + group
+	}
+	return "batch\x00" + group
 }
 
 // Adjust charges (units > 0) or refunds (units < 0) a key after the fact,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,8 +24,10 @@ const healthWindow = time.Minute
 // llm.Router.
 func (b *LLMBudget) AcquireAny(ctx context.Context, cands []llm.Candidate, tokens int) (int, func(context.Context, int), error) {
 	rc := make([]rdb.RouteCandidate, len(cands))
+	groups := make([]string, len(cands))
 	for i, c := range cands {
 		group := b.group(c.Bucket)
+		groups[i] = group
 		claims, err := b.Limiter.gcra(ctx, b.claims(c.Bucket, tokens))
 		if err != nil {
 			return 0, nil, err
@@ -32,6 +35,13 @@ func (b *LLMBudget) AcquireAny(ctx context.Context, cands []llm.Candidate, token
 		rc[i] = rdb.RouteCandidate{CooldownKey: b.Limiter.key(rdb.CooldownName(group)), DownKey: b.Limiter.key(rdb.DeploymentDownName(group)),
 			Claims: claims, Weight: c.Weight, Priority: c.Priority}
 	}
+	// Callers routing over the same deployments wait in one line (see
+	// Limiter.Wait).
+	leave, err := b.Limiter.lines.wait(ctx, lineKey(ctx, "any\x00"+strings.Join(groups, "\x00")))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer leave()
 	for {
 		i, wait, allDown, err := rdb.ReserveAny(ctx, b.Limiter.rdb, rc)
 		switch {

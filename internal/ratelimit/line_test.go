@@ -1,0 +1,114 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
+)
+
+func isOpen(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestLineHandsTheTurnOn(t *testing.T) {
+	var ls lines
+	a, leaveA := ls.join("k")
+	b, leaveB := ls.join("k")
+	c, leaveC := ls.join("k")
+	other, leaveOther := ls.join("other")
+	if !isOpen(a) || isOpen(b) || isOpen(c) {
+		t.Fatalf("turns after three joins: a %v, b %v, c %v; want only the first's", isOpen(a), isOpen(b), isOpen(c))
+	}
+	if !isOpen(other) {
+		t.Fatal("the first caller of another key waits behind k's line")
+	}
+	leaveB() // a caller behind the head gives up
+	if isOpen(c) {
+		t.Fatal("c's turn came while the head a still holds it")
+	}
+	leaveA()
+	leaveA() // leaving twice hands nothing on twice
+	if !isOpen(c) {
+		t.Fatal("the head left and c, next in line, did not get its turn")
+	}
+	leaveC()
+	leaveOther()
+	if len(ls.m) != 0 {
+		t.Errorf("%d lines left after everyone left, want none", len(ls.m))
+	}
+}
+
+func TestLineWaitEndsWithItsContext(t *testing.T) {
+	var ls lines
+	leave, err := ls.wait(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := ls.wait(ctx, "k"); done <- err }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiter whose context ended: err %v, want context.Canceled", err)
+	}
+	leave()
+	if len(ls.m) != 0 {
+		t.Errorf("%d lines left, want none: the cancelled waiter did not leave", len(ls.m))
+	}
+}
+
+// evalCalls is how many scripts redis-server ran (EVALSHA and EVAL).
+func evalCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Client(t).Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+		c, _ := strconv.Atoi(m[1])
+		n += c
+	}
+	return n
+}
+
+// TestWaitingCallersAskRedisOncePerAdmission: 40 callers of one process
+// wait on a saturated quota (20 a second, burst 1). Told "not before T",
+// they used to all wake at T and all but one ask again, about one Redis call
+// per waiting caller per admission (~800 here); in a line only the head
+// asks.
+func TestWaitingCallersAskRedisOncePerAdmission(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t), Reserve: -1})
+	rate := PerSecond(20, 1)
+	ctx := context.Background()
+	before := evalCalls(t, srv)
+	const callers = 40
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Wait(ctx, "g", Claim{Key: "k", Rate: rate, Units: 1}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	calls := evalCalls(t, srv) - before
+	t.Logf("%d callers admitted with %d reservation calls", callers, calls)
+	if calls > 3*callers {
+		t.Errorf("%d reservation calls for %d admissions, want at most %d: waiting callers poll Redis", calls, callers, 3*callers)
+	}
+}
