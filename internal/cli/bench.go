@@ -372,11 +372,11 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	}
 	if len(r.Series) > 0 {
 		fmt.Fprintf(w, "\nScale series (the figures above are its first point's run):\n")
-		fmt.Fprintf(w, "%8s %8s %6s %5s %6s %9s %9s %11s %9s %15s %11s\n", "examples", "wall s", "quota", "429s", "failed", "CPU s/ex", "peak MiB", "outside s", "prep s", "overhead ms p50/p95", "Redis B/ex")
+		fmt.Fprintf(w, "%8s %8s %6s %5s %6s %9s %9s %11s %13s %9s %15s %11s\n", "examples", "wall s", "quota", "429s", "failed", "CPU s/ex", "peak MiB", "outside s", "outside ms/ex", "prep s", "overhead ms p50/p95", "Redis B/ex")
 		for _, p := range r.Series {
 			prep := p.Phases["dataset"] + p.Phases["simulator"] + p.Phases["cluster"] + p.Phases["manifest"]
-			fmt.Fprintf(w, "%8d %8.1f %6.3f %5d %6d %9.3f %9.0f %11.1f %9.1f %9.2f / %6.2f %11.0f\n", p.Examples, p.Wall, p.QuotaRatio, p.RateLimited, p.FailedExamples,
-				p.CPUPerExample, float64(p.PeakRSS)/(1<<20), p.OutsideWall, prep, p.RuntimeOverheadP50MS, p.RuntimeOverheadP95MS, p.RedisBytesPerExample)
+			fmt.Fprintf(w, "%8d %8.1f %6.3f %5d %6d %9.3f %9.0f %11.1f %13.2f %9.1f %9.2f / %6.2f %11.0f\n", p.Examples, p.Wall, p.QuotaRatio, p.RateLimited, p.FailedExamples,
+				p.CPUPerExample, float64(p.PeakRSS)/(1<<20), p.OutsideWall, p.OutsideWallPerExampleMS, prep, p.RuntimeOverheadP50MS, p.RuntimeOverheadP95MS, p.RedisBytesPerExample)
 		}
 		fmt.Fprintln(w, "(outside s: the point's whole time less the run's wall; prep s: the dataset, simulator, cluster and manifest, the rest is the coordinator's start, scoring and outputs, measuring and shutting down; bench.json splits it by phase)")
 	}

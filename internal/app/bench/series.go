@@ -40,6 +40,9 @@ type SeriesPoint struct {
 	Total       float64            `json:"total_seconds"`
 	OutsideWall float64            `json:"outside_wall_seconds"`
 	Phases      map[string]float64 `json:"phase_seconds"`
+	// OutsideWallPerExampleMS is OutsideWall per example: preparation and
+	// output are O(N) at best, so linear growth keeps it flat.
+	OutsideWallPerExampleMS float64 `json:"outside_wall_ms_per_example"`
 	// RuntimeOverhead* are each executed task's time in its worker
 	// outside the agent's execute (quorum_task_runtime_seconds): median,
 	// p95 and the mean of the parts the workers time.
@@ -124,6 +127,7 @@ func runPoint(ctx context.Context, sc Scenario, dir string, progress io.Writer) 
 		Total: total, OutsideWall: total - rep.Wall, Phases: clk.phases,
 		RuntimeOverheadP50MS: rep.RuntimeOverheadP50MS, RuntimeOverheadP95MS: rep.RuntimeOverheadP95MS,
 		RuntimeOverheadMeanMS: rep.RuntimeOverheadMS}
+	p.OutsideWallPerExampleMS = 1000 * p.OutsideWall / n
 	p.Phases["coordinator_outside_wall"] = p.Phases["coordinator"] - rep.Wall
 	if rd := rep.Redis; rd != nil {
 		p.RedisBytesPerExample = float64(rd.After.UsedMemory-rd.Before.UsedMemory) / n

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -34,6 +35,9 @@ func TestSeriesReportsEveryFigure(t *testing.T) {
 		}
 		if p.Wall <= 0 || p.Total <= p.Wall || p.OutsideWall <= 0 || p.OutsideWall != p.Total-p.Wall {
 			t.Errorf("%d examples: wall %.2fs, total %.2fs, outside the wall %.2fs: want 0 < wall < total and outside = total - wall", want, p.Wall, p.Total, p.OutsideWall)
+		}
+		if got := p.OutsideWall * 1000 / float64(want); math.Abs(p.OutsideWallPerExampleMS-got) > 1e-6 {
+			t.Errorf("%d examples: outside the wall %.3f ms per example, want %.3f (%.2fs / %d)", want, p.OutsideWallPerExampleMS, got, p.OutsideWall, want)
 		}
 		if p.QuotaRatio <= 0 || p.QuotaRatio > 1.2 || p.RateLimited != 0 || p.FailedExamples != 0 {
 			t.Errorf("%d examples: quota ratio %.3f, %d 429s, %d failed", want, p.QuotaRatio, p.RateLimited, p.FailedExamples)
