@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 )
@@ -110,5 +111,44 @@ func TestWaitingCallersAskRedisOncePerAdmission(t *testing.T) {
 	t.Logf("%d callers admitted with %d reservation calls", callers, calls)
 	if calls > 3*callers {
 		t.Errorf("%d reservation calls for %d admissions, want at most %d: waiting callers poll Redis", calls, callers, 3*callers)
+	}
+}
+
+// TestSemaphoreWaitersAskRedisOncePerSlot: 60 callers of one process share
+// 2 warehouse slots, each holding one 20 ms. Polling with backoff, every
+// waiter asked Redis several times a slot; in a line only the head asks,
+// and a release in this process wakes it.
+func TestSemaphoreWaitersAskRedisOncePerSlot(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l, _ := New(Config{Client: srv.Client(t)})
+	sem, err := l.Semaphore("wh", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before := evalCalls(t, srv)
+	const callers = 60
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := sem.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // the scenario: a query holds its slot a while
+			if err := p.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	calls := evalCalls(t, srv) - before
+	t.Logf("%d callers took a slot with %d acquire calls", callers, calls)
+	if calls > 4*callers {
+		t.Errorf("%d acquire calls for %d slots taken, want at most %d: waiting callers poll Redis", calls, callers, 4*callers)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumsql/quorum/internal/rdb"
@@ -23,6 +23,10 @@ type Semaphore struct {
 	key      string
 	capacity int
 	lease    time.Duration
+	// freed wakes this process's waiting head when one of its permits is
+	// released, rather than at its next poll; held counts those permits.
+	freed chan struct{}
+	held  atomic.Int32
 }
 
 // Semaphore returns the semaphore named key with the given capacity.
@@ -33,7 +37,7 @@ func (l *Limiter) Semaphore(key string, capacity int, lease time.Duration) (*Sem
 	if lease < 100*time.Millisecond {
 		return nil, fmt.Errorf("semaphore %s: lease %v is too short (minimum 100ms)", key, lease)
 	}
-	return &Semaphore{l: l, key: l.key(rdb.SemaphoreName(key)), capacity: capacity, lease: lease}, nil
+	return &Semaphore{l: l, key: l.key(rdb.SemaphoreName(key)), capacity: capacity, lease: lease, freed: make(chan struct{}, 1)}, nil
 }
 
 // Permit is one held slot. Release it when done.
@@ -50,8 +54,14 @@ type Permit struct {
 var ErrLeaseLost = errors.New("semaphore lease lost")
 
 // Acquire waits for a slot. The permit renews its lease every lease/3 until
-// Release.
+// Release. This process's callers wait in a line (see Limiter.Wait) whose
+// head alone polls Redis; a release in this process wakes it at once.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
+	leave, err := s.l.lines.wait(ctx, lineKey(ctx, "semaphore\x00"+s.key))
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
@@ -64,23 +74,41 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 		if ok {
 			return s.permit(token), nil
 		}
-		// Wait for a release, polling with jittered backoff; never past
-		// the earliest lease expiry.
+		// Wait for a release, polling with jittered backoff (another
+		// process's release is seen only so); never past the earliest
+		// lease expiry.
+		if s.held.Load() > 0 {
+			// A release here wakes the head: polling is for other
+			// processes' releases, at the slowest rate.
+			poll = maxPoll
+		}
 		d := time.Duration(float64(poll) * (0.5 + mrand.Float64()))
 		if e := untilExpiry; e > 0 && e < d {
 			d = e
 		}
-		if err := sleep(ctx, d); err != nil {
-			return nil, err
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-s.freed:
+			t.Stop()
+			poll = 5 * time.Millisecond
+			continue
+		case <-t.C:
 		}
-		poll = time.Duration(math.Min(float64(poll*2), float64(100*time.Millisecond)))
+		poll = min(poll*2, maxPoll)
 	}
 }
+
+// maxPoll is the longest a waiting head goes without asking Redis.
+const maxPoll = 100 * time.Millisecond
 
 // permit is the held slot of token, renewed every third of the lease
 // until Release.
 func (s *Semaphore) permit(token string) *Permit {
 	p := &Permit{s: s, token: token, lost: make(chan struct{})}
+	s.held.Add(1)
 	p.keeper = &rdb.Renewer{
 		Renew:   func(ctx context.Context) (bool, error) { return rdb.RenewSlot(ctx, s.l.rdb, s.key, s.lease, token) },
 		Every:   s.lease / 3,
@@ -101,6 +129,11 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.once.Do(func() {
 		p.keeper.Stop()
 		err = p.s.l.rdb.ZRem(ctx, p.s.key, p.token).Err()
+		p.s.held.Add(-1)
+		select {
+		case p.s.freed <- struct{}{}:
+		default: // a wake is already pending
+		}
 	})
 	return err
 }
