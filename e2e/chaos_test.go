@@ -322,12 +322,13 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 		select {
 		case doneErr = <-finished:
 		case <-time.After(6 * time.Minute):
-			t.Fatalf("%s: the run did not finish within 6 minutes (logs in %s)", ag.name, logs)
+			// Say where the run stands, and keep the logs past the
+			// test's cleanup: a rare hang needs more than "it hung".
+			t.Fatalf("%s: the run did not finish within 6 minutes after %d disturbances; %s", ag.name, steps, standing(t, logs, rsrv.Addr, nproc.url(), fmt.Sprintf("coordinator-%d", coords), r.name("voter")))
 		}
 	}
 	if doneErr != nil {
-		b, _ := os.ReadFile(filepath.Join(logs, fmt.Sprintf("coordinator-%d.log", coords)))
-		t.Fatalf("%s: coordinator: %v:\n%s\n(logs in %s)", ag.name, doneErr, tail(string(b), 3000), logs)
+		t.Fatalf("%s: coordinator: %v; %s", ag.name, doneErr, standing(t, logs, rsrv.Addr, nproc.url(), fmt.Sprintf("coordinator-%d", coords), r.name("voter")))
 	}
 	res := chaosResult{snapshot: readOutputs(t, out), served: sim.Stats().Requests}
 
@@ -366,6 +367,42 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	t.Logf("%s under chaos: %d disturbances, %d processes SIGKILLed and restarted (%d workers with a task in flight), redis down %v, nats and the coordinator restarted; %d LLM faults in %d requests; %d redeliveries; %d examples compared with the undisturbed run",
 		ag.name, steps, workerKills, heldKills, plan.outage, faultsSeen, res.served, redelivered, len(res.examples))
 	return res
+}
+
+// standing says where a run that failed stands: the rounds Redis holds
+// open, the messages left in the stream, a copy of every log kept past the
+// test's cleanup and the last lines of the logs of tails (role names).
+func standing(t *testing.T, logs, redisAddr, natsURL string, tails ...string) string {
+	t.Helper()
+	var b strings.Builder
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	open, err := rdb.ZRangeWithScores(context.Background(), "quorum:rounds", 0, -1).Result()
+	fmt.Fprintf(&b, "open rounds %v (%v); ", open, err)
+	if nc, err := nats.Connect(natsURL); err == nil {
+		js, _ := jetstream.New(nc)
+		if st, err := js.Stream(context.Background(), queue.Stream); err == nil {
+			if info, err := st.Info(context.Background()); err == nil {
+				fmt.Fprintf(&b, "the stream holds %d messages; ", info.State.Msgs)
+			}
+		}
+		nc.Close()
+	}
+	kept, err := os.MkdirTemp("", "quorum-chaos-logs-")
+	if err == nil {
+		entries, _ := os.ReadDir(logs)
+		for _, e := range entries {
+			if data, err := os.ReadFile(filepath.Join(logs, e.Name())); err == nil {
+				_ = os.WriteFile(filepath.Join(kept, e.Name()), data, 0o644)
+			}
+		}
+		fmt.Fprintf(&b, "logs kept in %s", kept)
+	}
+	for _, name := range tails {
+		data, _ := os.ReadFile(filepath.Join(logs, name+".log"))
+		fmt.Fprintf(&b, "\n--- %s.log (last lines) ---\n%s", name, tail(string(data), 2500))
+	}
+	return b.String()
 }
 
 // streamMessages counts the messages left in the work stream.
