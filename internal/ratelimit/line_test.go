@@ -116,8 +116,9 @@ func TestWaitingCallersAskRedisOncePerAdmission(t *testing.T) {
 
 // TestSemaphoreWaitersAskRedisOncePerSlot: 60 callers of one process share
 // 2 warehouse slots, each holding one 20 ms. Polling with backoff, every
-// waiter asked Redis several times a slot; in a line only the head asks,
-// and a release in this process wakes it.
+// waiter asked Redis several times a slot (569 calls); in a line only the
+// head asks, and a release in this process wakes it (about 2 calls a slot;
+// the bound leaves room for holds a loaded machine stretches).
 func TestSemaphoreWaitersAskRedisOncePerSlot(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -148,7 +149,7 @@ func TestSemaphoreWaitersAskRedisOncePerSlot(t *testing.T) {
 	wg.Wait()
 	calls := evalCalls(t, srv) - before
 	t.Logf("%d callers took a slot with %d acquire calls", callers, calls)
-	if calls > 4*callers {
-		t.Errorf("%d acquire calls for %d slots taken, want at most %d: waiting callers poll Redis", calls, callers, 4*callers)
+	if calls > 5*callers {
+		t.Errorf("%d acquire calls for %d slots taken, want at most %d: waiting callers poll Redis", calls, callers, 5*callers)
 	}
 }
