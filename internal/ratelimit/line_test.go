@@ -83,6 +83,23 @@ func evalCalls(t *testing.T, srv *redistest.Server) int {
 	return n
 }
 
+// scriptCalls runs each in n goroutines at once and returns how many
+// scripts redis-server ran meanwhile.
+func scriptCalls(t *testing.T, srv *redistest.Server, n int, each func()) int {
+	t.Helper()
+	before := evalCalls(t, srv)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			each()
+		}()
+	}
+	wg.Wait()
+	return evalCalls(t, srv) - before
+}
+
 // TestWaitingCallersAskRedisOncePerAdmission: 40 callers of one process
 // wait on a saturated quota (20 a second, burst 1). Told "not before T",
 // they used to all wake at T and all but one ask again, about one Redis call
@@ -94,20 +111,12 @@ func TestWaitingCallersAskRedisOncePerAdmission(t *testing.T) {
 	l, _ := New(Config{Client: srv.Client(t), Reserve: -1})
 	rate := PerSecond(20, 1)
 	ctx := context.Background()
-	before := evalCalls(t, srv)
 	const callers = 40
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := l.Wait(ctx, "g", Claim{Key: "k", Rate: rate, Units: 1}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	calls := evalCalls(t, srv) - before
+	calls := scriptCalls(t, srv, callers, func() {
+		if _, err := l.Wait(ctx, "g", Claim{Key: "k", Rate: rate, Units: 1}); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Logf("%d callers admitted with %d reservation calls", callers, calls)
 	if calls > 3*callers {
 		t.Errorf("%d reservation calls for %d admissions, want at most %d: waiting callers poll Redis", calls, callers, 3*callers)
@@ -128,26 +137,18 @@ func TestSemaphoreWaitersAskRedisOncePerSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	before := evalCalls(t, srv)
 	const callers = 60
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := sem.Acquire(ctx)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // the scenario: a query holds its slot a while
-			if err := p.Release(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	calls := evalCalls(t, srv) - before
+	calls := scriptCalls(t, srv, callers, func() {
+		p, err := sem.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // the scenario: a query holds its slot a while
+		if err := p.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Logf("%d callers took a slot with %d acquire calls", callers, calls)
 	if calls > 5*callers {
 		t.Errorf("%d acquire calls for %d slots taken, want at most %d: waiting callers poll Redis", calls, callers, 5*callers)
