@@ -1,0 +1,5 @@
+//go:build !race
+
+package pexa_test
+
+const raceEnabled = false
