@@ -119,14 +119,14 @@ func replaySampling(dir string, pol sampling.Config) (*samplingReplay, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Agent != "" && r.Agent != "reforce" {
-		return nil, fmt.Errorf("run %s: agent %s; the replay reads ReFoRCE's first round", dir, r.Agent)
+	if name := reforce.Definition().Name; r.Agent != "" && r.Agent != name {
+		return nil, fmt.Errorf("run %s: agent %s; the replay reads the first round of a %s run", dir, r.Agent, name)
 	}
 	if p := r.AgentOptions[sampling.OptSampling]; p != "" && p != sampling.Fixed {
 		return nil, fmt.Errorf("run %s sampled %s: the replay needs a run that drew every candidate (fixed)", dir, p)
 	}
 	votes := r.Votes
-	if v, err := strconv.Atoi(r.AgentOptions[reforce.OptVotes]); err == nil && v > 0 {
+	if v, err := strconv.Atoi(r.AgentOptions[agent.OptVotes]); err == nil && v > 0 {
 		votes = v
 	}
 	if votes <= 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -76,4 +77,28 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestAnalyzeSamplingRefusesRuns checks that the replay names the run and
+// what is wrong with it when it cannot replay it.
+func TestAnalyzeSamplingRefusesRuns(t *testing.T) {
+	for _, tc := range []struct{ name, report, want string }{
+		{"other agent", `{"agent":"pexa","votes":4}`, "agent pexa; the replay reads the first round of a reforce run"},
+		{"adaptive run", `{"agent":"reforce","votes":8,"agent_options":{"sampling":"adaptive"}}`, "sampled adaptive: the replay needs a run that drew every candidate (fixed)"},
+		{"no candidate count", `{"agent":"reforce"}`, "names no candidate count"},
+		{"no run.json", "", "run report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.report != "" {
+				if err := os.WriteFile(filepath.Join(dir, "run.json"), []byte(tc.report), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := run(t, "analyze", "sampling", "--run", dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("analyze sampling of a run with %s: error %v, want one saying %q\n%s", tc.report, err, tc.want, out)
+			}
+		})
+	}
 }
