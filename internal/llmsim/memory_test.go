@@ -192,11 +192,15 @@ func TestPersonaConversationKeepsTheAnswer(t *testing.T) {
 		}, next: []string{"Query 1 (sample): Compilation Error: no such column"}},
 	}
 	examples := []*dataset.Example{ds.Examples[0], ds.Examples[10], ds.Examples[20]}
+	seeds := int64(6)
+	if raceEnabled {
+		seeds = 2
+	}
 	for _, p := range PersonaNames()[1:] {
 		reasks := 0
 		for _, tc := range cases {
 			for _, e := range examples {
-				for seed := int64(0); seed < 6; seed++ {
+				for seed := int64(0); seed < seeds; seed++ {
 					want, _ := converse(t, canonURL, tc.first(e), tc.next, tc.tools, seed*1000, false)
 					got, n := converse(t, urls[p], tc.first(e), tc.next, tc.tools, seed*1000, tc.reaskAll)
 					reasks += n
@@ -206,7 +210,7 @@ func TestPersonaConversationKeepsTheAnswer(t *testing.T) {
 				}
 			}
 		}
-		if p == PersonaTruncating && reasks == 0 {
+		if p == PersonaTruncating && reasks == 0 && !raceEnabled {
 			t.Errorf("truncating: no reply was cut, so the re-asks went untested")
 		}
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package raise
+
+const raceEnabled = false
