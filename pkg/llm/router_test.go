@@ -16,10 +16,13 @@ import (
 
 // routedClient serves model m from deployments at the named simulators
 // (in order), with fallback model fb at the endpoint "fb" when set.
-func routedClient(t *testing.T, lim llm.Limiter, urls map[string]string, deployments []string, fb bool) *llm.OpenAI {
+// routedClient's dead-endpoint time, dead, also caps each request's wait
+// for headers: a test whose healthy routes must answer at the first
+// request gives it a minute, as a loaded machine can take seconds.
+func routedClient(t *testing.T, lim llm.Limiter, urls map[string]string, deployments []string, fb bool, dead time.Duration) *llm.OpenAI {
 	t.Helper()
 	cfg := llm.Config{BaseURL: urls["default"], Default: llm.ModelConfig{Name: "m"}, Limiter: lim,
-		BaseBackoff: 10 * time.Millisecond, MaxErrorBackoff: 50 * time.Millisecond, DeadEndpointTimeout: 2 * time.Second,
+		BaseBackoff: 10 * time.Millisecond, MaxErrorBackoff: 50 * time.Millisecond, DeadEndpointTimeout: dead,
 		DeploymentFailures: 2, DeploymentCooldown: time.Minute}
 	for name, u := range urls {
 		if name != "default" {
@@ -54,7 +57,7 @@ func TestRouterMovesCallsOffAFailingDeployment(t *testing.T) {
 		bad, badTS := sim(t, llmsim.Config{Faults: llmsim.Faults{ServerError: 1}})
 		good, goodTS := sim(t, llmsim.Config{})
 		c := routedClient(t, lim, map[string]string{"default": goodTS.URL + "/v1", "bad": badTS.URL + "/v1", "good": goodTS.URL + "/v1"},
-			[]string{"bad", "good"}, false)
+			[]string{"bad", "good"}, false, time.Minute)
 		for i := range 10 {
 			resp, err := c.Chat(context.Background(), format("How many rows?", int64(i)))
 			if err != nil {
@@ -82,7 +85,7 @@ func TestRouterFallsBackAndGivesUpWhenEveryRouteIsDown(t *testing.T) {
 	_, badTS := sim(t, llmsim.Config{Faults: llmsim.Faults{ServerError: 1}})
 	fb, fbTS := sim(t, llmsim.Config{})
 	bad := badTS.URL + "/v1"
-	c := routedClient(t, nil, map[string]string{"default": bad, "a": bad, "b": bad, "fb": fbTS.URL + "/v1"}, []string{"a", "b"}, true)
+	c := routedClient(t, nil, map[string]string{"default": bad, "a": bad, "b": bad, "fb": fbTS.URL + "/v1"}, []string{"a", "b"}, true, time.Minute)
 	for i := range 3 {
 		resp, err := c.Chat(context.Background(), format("How many rows?", int64(i)))
 		if err != nil {
@@ -96,7 +99,7 @@ func TestRouterFallsBackAndGivesUpWhenEveryRouteIsDown(t *testing.T) {
 		t.Errorf("the fallback got %d requests, want 3", n)
 	}
 
-	down := routedClient(t, nil, map[string]string{"default": bad, "a": bad, "fb": bad}, []string{"a"}, true)
+	down := routedClient(t, nil, map[string]string{"default": bad, "a": bad, "fb": bad}, []string{"a"}, true, 2*time.Second)
 	start := time.Now()
 	_, err := down.Chat(context.Background(), format("How many rows?", 1))
 	if !errors.Is(err, llm.ErrAllRoutesDown) {
