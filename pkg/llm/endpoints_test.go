@@ -158,11 +158,11 @@ func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 	// calls (equal callers on both), which a shared bucket would not give.
 	// On a loaded machine a call can take seconds and the fast endpoint's
 	// callers stay under its quota (27 calls to the slow one's 20, with
-	// two make tests at once): then they wait for quota less than half
-	// as long as the slow one's (as when both quotas bind: 12 callers at
-	// 4/s against 2/s). A shared bucket makes both wait alike, whatever
-	// the load. Under the race detector calls are too slow for
-	// the quotas to bind (the throughput tests run in the plain pass).
+	// two make tests at once); they still wait for quota about half as
+	// long per call as the slow one's (0.53 quiet), and a shared bucket
+	// makes both wait alike whatever the load, hence the 3/4 bound.
+	// Under the race detector calls are too slow for the quotas to bind
+	// (the throughput tests run in the plain pass).
 	fastN, slowN := float64(fs.Requests-fs.RateLimited), float64(ss.Requests-ss.RateLimited)
 	perCall := func(name string) time.Duration {
 		if n := okCalls[name].Load(); n > 0 {
