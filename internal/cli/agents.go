@@ -25,7 +25,12 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 			w := cmd.OutOrStdout()
 			if asJSON {
 				type kind struct{ Name, Pool, Doc string }
-				type option struct{ Name, Default, Usage string }
+				// Question says whether a question to quorum serve may
+				// set the option (agent.Option.Asker).
+				type option struct {
+					Name, Default, Usage string
+					Question             bool
+				}
 				type entry struct {
 					Name    string   `json:"name"`
 					Doc     string   `json:"doc"`
@@ -40,7 +45,7 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 						e.Kinds = append(e.Kinds, kind{k.Name, string(k.Pool), k.Doc})
 					}
 					for _, o := range d.Options {
-						e.Options = append(e.Options, option(o))
+						e.Options = append(e.Options, option{o.Name, o.Default, o.Usage, o.Asker != nil})
 					}
 					out = append(out, e)
 				}
@@ -62,9 +67,13 @@ coordinator and bench, and set its options with --agent-option NAME=VALUE.`,
 				}
 				tw.Flush()
 				tw = tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "  option\tdefault\t")
+				fmt.Fprintln(tw, "  option\tdefault\t(* a question may set it)")
 				for _, o := range d.Options {
-					fmt.Fprintf(tw, "  %s\t%s\t%s\n", o.Name, o.Default, o.Usage)
+					mark := ""
+					if o.Asker != nil {
+						mark = " *"
+					}
+					fmt.Fprintf(tw, "  %s%s\t%s\t%s\n", o.Name, mark, o.Default, o.Usage)
 				}
 				tw.Flush()
 			}

@@ -290,6 +290,15 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 			{"votes out of range", keyA, map[string]any{"db": e.DB, "question": "x", "votes": 99}, 400, "votes"},
 			{"unknown agent", keyA, map[string]any{"db": e.DB, "question": "x", "agent": "oracle"}, 400, "agent"},
 			{"votes not a number", keyA, `{"db": "shop", "question": "x", "votes": "eight"}`, 400, "votes"},
+			// Options are the agent's allow-list within the votes cap
+			// (agent.Option.Asker): options.votes once drew 100 candidates.
+			{"options.votes over the cap", keyA, map[string]any{"db": e.DB, "question": "x", "votes": 1, "options": map[string]string{"votes": "100"}, "cache": false}, 400, "options.votes"},
+			{"options.votes not a count", keyA, map[string]any{"db": e.DB, "question": "x", "options": map[string]string{"votes": "0x7fffffff"}}, 400, "options.votes"},
+			{"an operator's option", keyA, map[string]any{"db": e.DB, "question": "x", "options": map[string]string{"gold-tables": "true"}}, 400, "options.gold-tables"},
+			{"another agent's option", keyA, map[string]any{"db": e.DB, "question": "x", "options": map[string]string{"passes": "2"}}, 400, "options.passes"},
+			{"pexa's passes over the cap", keyA, map[string]any{"db": e.DB, "question": "x", "agent": "pexa", "options": map[string]string{"passes": "33"}}, 400, "options.passes"},
+			{"a member's rounds over the cap", keyA, map[string]any{"db": e.DB, "question": "x", "agent": "ensemble", "options": map[string]string{"raise.rounds": "1000000"}}, 400, "options.raise.rounds"},
+			{"a threshold that is not a number", keyA, map[string]any{"db": e.DB, "question": "x", "options": map[string]string{"sampling-threshold": "NaN"}}, 400, "options.sampling-threshold"},
 		} {
 			c := &client{t: t, base: s.url, key: tc.key}
 			code, _, out := c.do("POST", "/v1/questions", tc.body)
@@ -297,6 +306,9 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 			_ = json.Unmarshal(out, &e)
 			if code != tc.code || e.Field != tc.field || e.Error == "" {
 				t.Errorf("%s: %d %s, want %d naming field %q", tc.name, code, out, tc.code, tc.field)
+			}
+			if tc.field == "options.votes" && tc.code == 400 && !strings.Contains(e.Error, "from 1 to 32") {
+				t.Errorf("%s: %q does not name the limit (from 1 to 32)", tc.name, e.Error)
 			}
 		}
 		if code, _, _ := a.do("GET", "/v1/questions/qnothing", nil); code != 404 {

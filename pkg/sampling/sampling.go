@@ -80,11 +80,11 @@ func Options(unit string) []agent.Option {
 // too early.
 func OptionsAt(unit string, threshold float64) []agent.Option {
 	return []agent.Option{
-		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)"},
-		{Name: OptRule, Default: Beta, Usage: "adaptive sampling's stopping rule: beta or dirichlet (Adaptive-Consistency)"},
-		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this"},
-		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s"},
-		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s"},
+		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)", Asker: agent.AskOneOf(Fixed, Adaptive)},
+		{Name: OptRule, Default: Beta, Usage: "adaptive sampling's stopping rule: beta or dirichlet (Adaptive-Consistency)", Asker: agent.AskOneOf(Beta, Dirichlet)},
+		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this", Asker: agent.AskNumber(0.5, 0.999)},
+		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s", Asker: agent.AskCount()},
+		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s", Asker: agent.AskCount()},
 	}
 }
 

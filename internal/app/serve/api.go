@@ -19,14 +19,16 @@ import (
 
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 256 << 10
 
-// MaxVotes bounds the candidates one question may ask for.
-const MaxVotes = 32
+// MaxVotes bounds the candidates one question may ask for: its votes, and
+// any option of the agent's counting candidates (agent.AskCount).
+const MaxVotes = agent.MaxAskedCandidates
 
 // apiError is every error response: what is wrong and, for bad input, the
 // field.
@@ -303,6 +305,14 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 	}
 	if q.Votes < 1 || q.Votes > MaxVotes {
 		badField(w, "votes", "%d: use 1 to %d", q.Votes, MaxVotes)
+		return nil, false
+	}
+	// What a question may set of the agent's options is the agent's
+	// allow-list, each value within its bound (agent.Option.Asker): the
+	// rest spend the operator's quotas as only the operator may.
+	var bad *agent.OptionError
+	if err := def.CheckAsked(req.Options); errors.As(err, &bad) {
+		badField(w, "options."+bad.Option, "%v", bad.Err)
 		return nil, false
 	}
 	// The question's votes set the agent's votes option unless the

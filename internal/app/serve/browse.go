@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -191,6 +192,34 @@ func (s *Server) resultCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+q.ID+`.csv"`)
 	cw := csv.NewWriter(w)
-	_ = cw.Write(q.Columns)
-	_ = cw.WriteAll(q.Rows)
+	_ = cw.Write(inertRow(q.Columns))
+	for _, row := range q.Rows {
+		_ = cw.Write(inertRow(row))
+	}
+	cw.Flush()
+}
+
+// inertRow is row with each cell a spreadsheet would evaluate as a formula
+// made inert (inertCell): the cells come from the database and the
+// model's SQL, which a tenant or their data's authors choose.
+func inertRow(row []string) []string {
+	out := make([]string, len(row))
+	for i, c := range row {
+		out[i] = inertCell(c)
+	}
+	return out
+}
+
+// inertCell prefixes a cell beginning with =, +, -, @, a tab or a carriage
+// return with an apostrophe, which spreadsheets show as text (OWASP's CSV
+// injection advice); a number, -3 or +1.5e3, is left as it is so that the
+// column stays numeric.
+func inertCell(c string) string {
+	if c == "" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return c
+	}
+	if _, err := strconv.ParseFloat(c, 64); err == nil && c[0] != '=' && c[0] != '@' {
+		return c
+	}
+	return "'" + c
 }

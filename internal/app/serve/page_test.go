@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -353,6 +354,13 @@ func TestPageAsksInBrowser(t *testing.T) {
 			t.Errorf("at %d px numbers are not right-aligned", width)
 		}
 		b.ScreenshotPage(fmt.Sprintf("page-%d.png", width))
+	}
+	// A link with ask=1 fills the form and waits for a click: another
+	// site's link must not spend the quota of the key kept in this tab.
+	b.Open(ts.URL+"/?db=shop&q="+url.QueryEscape(channels)+"&ask=1", started, 10*time.Second)
+	b.WaitFor(`!document.getElementById("notice").hidden`, 10*time.Second)
+	if st, q := b.String(`document.body.dataset.state`), b.String(`document.getElementById("question").value`); st != "idle" || q != channels {
+		t.Errorf("a link with ask=1: the page is %q with question %q, want idle with the link's question and a click to ask", st, q)
 	}
 	for _, e := range b.Errors() {
 		t.Errorf("page error: %s", e)

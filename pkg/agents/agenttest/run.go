@@ -202,4 +202,13 @@ func CheckDefinition(t testing.TB, def *agent.Definition) {
 	if _, err := agent.NewRegistry(def); err != nil {
 		t.Errorf("agent %s: %v", def.Name, err)
 	}
+	// A question may restate any option it may set at its default.
+	for _, o := range def.Options {
+		if o.Asker == nil || o.Default == "" {
+			continue
+		}
+		if err := def.CheckAsked(map[string]string{o.Name: o.Default}); err != nil {
+			t.Errorf("agent %s: option %s's default is outside what a question may set: %v", def.Name, o.Name, err)
+		}
+	}
 }

@@ -56,7 +56,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 		Options: []agent.Option{
 			{Name: OptMembers, Default: names(members), Usage: "member agents, comma-separated"},
 			{Name: OptWeights, Default: "", Usage: "member weights, NAME=W comma-separated (default 1 each)"},
-			{Name: OptRule, Default: RulePooled, Usage: "pooled (the candidates each member voted over clustered; a cluster scores weight × count/(member's valid pool + 2) per member) or winners (one vote per member's answer)"},
+			{Name: OptRule, Default: RulePooled, Usage: "pooled (the candidates each member voted over clustered; a cluster scores weight × count/(member's valid pool + 2) per member) or winners (one vote per member's answer)", Asker: agent.AskOneOf(RulePooled, RuleWinners)},
 		},
 	}
 	for _, m := range members {
@@ -66,7 +66,7 @@ func Definition(members ...*agent.Definition) *agent.Definition {
 			agent.Register(&d.Kinds, m.Name+"."+k.Name, k.Pool, m.Name+": "+k.Doc, (*ensemble).execute)
 		}
 		for _, o := range m.Options {
-			d.Options = append(d.Options, agent.Option{Name: m.Name + "." + o.Name, Default: o.Default, Usage: m.Name + ": " + o.Usage})
+			d.Options = append(d.Options, agent.Option{Name: m.Name + "." + o.Name, Default: o.Default, Usage: m.Name + ": " + o.Usage, Asker: o.Asker})
 		}
 	}
 	d.New = func(c agent.Config) (agent.Agent, error) { return newEnsemble(c, members) }

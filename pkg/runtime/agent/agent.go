@@ -46,6 +46,119 @@ const (
 // recorded in the run's manifest.
 type Option struct {
 	Name, Default, Usage string
+	// Asker, when set, lets the one asking a question (quorum serve's
+	// options field) set the option within its bounds; an option without
+	// it is the operator's alone, since a tenant's value spends the
+	// operator's quotas.
+	Asker *AskerBound
+}
+
+// MaxAskedCandidates bounds what a question may ask of any option counting
+// candidates (votes, passes, rounds, waves): each candidate costs several
+// LLM calls of the operator's quota.
+const MaxAskedCandidates = 32
+
+// AskerBound is what a question may set an option to: a boolean, an
+// integer in [Min, Max], a number in [Min, Max], or one of Choices.
+type AskerBound struct {
+	Kind     AskerKind
+	Min, Max float64
+	Choices  []string
+}
+
+// AskerKind is the type of value an asker may give an option.
+type AskerKind int
+
+// The kinds of asker-settable option.
+const (
+	AskBool AskerKind = iota + 1
+	AskInt
+	AskFloat
+	AskChoice
+)
+
+// AskBoolean, AskCount, AskNumber and AskOneOf are the bounds agents
+// declare: a flag, a count of candidates (1 to MaxAskedCandidates), a
+// number in [lo, hi], one of a list.
+func AskBoolean() *AskerBound { return &AskerBound{Kind: AskBool} }
+func AskCount() *AskerBound {
+	return &AskerBound{Kind: AskInt, Min: 1, Max: MaxAskedCandidates}
+}
+func AskNumber(lo, hi float64) *AskerBound { return &AskerBound{Kind: AskFloat, Min: lo, Max: hi} }
+func AskOneOf(choices ...string) *AskerBound {
+	return &AskerBound{Kind: AskChoice, Choices: choices}
+}
+
+// check refuses a value outside the bound, saying what is allowed.
+func (b *AskerBound) check(v string) error {
+	switch b.Kind {
+	case AskBool:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
+	case AskInt:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || float64(n) < b.Min || float64(n) > b.Max {
+			return fmt.Errorf("%q: use an integer from %g to %g", v, b.Min, b.Max)
+		}
+	case AskFloat:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(f >= b.Min && f <= b.Max) { // NaN fails too
+			return fmt.Errorf("%q: use a number from %g to %g", v, b.Min, b.Max)
+		}
+	case AskChoice:
+		if !slices.Contains(b.Choices, v) {
+			return fmt.Errorf("%q: use one of %s", v, strings.Join(b.Choices, ", "))
+		}
+	default:
+		return fmt.Errorf("%q: not settable by a question", v)
+	}
+	return nil
+}
+
+// OptionError names the option a question set wrongly and what is
+// allowed.
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *OptionError) Error() string { return "option " + e.Option + " " + e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// CheckAsked checks the options a question set, before any default is
+// filled in: every name must be one the agent lets an asker set
+// (Option.Asker) and every value within its bound. The first bad option,
+// in name order, is returned as an *OptionError.
+func (d *Definition) CheckAsked(opts map[string]string) error {
+	names := slices.Sorted(maps.Keys(opts))
+	for _, name := range names {
+		i := slices.IndexFunc(d.Options, func(o Option) bool { return o.Name == name })
+		switch {
+		case i < 0:
+			return &OptionError{Option: name, Err: fmt.Errorf("is not an option of agent %s (a question may set: %s)", d.Name, strings.Join(d.AskerOptions(), ", "))}
+		case d.Options[i].Asker == nil:
+			return &OptionError{Option: name, Err: fmt.Errorf("is the operator's: a question may not set it (it may set: %s)", strings.Join(d.AskerOptions(), ", "))}
+		}
+		if err := d.Options[i].Asker.check(opts[name]); err != nil {
+			return &OptionError{Option: name, Err: err}
+		}
+	}
+	return nil
+}
+
+// AskerOptions lists the options a question may set, in declared order.
+func (d *Definition) AskerOptions() []string {
+	var out []string
+	for _, o := range d.Options {
+		if o.Asker != nil {
+			out = append(out, o.Name)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
 }
 
 // OptVotes names the option of an agent whose candidate count is the

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -147,5 +148,51 @@ func TestRegisteredKinds(t *testing.T) {
 	_, err = NewRegistry(bad)
 	if err == nil || !strings.Contains(err.Error(), "task kind x has no pool") || !strings.Contains(err.Error(), "task kind y registered twice") {
 		t.Errorf("registry: %v", err)
+	}
+}
+
+// TestCheckAsked: a question sets only the options its agent lets askers
+// set, each within its bound; the error names the option and the limit.
+func TestCheckAsked(t *testing.T) {
+	t.Parallel()
+	d := &Definition{Name: "a", Options: []Option{
+		{Name: OptVotes, Default: "8", Asker: AskCount()},
+		{Name: "flag", Default: "false", Asker: AskBoolean()},
+		{Name: "threshold", Default: "0.9", Asker: AskNumber(0.5, 0.999)},
+		{Name: "mode", Default: "x", Asker: AskOneOf("x", "y")},
+		{Name: "steps", Default: "10"}, // the operator's
+	}}
+	for _, tc := range []struct {
+		opts         map[string]string
+		option, want string // "" when accepted
+	}{
+		{nil, "", ""},
+		{map[string]string{OptVotes: "32", "flag": "true", "threshold": "0.95", "mode": "y"}, "", ""},
+		{map[string]string{OptVotes: "1"}, "", ""},
+		{map[string]string{OptVotes: "100"}, OptVotes, "from 1 to 32"},
+		{map[string]string{OptVotes: "0"}, OptVotes, "from 1 to 32"},
+		{map[string]string{OptVotes: "9999999999999999999999"}, OptVotes, "from 1 to 32"},
+		{map[string]string{OptVotes: "8.5"}, OptVotes, "integer"},
+		{map[string]string{"flag": "yes please"}, "flag", "true or false"},
+		{map[string]string{"threshold": "NaN"}, "threshold", "from 0.5 to 0.999"},
+		{map[string]string{"threshold": "1"}, "threshold", "from 0.5 to 0.999"},
+		{map[string]string{"mode": "z"}, "mode", "one of x, y"},
+		{map[string]string{"steps": "1000000"}, "steps", "operator's"},
+		{map[string]string{"colour": "red"}, "colour", "not an option of agent a"},
+		// The first bad option in name order, whatever the map's order.
+		{map[string]string{"mode": "z", OptVotes: "100", "flag": "true"}, "mode", "one of"},
+	} {
+		err := d.CheckAsked(tc.opts)
+		var oe *OptionError
+		switch {
+		case tc.option == "" && err != nil:
+			t.Errorf("%v: refused (%v), want accepted", tc.opts, err)
+		case tc.option == "":
+		case !errors.As(err, &oe) || oe.Option != tc.option || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%v: %v, want an OptionError on %s saying %q", tc.opts, err, tc.option, tc.want)
+		}
+	}
+	if got := strings.Join(d.AskerOptions(), ","); got != "votes,flag,threshold,mode" {
+		t.Errorf("AskerOptions: %s, want votes,flag,threshold,mode", got)
 	}
 }
