@@ -50,6 +50,8 @@ type serveFlags struct {
 	retain       retainFlags
 	verified     bool
 	trace        string
+
+	sharedVerified bool // serve.Config.SharedVerifiedExamples
 }
 
 func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
@@ -67,6 +69,7 @@ func (f *serveFlags) register(cmd *cobra.Command, withListen bool) {
 		fl.Float64Var(&f.tenantRPM, "tenant-rpm", 0, "questions per minute each tenant may ask (0 = no limit)")
 		fl.Int64Var(&f.tenantTokens, "tenant-tokens-per-day", 0, "LLM tokens each tenant's questions may use per UTC day (0 = no limit)")
 		fl.Float64Var(&f.tenantBudget, "tenant-budget", 0, "money each tenant's questions may spend per UTC day at the endpoints' prices (0 = no limit); a question is refused (429) when the day's spend plus the tenant's mean question would pass it")
+		fl.BoolVar(&f.sharedVerified, "shared-verified-examples", false, "share the verified question–SQL pairs across tenants: every tenant's questions are offered, in their prompts and records, the pairs any tenant verified on the database (their question texts and SQL); off, a tenant's feedback reaches only its own questions")
 		fl.StringArrayVar(&f.tenantLimits, "tenant-limit", nil, "one tenant's own limits, TENANT=RPM/TOKENS_PER_DAY[/BUDGET_PER_DAY] (0 = no limit; repeatable)")
 		fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "drop a connection whose request headers take longer")
 		fl.DurationVar(&f.http.BodyTimeout, "body-timeout", 30*time.Second, "answer 408 to a request whose body takes longer to arrive")
@@ -276,7 +279,8 @@ func (f *serveFlags) start(ctx context.Context, w io.Writer, tenants *serve.Tena
 	}
 	s.srv, err = serve.Start(s.cl, serve.Config{Dataset: f.dataset, SQLiteDir: f.df.sqliteDir, Tenants: tenants, DefaultAgent: f.agent,
 		Votes: f.votes, Seed: f.seed, RoundTimeout: f.roundTimeout, QueryTimeout: f.queryTimeout, CacheTTL: ttl, StateDir: f.stateDir,
-		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, SimulatorEndpoint: simulated && !inProcessSim, VerifiedExamples: f.verified, Trace: f.trace}, p)
+		Retain: f.retain.retention(), LLM: s.label, HTTP: f.http, Log: cfg.Log, Simulated: inProcessSim, SimulatorEndpoint: simulated && !inProcessSim, VerifiedExamples: f.verified,
+		SharedVerifiedExamples: f.sharedVerified, Trace: f.trace}, p)
 	if err != nil {
 		p.Listener.Close()
 		return nil, usage(err)

@@ -287,7 +287,41 @@ const IDKey = servePrefix + "idkey"
 // question page's history).
 func HistoryKey(tenant string) string { return servePrefix + "history:" + tenant }
 
-// VerifiedKey is the hash of question–SQL pairs users verified on database
-// db (its name and dialect), by normalised question: the examples offered
-// to later similar questions.
-func VerifiedKey(db, dialect string) string { return servePrefix + "verified:" + dialect + ":" + db }
+// VerifiedKey is the hash of question–SQL pairs tenant's users verified on
+// database db (its name and dialect), by normalised question: the examples
+// offered to the tenant's later similar questions. An empty tenant names
+// the pairs every tenant shares (serve's SharedVerifiedExamples, an
+// operator's choice). Neither is the key of the same name before pairs were
+// kept per tenant ("verified:<dialect>:<db>"), which is no longer read: its
+// pairs passed no SQL guard.
+func VerifiedKey(tenant, db, dialect string) string {
+	return servePrefix + "verified:pairs:" + verifiedScope(tenant) + ":" + dialect + ":" + db
+}
+
+// VerifiedIndexKey is the sorted set of VerifiedKey's fields by when each
+// was verified (Unix ms): what retrieval ranks, what expiry and the cap
+// evict first.
+func VerifiedIndexKey(tenant, db, dialect string) string {
+	return servePrefix + "verified:index:" + verifiedScope(tenant) + ":" + dialect + ":" + db
+}
+
+// verifiedScope keeps a tenant's pairs apart from the shared ones: tenant
+// names hold no ':' (serve.ParseKeys), so "t:<tenant>" is never "shared".
+func verifiedScope(tenant string) string {
+	if tenant == "" {
+		return "shared"
+	}
+	return "t:" + tenant
+}
+
+// ReservedKey is the hash of tenant's token reservations: one field per
+// question admitted and not yet charged in full (ReserveTokens). It keeps
+// TokensTTL from its last write.
+func ReservedKey(tenant string) string { return servePrefix + "reserved:" + tenant }
+
+// TokenQuestionsKey counts the questions whose tokens TokensKey(tenant,
+// day) holds: their mean is the next question's reservation. It keeps
+// TokensTTL.
+func TokenQuestionsKey(tenant string, day time.Time) string {
+	return servePrefix + "tokq:" + tenant + ":" + day.UTC().Format("20060102")
+}

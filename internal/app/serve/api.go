@@ -131,7 +131,7 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	}
 	unknown := s.sim != nil && !s.sim.Knows(q.DB, q.Question.Question)
 	if s.cfg.VerifiedExamples && !unknown {
-		ex, err := s.verifiedFor(ctx, q.db, q.Question.Question)
+		ex, err := s.verifiedFor(ctx, tenant, q.db, q.Question.Question)
 		if err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
 			return

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // Turn is an earlier question of a conversation and the SQL that answered
@@ -38,13 +41,24 @@ type Feedback struct {
 }
 
 // VerifiedPair is a question and SQL a user marked right (or corrected):
-// offered to the agent as an example for later similar questions on the
-// same database when Config.VerifiedExamples is on.
+// offered to the agent as an example for the same tenant's later similar
+// questions on the same database when Config.VerifiedExamples is on (every
+// tenant's with Config.SharedVerifiedExamples).
 type VerifiedPair struct {
-	Question string    `json:"question"`
-	SQL      string    `json:"sql"`
-	From     string    `json:"from"` // the question id it came from
-	Time     time.Time `json:"time"`
+	Question string `json:"question"`
+	SQL      string `json:"sql"`
+	// From is the question id it came from; empty when that question is
+	// another tenant's (the shared pool).
+	From string    `json:"from"`
+	Time time.Time `json:"time"`
+}
+
+// storedPair is a verified pair as Redis keeps it: with the tenant whose
+// feedback made it, so that the shared pool shows no tenant another's
+// question id and lets no tenant withdraw another's pair.
+type storedPair struct {
+	VerifiedPair
+	Tenant string `json:"tenant"`
 }
 
 // Retrieval of verified pairs: at most maxExamples, each sharing at least
@@ -55,6 +69,15 @@ const (
 	minSimilarity = 0.3
 	historyMax    = 200
 )
+
+// verifiedCap bounds the pairs kept per tenant and database, the oldest
+// evicted first. Retrieval ranks the index's normalised questions (about
+// 100 bytes each, some 50 KB at the cap) and reads only the few pairs it
+// offers, and each pair takes an answered question of the tenant's, so 500
+// holds more than a team verifies on one database within VerifiedTTL
+// while bounding what one tenant stores per database (500 SQL texts of at
+// most 64 KiB).
+const verifiedCap = 500
 
 // context is what the agent is told besides the question: the user's
 // external knowledge, then the conversation so far, then the verified
@@ -146,41 +169,190 @@ func similarity(a, b map[string]bool) float64 {
 	return float64(n) / float64(len(a)+len(b)-n)
 }
 
-// verifiedFor returns the verified pairs of db most similar to question.
-func (s *Server) verifiedFor(ctx context.Context, db *Database, question string) ([]VerifiedPair, error) {
-	all, err := s.cfg.Redis.HGetAll(ctx, rdb.VerifiedKey(db.Name, db.Dialect)).Result()
+// verifiedKeys are the pairs (by normalised question) and their index
+// that tenant's questions on a database read and its feedback writes: the
+// tenant's own, or the shared pool by the operator's choice.
+func (s *Server) verifiedKeys(tenant, db, dialect string) (pairs, index string) {
+	if s.cfg.SharedVerifiedExamples {
+		tenant = ""
+	}
+	return rdb.VerifiedKey(tenant, db, dialect), rdb.VerifiedIndexKey(tenant, db, dialect)
+}
+
+// verifiedTTL is how long a pair is offered after it was verified.
+func (s *Server) verifiedTTL() time.Duration { return cmp.Or(s.cfg.VerifiedTTL, s.cfg.Retain.State) }
+
+// verifiedFor returns the tenant's verified pairs of db most similar to
+// question, verified within verifiedTTL.
+func (s *Server) verifiedFor(ctx context.Context, tenant string, db *Database, question string) ([]VerifiedPair, error) {
+	pairs, index := s.verifiedKeys(tenant, db.Name, db.Dialect)
+	since := time.Now().Add(-s.verifiedTTL()).UnixMilli()
+	fields, err := s.cfg.Redis.ZRangeByScore(ctx, index, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(since, 10), Max: "+inf"}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("verified examples of %s: %w", db.Name, err)
+		return nil, fmt.Errorf("verified examples of %s for tenant %s: %w", db.Name, tenant, err)
 	}
-	want := words(question)
-	type scored struct {
-		p VerifiedPair
-		s float64
+	chosen := mostSimilar(question, fields)
+	if len(chosen) == 0 {
+		return nil, nil
 	}
-	var found []scored
-	for _, v := range all {
-		var p VerifiedPair
-		if json.Unmarshal([]byte(v), &p) != nil {
+	vals, err := s.cfg.Redis.HMGet(ctx, pairs, chosen...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("verified examples of %s for tenant %s: %w", db.Name, tenant, err)
+	}
+	var out []VerifiedPair
+	for _, v := range vals {
+		var p storedPair
+		if str, ok := v.(string); !ok || json.Unmarshal([]byte(str), &p) != nil {
 			continue
 		}
-		if sim := similarity(want, words(p.Question)); sim >= minSimilarity {
-			found = append(found, scored{p, sim})
+		if p.Tenant != tenant {
+			p.From = "" // another tenant's question id is not this one's to know
+		}
+		out = append(out, p.VerifiedPair)
+	}
+	return out, nil
+}
+
+// mostSimilar picks the fields (normalised questions, whose content words
+// are the questions') most like question: at most maxExamples, each at
+// least minSimilarity like it, the most similar first.
+func mostSimilar(question string, fields []string) []string {
+	want := words(question)
+	type scored struct {
+		field string
+		s     float64
+	}
+	var found []scored
+	for _, f := range fields {
+		if sim := similarity(want, words(f)); sim >= minSimilarity {
+			found = append(found, scored{f, sim})
 		}
 	}
 	sort.Slice(found, func(i, j int) bool {
 		if found[i].s != found[j].s {
 			return found[i].s > found[j].s
 		}
-		return found[i].p.Question < found[j].p.Question
+		return found[i].field < found[j].field
 	})
-	var out []VerifiedPair
+	var out []string
 	for i := 0; i < len(found) && i < maxExamples; i++ {
-		out = append(out, found[i].p)
+		out = append(out, found[i].field)
 	}
-	return out, nil
+	return out
 }
 
-// remember adds a question to its tenant's history.
+// putVerified stores q's pair for its tenant's later similar questions,
+// evicting in the same transaction the pairs verified longer than
+// verifiedTTL ago and, beyond verifiedCap, the oldest; both keys expire
+// verifiedTTL after the newest pair.
+func (s *Server) putVerified(ctx context.Context, q *Question, p storedPair) error {
+	pairs, index := s.verifiedKeys(q.Tenant, q.DB, q.Dialect)
+	field, ttl, at := normalize(q.Question), s.verifiedTTL(), p.Time.UnixMilli()
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	for range 10 {
+		err = s.cfg.Redis.Watch(ctx, func(tx *redis.Tx) error {
+			kept, err := tx.ZRangeWithScores(ctx, index, 0, -1).Result()
+			if err != nil {
+				return err
+			}
+			evict := evicted(kept, field, at-ttl.Milliseconds(), verifiedCap-1)
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				pipe.HSet(ctx, pairs, field, b)
+				pipe.ZAdd(ctx, index, redis.Z{Score: float64(at), Member: field})
+				if len(evict) > 0 {
+					pipe.HDel(ctx, pairs, evict...)
+					pipe.ZRem(ctx, index, toAny(evict)...)
+				}
+				pipe.PExpire(ctx, pairs, ttl)
+				pipe.PExpire(ctx, index, ttl)
+				return nil
+			})
+			return err
+		}, index)
+		if !errors.Is(err, redis.TxFailedErr) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("verified pair of question %s: %w", q.ID, err)
+	}
+	return nil
+}
+
+// evicted are the fields of kept (by score, oldest first) to drop so that
+// at most room remain beside field and none verified at or before cutoff.
+func evicted(kept []redis.Z, field string, cutoff int64, room int) []string {
+	others := make([]redis.Z, 0, len(kept))
+	for _, z := range kept {
+		if z.Member != field {
+			others = append(others, z)
+		}
+	}
+	var out []string
+	for i, z := range others {
+		if int64(z.Score) <= cutoff || len(others)-i > room {
+			out = append(out, z.Member.(string))
+		}
+	}
+	return out
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// withdrawVerified drops the tenant's pair of q's question if it is q's
+// answer (a "down" without a correction).
+func (s *Server) withdrawVerified(ctx context.Context, q *Question) error {
+	pairs, index := s.verifiedKeys(q.Tenant, q.DB, q.Dialect)
+	field := normalize(q.Question)
+	v, err := s.cfg.Redis.HGet(ctx, pairs, field).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	var prev storedPair
+	if err != nil || json.Unmarshal([]byte(v), &prev) != nil || prev.SQL != q.SQL || prev.Tenant != q.Tenant {
+		return err
+	}
+	_, err = s.cfg.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, pairs, field)
+		p.ZRem(ctx, index, field)
+		return nil
+	})
+	return err
+}
+
+// verify applies feedback to the tenant's verified pairs. An "up"
+// verifies the answer's question and SQL; a "down" with a corrected SQL
+// verifies that SQL instead, so the tenant's later similar questions are
+// offered the correction, not the answer; a "down" without one withdraws
+// the pair if it is this answer's. Only SQL the read-only guard admits
+// for the database's dialect is stored: it reaches the agent's prompts as
+// verified.
+func (s *Server) verify(ctx context.Context, q *Question, fb *Feedback) error {
+	if fb.Verdict == "down" && fb.SQL == "" {
+		return s.withdrawVerified(ctx, q)
+	}
+	sql := cmp.Or(fb.SQL, q.SQL)
+	if _, err := warehouse.Admit(warehouse.Dialect(q.Dialect), sql); err != nil {
+		// The answer's own SQL passed the guard when it ran; refused now
+		// (a stricter guard), it is not offered as an example.
+		s.cfg.Log.Warn("an answer's SQL is no longer admitted: not verified", zap.String("question", q.ID), zap.Error(err))
+		return nil
+	}
+	return s.putVerified(ctx, q, storedPair{VerifiedPair: VerifiedPair{Question: q.Question, SQL: sql, From: q.ID, Time: fb.Time}, Tenant: q.Tenant})
+}
+
+// remember adds a stored question to its tenant's history, and gives it
+// the token reservation its admission made (tenants.go's holdTokens):
+// postQuestion calls it once per stored question.
 func (s *Server) remember(ctx context.Context, q *Question) {
 	k := rdb.HistoryKey(q.Tenant)
 	_, _ = s.cfg.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -189,6 +361,7 @@ func (s *Server) remember(ctx context.Context, q *Question) {
 		p.Expire(ctx, k, s.cfg.Retain.State)
 		return nil
 	})
+	s.holdTokens(ctx, q)
 }
 
 // historyItem is one line of GET /v1/questions.
@@ -243,10 +416,9 @@ type feedbackRequest struct {
 	SQL     string `json:"sql"`
 }
 
-// postFeedback records a verdict on an answer. An "up" verifies the
-// answer's question and SQL for its database; a "down" with a corrected
-// SQL verifies that SQL instead; a "down" without one withdraws the pair
-// if it was this answer's.
+// postFeedback records a verdict on an answer and applies it to the
+// tenant's verified pairs (verify). A corrected SQL must pass the
+// read-only guard of the question's dialect: refused, nothing is stored.
 func (s *Server) postFeedback(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.owned(w, r)
 	if !ok {
@@ -271,6 +443,12 @@ func (s *Server) postFeedback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, apiError{Error: fmt.Sprintf("question %s is %s: only an answer takes feedback", q.ID, q.Status)})
 		return
 	}
+	if req.SQL != "" {
+		if _, err := warehouse.Admit(warehouse.Dialect(q.Dialect), req.SQL); err != nil {
+			badField(w, "sql", "%s", err.Error())
+			return
+		}
+	}
 	ctx := r.Context()
 	fb := &Feedback{Verdict: req.Verdict, SQL: req.SQL, Time: time.Now().UTC()}
 	// The record is final, so update (which leaves terminal questions
@@ -285,22 +463,7 @@ func (s *Server) postFeedback(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
 		return
 	}
-	k, field := rdb.VerifiedKey(q.DB, q.Dialect), normalize(q.Question)
-	switch {
-	case req.Verdict == "up" || req.SQL != "":
-		sql := q.SQL
-		if req.SQL != "" {
-			sql = req.SQL
-		}
-		b, _ := json.Marshal(VerifiedPair{Question: q.Question, SQL: sql, From: q.ID, Time: fb.Time})
-		err = s.cfg.Redis.HSet(ctx, k, field, b).Err()
-	default:
-		var prev VerifiedPair
-		if v, gerr := s.cfg.Redis.HGet(ctx, k, field).Result(); gerr == nil && json.Unmarshal([]byte(v), &prev) == nil && prev.SQL == q.SQL {
-			err = s.cfg.Redis.HDel(ctx, k, field).Err()
-		}
-	}
-	if err != nil {
+	if err := s.verify(ctx, q, fb); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "storing the verified pair: " + err.Error()})
 		return
 	}

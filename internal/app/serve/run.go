@@ -47,17 +47,19 @@ const MaxRunSQLBytes = 64 << 10
 const runWait = 10 * time.Second
 
 // admitTenant takes a request from the tenant's quota; on refusal it has
-// answered 429 (or 503).
+// answered 429 (or 503). A request on no existing question (POST
+// /v1/questions) asks one: its tokens are reserved (tenants.go); one on a
+// question (a rerun) calls no LLM and reserves none.
 func (s *Server) admitTenant(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Tenants == nil {
 		return true
 	}
 	tenant := tenantOf(r)
-	wait, err := s.quota.admit(r.Context(), tenant, s.cfg.Tenants.LimitsOf(tenant))
-	var broke *overBudget
-	if errors.As(err, &broke) {
-		w.Header().Set("Retry-After", strconv.Itoa(int((broke.wait+time.Second-1)/time.Second)))
-		writeJSON(w, http.StatusTooManyRequests, apiError{Error: broke.Error()})
+	wait, err := s.quota.admit(r.Context(), tenant, s.cfg.Tenants.LimitsOf(tenant), r.PathValue("id") == "")
+	var refused refusal
+	if errors.As(err, &refused) {
+		w.Header().Set("Retry-After", strconv.Itoa(int((refused.retryAfter()+time.Second-1)/time.Second)))
+		writeJSON(w, http.StatusTooManyRequests, apiError{Error: refused.Error()})
 		return false
 	}
 	if err != nil {

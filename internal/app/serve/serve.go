@@ -96,6 +96,15 @@ type Config struct {
 	// pairs of its database most like it (feedback), as examples in its
 	// context; recorded in the run's manifest.
 	VerifiedExamples bool
+	// SharedVerifiedExamples pools the pairs of every tenant: each is
+	// offered every tenant's pairs of the database (their question texts
+	// and SQL; never the question ids). Off (the default) a tenant's
+	// feedback reaches only its own questions.
+	SharedVerifiedExamples bool
+	// VerifiedTTL is how long a verified pair is offered after it was
+	// verified (zero: Retain.State, as long as the question records it
+	// comes from are kept).
+	VerifiedTTL time.Duration
 	// Trace is what each question's trace keeps (internal/trace: none,
 	// summary, full); empty keeps a summary.
 	Trace string

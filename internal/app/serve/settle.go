@@ -25,6 +25,11 @@ func (s *Server) charge(ctx context.Context, tenant, id string, tokens int) erro
 	if _, err := rdb.Charge(ctx, s.cfg.Redis, tenant, id, tokens); err != nil {
 		return fmt.Errorf("charging question %s: %w", id, err)
 	}
+	// Its token reservation now holds only what it may still cost
+	// (tenants.go's quota.settled).
+	if err := s.quota.settled(ctx, tenant, id, tokens, s.settleWindow()); err != nil {
+		return fmt.Errorf("reconciling question %s's token reservation: %w", id, err)
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/rdb"
@@ -117,17 +118,32 @@ type quota struct {
 var tokensKey = rdb.TokensKey
 
 // admit takes one request from the tenant's per-minute quota and checks
-// its tokens for the day; when refused it says how long to wait.
-func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Duration, error) {
+// its tokens and money for the day; when refused it says how long to wait,
+// or returns a refusal (*overTokens, *overBudget). asks says the request
+// asks a question, whose tokens are reserved here (tokenReservation); a
+// rerun calls no LLM and needs only the day not spent.
+func (q *quota) admit(ctx context.Context, tenant string, l Limits, asks bool) (time.Duration, error) {
+	var hold string
 	if l.TokensPerDay > 0 {
-		used, err := q.rdb.Get(ctx, tokensKey(tenant, time.Now())).Int64()
-		if err != nil && err != redis.Nil {
+		var err error
+		hold, err = rdb.ReserveTokens(ctx, q.rdb, tenant, func(v rdb.TokenLedger) (int64, error) {
+			return tokenReservation(tenant, l.TokensPerDay, v, asks)
+		})
+		if err != nil {
 			return 0, err
 		}
-		if used >= l.TokensPerDay {
-			return untilMidnight(), nil
-		}
 	}
+	wait, err := q.admitRest(ctx, tenant, l)
+	if hold != "" && (wait > 0 || err != nil) {
+		// Refused after all: the reservation goes back at once.
+		_ = rdb.ReleaseTokenHold(context.WithoutCancel(ctx), q.rdb, tenant, hold)
+	}
+	return wait, err
+}
+
+// admitRest checks the tenant's money for the day and takes a request
+// from its per-minute quota.
+func (q *quota) admitRest(ctx context.Context, tenant string, l Limits) (time.Duration, error) {
 	if l.BudgetPerDay > 0 {
 		spent, n, err := q.spent(ctx, tenant)
 		if err != nil {
@@ -153,6 +169,127 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits) (time.Durati
 	return 0, nil
 }
 
+// Token limits are charged before a question runs. A question is admitted
+// only if, atomically in Redis (rdb.ReserveTokens), the day's charged
+// tokens plus what the tenant's unfinished questions hold plus its own
+// reservation R stay within the limit L, and R is then held until the
+// question's cost is charged, in the same transaction that releases it
+// (rdb.ChargeTokens; a cancelled question's through rdb.SettleTokenHold).
+// R is the tenant's mean tokens per question today (else yesterday's): as
+// --tenant-budget does with money, a question is refused once one more at
+// the mean would pass the limit. With no such history R is all that is
+// left of the limit, so that question runs alone.
+//
+// The bound: the tokens charged to a tenant for a day are at most
+// L + Σ max(0, C_q − R_q) over the questions q running when its last
+// question of the day was admitted (that one included), C_q being what q
+// cost: a question passes the limit only by what it costs beyond its own
+// reservation. A tenant with no history is served at most max(L, C) before
+// its first question (cost C) ends, and is refused from then on if C ≥ L:
+// at most one question's overrun. What the bound does not cover: a
+// question is not stopped when it passes its reservation (its C_q is
+// whatever its run costs), a question stored over a minute after its
+// admission (rdb.PendingHoldTTL) runs with R_q = 0, and a question
+// admitted before midnight is charged to the day it ends. Nothing is
+// booked for a rerun (no LLM call), which is refused only once the day is
+// spent.
+
+// reserveRetry is the Retry-After of a question refused because the
+// tenant's running questions hold the rest of its tokens: one may end soon
+// and give back what it did not use.
+const reserveRetry = 10 * time.Second
+
+// tokenReservation is the tokens to reserve for a tenant's request under
+// limit, or why it is refused.
+func tokenReservation(tenant string, limit int64, v rdb.TokenLedger, asks bool) (int64, error) {
+	over := &overTokens{tenant: tenant, limit: limit, charged: v.Charged, held: v.Held, running: v.Holds, wait: untilMidnight()}
+	if v.Charged >= limit {
+		return 0, over
+	}
+	if !asks {
+		return 0, nil
+	}
+	r := meanTokens(v)
+	if r > 0 && v.Charged+r > limit {
+		over.mean = r
+		return 0, over
+	}
+	if r == 0 {
+		r = limit - v.Charged - v.Held // no history: the rest, so it runs alone
+	}
+	if r <= 0 || v.Charged+v.Held+r > limit {
+		over.busy, over.mean, over.wait = true, r, reserveRetry
+		return 0, over
+	}
+	return r, nil
+}
+
+// meanTokens is the tenant's tokens per question today, else yesterday,
+// rounded up (0: no question charged tokens either day).
+func meanTokens(v rdb.TokenLedger) int64 {
+	switch {
+	case v.Questions > 0:
+		return (v.Charged + v.Questions - 1) / v.Questions
+	case v.PrevQuestions > 0:
+		return (v.PrevCharged + v.PrevQuestions - 1) / v.PrevQuestions
+	}
+	return 0
+}
+
+// overTokens refuses a question: the tenant's day's tokens, with one more
+// question, would pass its limit; or (busy) what its running questions
+// hold leaves no room for one more until one ends.
+type overTokens struct {
+	tenant                     string
+	limit, charged, held, mean int64
+	running                    int
+	busy                       bool
+	wait                       time.Duration
+}
+
+func (e *overTokens) Error() string {
+	switch {
+	case e.busy:
+		return fmt.Sprintf("tenant %s's daily limit of %d tokens is taken: %d used today and %d reserved by its %d question(s) running; retry when one ends (in about %s)",
+			e.tenant, e.limit, e.charged, e.held, e.running, e.wait)
+	case e.mean > 0:
+		return fmt.Sprintf("tenant %s has used %d of its daily limit of %d tokens, and its questions use %d each on average: no new question until the limit renews at midnight UTC (in %s)",
+			e.tenant, e.charged, e.limit, e.mean, e.wait.Round(time.Minute))
+	}
+	return fmt.Sprintf("tenant %s has used %d of its daily limit of %d tokens: no new question until the limit renews at midnight UTC (in %s)",
+		e.tenant, e.charged, e.limit, e.wait.Round(time.Minute))
+}
+
+func (e *overTokens) retryAfter() time.Duration { return e.wait }
+
+// refusal is a quota's refusal: 429 with its message and Retry-After.
+type refusal interface {
+	error
+	retryAfter() time.Duration
+}
+
+// holdTokens moves the reservation admitTenant made for a question to the
+// question, once it is stored (conversation.go's remember, called once per
+// stored question): it then lasts while the question runs. A cached answer
+// runs nothing, so its reservation is released; every other question is
+// charged when it ends (execute.go's finished, through spend), which
+// releases one.
+func (s *Server) holdTokens(ctx context.Context, q *Question) {
+	if s.cfg.Tenants == nil || s.cfg.Tenants.LimitsOf(q.Tenant).TokensPerDay <= 0 {
+		return
+	}
+	if err := rdb.StartTokenHold(ctx, s.cfg.Redis, q.Tenant, q.ID, !q.Cached); err != nil {
+		s.cfg.Log.Warn("moving a token reservation to its question", zap.String("question", q.ID), zap.Error(err))
+	}
+}
+
+// settled reconciles a cancelled question's reservation with what it has
+// been charged (settle.go's charge, at the cancel and at each settling
+// pass): it holds only what it may still cost, for window.
+func (q *quota) settled(ctx context.Context, tenant, id string, charged int, window time.Duration) error {
+	return rdb.SettleTokenHold(ctx, q.rdb, tenant, id, int64(charged), window)
+}
+
 // untilMidnight is how long until the UTC day ends (a day's quotas renew).
 func untilMidnight() time.Duration {
 	now := time.Now().UTC()
@@ -166,6 +303,8 @@ type overBudget struct {
 	spent, budget, mean float64
 	wait                time.Duration
 }
+
+func (e *overBudget) retryAfter() time.Duration { return e.wait }
 
 func (e *overBudget) Error() string {
 	return fmt.Sprintf("tenant %s has spent %.4f of its daily budget of %.4f, and its questions cost %.4f each on average: no new question until the budget renews at midnight UTC (in %s)",
@@ -186,23 +325,27 @@ func (q *quota) spent(ctx context.Context, tenant string) (float64, int64, error
 	return float64(num(v[0])) / 1e6, num(v[1]), nil
 }
 
-// spend adds an answer's tokens and money to the tenant's day.
+// spend adds an answer's tokens and money to the tenant's day; the tokens
+// go with the release of the question's reservation (rdb.ChargeTokens),
+// so it runs for every ended question, even one that cost nothing.
 func (q *quota) spend(ctx context.Context, tenant string, tokens int, money float64) {
-	if tokens <= 0 && money <= 0 {
-		return
-	}
 	now := time.Now()
-	pipe := q.rdb.TxPipeline()
-	if tokens > 0 {
+	if err := rdb.ChargeTokens(ctx, q.rdb, tenant, int64(tokens)); err != nil && tokens > 0 {
+		// The charge matters more than the release (which lapses).
 		k := tokensKey(tenant, now)
-		pipe.IncrBy(ctx, k, int64(tokens))
-		pipe.Expire(ctx, k, rdb.TokensTTL)
+		_, _ = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.IncrBy(ctx, k, int64(tokens))
+			p.Expire(ctx, k, rdb.TokensTTL)
+			return nil
+		})
 	}
 	if money > 0 {
 		k := rdb.MoneyKey(tenant, now)
-		pipe.HIncrBy(ctx, k, "micro", int64(math.Round(money*1e6)))
-		pipe.HIncrBy(ctx, k, "n", 1)
-		pipe.Expire(ctx, k, rdb.TokensTTL)
+		_, _ = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HIncrBy(ctx, k, "micro", int64(math.Round(money*1e6)))
+			p.HIncrBy(ctx, k, "n", 1)
+			p.Expire(ctx, k, rdb.TokensTTL)
+			return nil
+		})
 	}
-	_, _ = pipe.Exec(ctx)
 }
