@@ -104,20 +104,13 @@ func (s *Server) runSQL(w http.ResponseWriter, r *http.Request) {
 	if !s.admitTenant(w, r) {
 		return
 	}
-	ctx := r.Context()
-	wctx, cancel := context.WithTimeout(ctx, runWait)
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	select {
-	case s.runSlots <- struct{}{}:
-		defer func() { <-s.runSlots }()
-	case <-wctx.Done():
-		if ctx.Err() != nil {
-			return // the client left
-		}
-		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("this server runs %d queries at once, the most allowed; retry later", cap(s.runSlots))})
+	release, ok := s.holdRunSlot(w, r, cancel) // runslots.go
+	if !ok {
 		return
 	}
+	defer release()
 	start := time.Now()
 	res, err := s.query(ctx, q, db, sql)
 	var qe *warehouse.QueryError

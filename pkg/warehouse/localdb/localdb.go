@@ -7,6 +7,7 @@ package localdb
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
@@ -41,7 +42,9 @@ func (w *Warehouses) For(e *dataset.Example) (warehouse.Warehouse, error) {
 func (w *Warehouses) RunInstanceSQL(ctx context.Context, id, sql string) (*warehouse.Result, warehouse.Dialect, error) {
 	e, ok := w.DS.Example(id)
 	if !ok {
-		return nil, "", fmt.Errorf("instance %s is not in dataset %s", id, w.DS.Root)
+		// The dataset's folder name, not its path: errors can reach a
+		// tenant or the model.
+		return nil, "", fmt.Errorf("instance %s is not in dataset %s", id, filepath.Base(w.DS.Root))
 	}
 	wh, err := w.For(e)
 	if err != nil {

@@ -12,6 +12,17 @@
 // mode=ro protects only the main file (ATTACH of a new file and PRAGMA
 // query_only=0 still work), so every connection also gets an authorizer that
 // allows only reads, and each statement passes warehouse.CheckReadOnly first.
+//
+// Bounded in time: SQLite checks its interrupt only between VM steps, so
+// a query is kept to short steps (functions.go: the built-ins that are
+// quadratic in one call are replaced; limits.go: per-connection
+// sqlite3_limit values), and a statement still inside one step half its
+// timeout after it was interrupted is left to finish on a spare
+// connection, which is then discarded, while the caller gets its answer
+// and the pool its slot (bound.go).
+//
+// No path leaves the package: errors name the database, not its file,
+// and pragma_database_list, which shows the file, is not allowed.
 package sqlite
 
 import (
@@ -20,6 +31,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,6 +49,10 @@ import (
 type Config struct {
 	// Path of the .sqlite file.
 	Path string
+	// Name is what errors call the database instead of its path (tenants
+	// and the model never see a server path). Default: the file's name
+	// without its extension.
+	Name string
 	// MaxOpenConns bounds the pool; every connection has its own page cache.
 	// Default 4.
 	MaxOpenConns int
@@ -53,15 +69,23 @@ type Config struct {
 	// of holding gigabytes and minutes inside one step, where neither the
 	// row caps nor the interrupt can reach. Default 16 MiB.
 	MaxValueBytes int
+	// StopGrace is how long a query may still run after its timeout or
+	// its caller interrupted it before Query returns without it and its
+	// connection is discarded once it ends. Default: half the timeout,
+	// at least 250ms (1s without a timeout).
+	StopGrace time.Duration
 }
-
-// sqliteLimitLength is SQLITE_LIMIT_LENGTH's id for sqlite3_limit.
-const sqliteLimitLength = 0
 
 // DB is a read-only SQLite warehouse, safe for concurrent use.
 type DB struct {
-	cfg Config
-	db  *sql.DB
+	cfg  Config
+	db   *sql.DB
+	fns  *funcs
+	name string
+	// slots holds one token per query running on a connection; the
+	// *sql.DB allows as many again, for statements left to finish after
+	// their caller got its answer (bound.go).
+	slots chan struct{}
 }
 
 // readPragmas may be read through pragma functions (pragma_table_info('t'))
@@ -69,7 +93,8 @@ type DB struct {
 var readPragmas = map[string]bool{
 	"table_info": true, "table_xinfo": true, "table_list": true, "index_list": true,
 	"index_info": true, "index_xinfo": true, "foreign_key_list": true,
-	"database_list": true, "collation_list": true, "function_list": true,
+	"collation_list": true, "function_list": true,
+	// database_list is left out: its file column is the server's path.
 }
 
 // authorize allows reads only. Everything else, ATTACH and setting pragmas
@@ -114,18 +139,31 @@ func Open(cfg Config) (*DB, error) {
 	if cfg.MaxValueBytes <= 0 {
 		cfg.MaxValueBytes = 16 << 20
 	}
+	if cfg.Name == "" {
+		cfg.Name = strings.TrimSuffix(filepath.Base(cfg.Path), filepath.Ext(cfg.Path))
+	}
 	abs, err := filepath.Abs(cfg.Path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite database %s: %w", cfg.Path, err)
+		return nil, fmt.Errorf("sqlite database %s: %w", cfg.Name, err)
 	}
+	d := &DB{name: cfg.Name, fns: &funcs{maxValue: cfg.MaxValueBytes, maxPattern: likePatternLength}}
+	cfg.Path = abs
+	d.cfg = cfg
 	st, err := os.Stat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite database %s: %w (check the path or --sqlite-dir)", cfg.Path, err)
+		// The file's name, not its path: the error can reach a tenant.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("sqlite database %s: %w (check the path or --sqlite-dir)", filepath.Base(abs), err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("sqlite database %s is a directory, not a .sqlite file", cfg.Path)
+		return nil, fmt.Errorf("sqlite database %s is a directory, not a .sqlite file", filepath.Base(abs))
 	}
-	cfg.Path = abs
+	if err := checkCallContext(); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Set("mode", "ro")
 	q.Set("_query_only", "1")
@@ -140,21 +178,31 @@ func Open(cfg Config) (*DB, error) {
 		}
 		return reg.RegisterAuthorizer(authorize)
 	})
+	if err := d.fns.register(drv); err != nil {
+		return nil, err
+	}
 	// The path goes in verbatim (not URL-escaped as a whole) so that SQLite
 	// sees the file name; only '?' and '#' would confuse the URI parser.
 	path := strings.NewReplacer("?", "%3f", "#", "%23").Replace(abs)
 	db := sql.OpenDB(&connector{dsn: "file:" + path + "?" + q.Encode(), drv: drv})
-	db.SetMaxOpenConns(cfg.MaxOpenConns)
+	// Twice the slots: a statement left to finish after its caller was
+	// answered holds a connection but no slot.
+	db.SetMaxOpenConns(2 * cfg.MaxOpenConns)
 	db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
+		return nil, d.hide(fmt.Errorf("open sqlite database %s: %w", cfg.Name, err))
 	}
-	return &DB{cfg: cfg, db: db}, nil
+	d.db = db
+	d.slots = make(chan struct{}, cfg.MaxOpenConns)
+	return d, nil
 }
 
 // Path is the absolute path of the database file.
 func (d *DB) Path() string { return d.cfg.Path }
+
+// Name is what errors call the database.
+func (d *DB) Name() string { return d.name }
 
 // Dialect implements warehouse.Warehouse.
 func (d *DB) Dialect() warehouse.Dialect { return warehouse.SQLite }
@@ -178,24 +226,37 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 		qctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	select {
+	case d.slots <- struct{}{}:
+		defer func() { <-d.slots }()
+	case <-qctx.Done():
+		return nil, d.classify(ctx, qctx, timeout, qctx.Err())
+	}
 	conn, err := d.db.Conn(qctx)
 	if err != nil {
 		return nil, d.classify(ctx, qctx, timeout, err)
 	}
-	defer conn.Close()
 	maxValue := d.cfg.MaxValueBytes
 	if lim.MaxBytes > 0 && lim.MaxBytes < int64(maxValue) {
 		maxValue = int(max(lim.MaxBytes, 1024))
 	}
-	if _, err := msqlite.Limit(conn, sqliteLimitLength, maxValue); err != nil {
-		return nil, fmt.Errorf("sqlite query on %s: limit value size: %w", d.cfg.Path, err)
+	if err := setLimits(conn, maxValue); err != nil {
+		conn.Close()
+		return nil, d.hide(fmt.Errorf("sqlite query on %s: %w", d.name, err))
 	}
-
-	run := stmt
-	if wrapped, ok := d.textPreservingQuery(qctx, conn, stmt); ok {
-		run = wrapped
+	out, late := runBounded(qctx, d.grace(timeout), func() outcome {
+		res, err := d.run(qctx, conn, stmt, lim)
+		return outcome{res, err}
+	})
+	if late != nil {
+		// Still inside one step half its timeout after the interrupt: the
+		// caller is answered and the slot freed now, and the connection
+		// is dropped, not pooled, once the step ends.
+		go discardWhenDone(conn, late)
+		return nil, d.classify(ctx, qctx, timeout, qctx.Err())
 	}
-	res, err := d.scan(qctx, conn, run, lim)
+	conn.Close()
+	res, err := out.res, out.err
 	if err != nil {
 		return nil, d.classify(ctx, qctx, timeout, err)
 	}
@@ -205,21 +266,42 @@ func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*wa
 	return res, nil
 }
 
+// run is one query's work on conn: the date-type probe, then the rows.
+func (d *DB) run(ctx context.Context, conn *sql.Conn, stmt string, lim warehouse.Limits) (*warehouse.Result, error) {
+	run := stmt
+	if wrapped, ok := d.textPreservingQuery(ctx, conn, stmt); ok {
+		run = wrapped
+	}
+	return d.scan(ctx, conn, run, lim)
+}
+
+// grace is how long a query may run past its interrupt (Config.StopGrace).
+func (d *DB) grace(timeout time.Duration) time.Duration {
+	switch {
+	case d.cfg.StopGrace > 0:
+		return d.cfg.StopGrace
+	case timeout <= 0:
+		return time.Second
+	}
+	return max(timeout/2, 250*time.Millisecond)
+}
+
 // classify turns a driver error into what callers expect: the caller's own
 // cancellation as a plain error, quorum's per-query timeout and engine errors
-// as *warehouse.QueryError with the engine's text.
+// as *warehouse.QueryError with the engine's text. No message carries the
+// file's path.
 func (d *DB) classify(parent, qctx context.Context, timeout time.Duration, err error) error {
 	if parent.Err() != nil {
-		return fmt.Errorf("sqlite query on %s: %w", d.cfg.Path, parent.Err())
+		return fmt.Errorf("sqlite query on %s: %w", d.name, parent.Err())
 	}
 	if qctx.Err() != nil {
 		return warehouse.Interrupted(warehouse.SQLite, timeout)
 	}
 	var se *msqlite.Error
 	if errors.As(err, &se) {
-		return &warehouse.QueryError{Dialect: warehouse.SQLite, Message: se.Error()}
+		return &warehouse.QueryError{Dialect: warehouse.SQLite, Message: d.redact(se.Error())}
 	}
-	return fmt.Errorf("sqlite query on %s: %w", d.cfg.Path, err)
+	return d.hide(fmt.Errorf("sqlite query on %s: %w", d.name, err))
 }
 
 // textPreservingQuery works around the driver's date handling. modernc (like
@@ -295,7 +377,7 @@ type Set struct {
 func (s *Set) Get(path string) (*DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite database %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite database %s: %w", filepath.Base(path), err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,7 +385,7 @@ func (s *Set) Get(path string) (*DB, error) {
 		return db, nil
 	}
 	cfg := s.Base
-	cfg.Path = abs
+	cfg.Path, cfg.Name = abs, "" // each database is named after its file
 	db, err := Open(cfg)
 	if err != nil {
 		return nil, err
