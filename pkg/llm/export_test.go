@@ -18,3 +18,7 @@ const (
 	InteractiveDeadTimeout   = interactiveDeadTimeout
 	InteractiveBackoff       = interactiveBackoff
 )
+
+// WireBytes is the most the client reads of a 2xx response to a request
+// whose completion is bounded by maxTokens.
+func WireBytes(maxTokens int, stream bool) int64 { return wireBytes(maxTokens, stream) }

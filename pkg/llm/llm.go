@@ -161,8 +161,16 @@ type Response struct {
 	Reasoning string
 	// ToolCalls are the functions the model asked to call (FinishReason
 	// "tool_calls"); answer each with a ToolResult message.
-	ToolCalls    []ToolCall
+	ToolCalls []ToolCall
+	// FinishReason is why the reply ended: "stop", "tool_calls", or
+	// "length" for a reply cut by the token limit or by the client's
+	// size bound (then CutAt is set).
 	FinishReason string
+	// CutAt is, for a reply the client stopped reading at its size bound
+	// (MaxReplyBytes of the request's completion bound), that bound in
+	// bytes; the reply holds what came before it. 0: not cut by the
+	// client.
+	CutAt int
 	// Model is the model the endpoint says answered.
 	Model string
 	// Endpoint is the name of the endpoint that answered.

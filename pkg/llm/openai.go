@@ -212,7 +212,9 @@ type Config struct {
 	// generation is never lost to it. Time spent waiting for quota (the
 	// Limiter, a 429's Retry-After) does not count: throttled work is
 	// slow, not failing. An interactive call gets at most
-	// InteractiveCallTimeout (default 1 minute).
+	// InteractiveCallTimeout (default 1 minute), which bounds its stream
+	// too: a user is waiting, and an endpoint silent after its headers
+	// would otherwise hold the call for StallTimeout.
 	CallTimeout            time.Duration
 	InteractiveCallTimeout time.Duration
 	// ExpectedCompletionTokens is the completion size reserved against the
@@ -394,8 +396,9 @@ var endpointName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 //     by 11s.
 //   - interactive, 500s: 3 attempts, waits of ≤1s and ≤2s: 3s.
 //
-// A live stream is never cut by these: once headers came, only
-// StallTimeout (2m of silence) and AttemptTimeout (10m) apply.
+// A live batch stream is never cut by these: once headers came, only
+// StallTimeout (2m of silence) and AttemptTimeout (10m) apply. An
+// interactive call's stream, live or silent, ends at its 1m limit.
 const (
 	DefaultHeaderTimeout          = 15 * time.Second
 	DefaultStallTimeout           = 2 * time.Minute
@@ -693,14 +696,22 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
 			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
-		capt := &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx)}
+		if interactive && remaining < lim.whole {
+			// A user is waiting: the limit covers the stream too, silent
+			// after its headers or not.
+			lim.whole, lim.wholeCause = remaining, errInteractiveStream
+		}
+		newCapture := func() *capture {
+			return &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx), maxTokens: oreq.MaxCompletionTokens}
+		}
+		capt := newCapture()
 		stream := !ep.noStream.Load()
 		start := time.Now()
 		resp, answeredJSON, err := c.send(ctx, ep, oreq, capt, stream, lim)
 		if stream && err != nil && ctx.Err() == nil && rejectsStreaming(err) {
 			// The endpoint cannot stream: the same attempt, non-streamed.
 			c.stopStreaming(ep, mc.Name, err.Error())
-			capt = &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx)}
+			capt = newCapture()
 			resp, _, err = c.send(ctx, ep, oreq, capt, false, lim)
 		} else if answeredJSON {
 			c.stopStreaming(ep, mc.Name, "it answered a streamed request with a whole JSON completion")
@@ -712,7 +723,7 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		if err == nil {
 			capt.firstToken(ctx) // a whole answer, not streamed: it has the prompt
-			r := c.response(mc, resp, prompt)
+			r := c.response(mc, resp, prompt, MaxReplyBytes(oreq.MaxCompletionTokens), capt.cut)
 			counted := r.Usage.PromptTokens + r.Usage.CompletionTokens
 			if ep.CachedOutsideTPM {
 				counted -= r.Usage.CachedTokens
@@ -788,6 +799,14 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 // interactiveBackoff caps the wait between an interactive call's attempts
 // (a 429's Retry-After is still honoured: the quota is shared).
 const interactiveBackoff = 2 * time.Second
+
+// errInteractiveStream ends an interactive call's stream at the call's
+// time limit (the call then fails with ErrCallTimeout).
+var errInteractiveStream = errors.New("the stream was still open at the interactive call's time limit")
+
+// finishLength is the finish reason of a reply cut by its length: at the
+// token limit by the endpoint, or at its size bound by the client.
+const finishLength = "length"
 
 func (c *OpenAI) buildRequest(mc ModelConfig, req Request) (openai.ChatCompletionRequest, error) {
 	msgs := make([]openai.ChatCompletionMessage, len(req.Messages))
@@ -877,11 +896,16 @@ func toolsOf(req Request) ([]openai.Tool, any, error) {
 	return tools, openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.ToolChoice}}, nil
 }
 
-func (c *OpenAI) response(mc ModelConfig, resp openai.ChatCompletionResponse, prompt int) *Response {
+// response is the call's Response for the completion resp: cut at
+// maxBytes (and recorded so) when longer or already cut.
+func (c *OpenAI) response(mc ModelConfig, resp openai.ChatCompletionResponse, prompt, maxBytes int, cut bool) *Response {
 	ch := resp.Choices[0]
 	r := &Response{Text: ch.Message.Content, Reasoning: ch.Message.ReasoningContent, FinishReason: string(ch.FinishReason), Model: resp.Model}
 	for _, tc := range ch.Message.ToolCalls {
 		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	if r.bound(maxBytes) || cut {
+		r.FinishReason, r.CutAt = finishLength, maxBytes
 	}
 	u := resp.Usage
 	r.Usage.PromptTokens, r.Usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
@@ -1077,6 +1101,11 @@ type capture struct {
 	// lead, when the call leads a prompt warm-up, is told at the first
 	// token: the provider has processed the prompt and cached its start.
 	lead *warmLead
+	// maxTokens is the request's completion bound, from which the
+	// response's size bounds follow (limitsFor); cut says the reply was
+	// cut at them (set by the attempt's own goroutine).
+	maxTokens int
+	cut       bool
 }
 
 // firstToken tells a warm-up's lead that the provider has the prompt.
@@ -1117,6 +1146,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			c.h = resp.Header.Clone()
 			c.ok = resp.StatusCode/100 == 2
 			c.mu.Unlock()
+			resp.Body = newBoundedBody(resp.Body, limitsFor(resp, c.maxTokens, c.watch != nil))
 			if c.watch != nil {
 				c.watch.headers()
 				resp.Body = liveBody{ReadCloser: resp.Body, w: c.watch}

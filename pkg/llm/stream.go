@@ -85,9 +85,6 @@ func (b liveBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// maxJSONAnswer bounds a whole completion answered to a streamed request.
-const maxJSONAnswer = 32 << 20
-
 // takeJSONAnswer handles an endpoint that answers a streamed request with
 // a whole completion (it ignores stream): a 2xx body that is not an event
 // stream and starts with '{' is kept in c for the caller to decode, and
@@ -110,7 +107,7 @@ func (c *capture) takeJSONAnswer(resp *http.Response) error {
 		if b[0] != '{' {
 			break
 		}
-		body, err := io.ReadAll(io.LimitReader(br, maxJSONAnswer))
+		body, err := io.ReadAll(br) // bounded below (boundedBody)
 		resp.Body.Close()
 		if err != nil {
 			return err
@@ -148,6 +145,8 @@ type streamed struct {
 	calls     []openai.ToolCall
 	finish    openai.FinishReason
 	choice    bool
+	// size keeps text, reasoning and tool calls within the reply's bound.
+	size replyCap
 }
 
 // maxToolCalls bounds the index a tool-call delta may name.
@@ -170,8 +169,8 @@ func (s *streamed) add(ch openai.ChatCompletionStreamResponse) {
 			continue // n is always 1
 		}
 		s.choice = true
-		s.text.WriteString(c.Delta.Content)
-		s.reasoning.WriteString(c.Delta.ReasoningContent)
+		s.text.WriteString(s.size.take(c.Delta.Content))
+		s.reasoning.WriteString(s.size.take(c.Delta.ReasoningContent))
 		for _, tc := range c.Delta.ToolCalls {
 			s.addCall(tc)
 		}
@@ -201,15 +200,21 @@ func (s *streamed) addCall(tc openai.ToolCall) {
 	}
 	c := &s.calls[i]
 	if c.ID == "" {
-		c.ID = tc.ID
+		c.ID = s.size.take(tc.ID)
 	}
 	if c.Type == "" {
 		c.Type = tc.Type
 	}
 	if c.Function.Name == "" {
-		c.Function.Name = tc.Function.Name
+		c.Function.Name = s.size.take(tc.Function.Name)
 	}
-	c.Function.Arguments += tc.Function.Arguments
+	c.Function.Arguments += s.size.take(tc.Function.Arguments)
+}
+
+// cut is the gathered stream as a completion cut at the reply's bound.
+func (s *streamed) cut() openai.ChatCompletionResponse {
+	s.choice, s.finish = true, finishLength
+	return s.completion()
 }
 
 // completion is the gathered stream as one completion.
@@ -238,23 +243,26 @@ func rejectsStreaming(err error) bool {
 // attemptLimits are one attempt's time limits (see Config).
 type attemptLimits struct {
 	// plain bounds a non-streamed attempt, whose answer is its only sign
-	// of life; whole bounds a streamed one, however live.
+	// of life; whole bounds a streamed one, however live, failing it with
+	// wholeCause (nil: context.DeadlineExceeded).
 	plain, whole time.Duration
+	wholeCause   error
 	// header and stall are a stream's waits for its headers and then
 	// between bytes.
 	header, stall time.Duration
 }
 
 // send makes one attempt, streamed or not. answeredJSON says the endpoint
-// answered a streamed request with a whole completion.
+// answered a streamed request with a whole completion. A reply that
+// passed its size bound is returned cut (capt.cut), with what was kept.
 func (c *OpenAI) send(ctx context.Context, ep *endpoint, oreq openai.ChatCompletionRequest, capt *capture, stream bool, lim attemptLimits) (resp openai.ChatCompletionResponse, answeredJSON bool, err error) {
 	if !stream {
 		actx, cancel := context.WithTimeout(context.WithValue(ctx, captureKey{}, capt), lim.plain)
 		defer cancel()
 		resp, err = ep.client.CreateChatCompletion(actx, oreq)
-		return resp, false, err
+		return cutIfBounded(resp, capt, err), false, nilIfBounded(err)
 	}
-	actx, cancel := context.WithTimeout(ctx, lim.whole)
+	actx, cancel := context.WithTimeoutCause(ctx, lim.whole, lim.wholeCause)
 	defer cancel()
 	wctx, stop := context.WithCancelCause(context.WithValue(actx, captureKey{}, capt))
 	defer stop(nil)
@@ -263,12 +271,33 @@ func (c *OpenAI) send(ctx context.Context, ep *endpoint, oreq openai.ChatComplet
 	oreq.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	resp, answeredJSON, err = readStream(wctx, ep, oreq, capt)
 	if err != nil {
-		// The watchdog's reason, not the "context canceled" it caused.
-		if cause := context.Cause(wctx); errors.Is(cause, ErrHeaderTimeout) || errors.Is(cause, ErrStalled) {
+		// The watchdog's or the deadline's reason, not the "context
+		// canceled" it caused.
+		if cause := context.Cause(wctx); errors.Is(cause, ErrHeaderTimeout) || errors.Is(cause, ErrStalled) ||
+			(lim.wholeCause != nil && errors.Is(cause, lim.wholeCause)) {
 			err = cause
 		}
 	}
-	return resp, answeredJSON, err
+	return cutIfBounded(resp, capt, err), answeredJSON, nilIfBounded(err)
+}
+
+// cutIfBounded is resp, or, when err is the reply passing its size bound
+// before any of it could be kept (a whole completion over its bound), an
+// empty reply cut at it.
+func cutIfBounded(resp openai.ChatCompletionResponse, capt *capture, err error) openai.ChatCompletionResponse {
+	if !errors.Is(err, errReplyBound) {
+		return resp
+	}
+	capt.cut = true
+	var s streamed
+	return s.cut()
+}
+
+func nilIfBounded(err error) error {
+	if errors.Is(err, errReplyBound) {
+		return nil
+	}
+	return err
 }
 
 func readStream(ctx context.Context, ep *endpoint, oreq openai.ChatCompletionRequest, capt *capture) (openai.ChatCompletionResponse, bool, error) {
@@ -287,9 +316,14 @@ func readStream(ctx context.Context, ep *endpoint, oreq openai.ChatCompletionReq
 		}
 		return resp, len(resp.Choices) > 0, nil
 	}
-	var acc streamed
+	acc := streamed{size: replyCap{left: MaxReplyBytes(oreq.MaxCompletionTokens)}}
 	for {
 		chunk, err := s.Recv()
+		if errors.Is(err, errReplyBound) {
+			// The stream passed its wire bounds: what was kept is the reply.
+			capt.cut = true
+			return acc.cut(), false, nil
+		}
 		if errors.Is(err, io.EOF) {
 			if acc.choice && acc.finish == "" {
 				// A stream ends with a finish reason; one without was cut
@@ -305,5 +339,10 @@ func readStream(ctx context.Context, ep *endpoint, oreq openai.ChatCompletionReq
 			capt.firstToken(ctx)
 		}
 		acc.add(chunk)
+		if acc.size.full {
+			// Closing the stream unread closes the connection.
+			capt.cut = true
+			return acc.cut(), false, nil
+		}
 	}
 }

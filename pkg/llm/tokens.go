@@ -79,8 +79,56 @@ func (t *Tokenizer) encoding(model string) *tiktoken.Tiktoken {
 	return e
 }
 
+// maxRunBytes is the longest run without space that is counted whole.
+// tiktoken's byte-pair merge takes time quadratic in a run's length (64
+// KiB of one letter took 4 s, a megabyte would take an hour), and a reply
+// is whatever the endpoint sends: a longer run is counted in pieces of
+// this size, off by a token a piece at most (no real token is this long).
+const maxRunBytes = 128
+
 // Count returns the number of tokens in text.
 func (t *Tokenizer) Count(model, text string) int {
+	n := 0
+	for {
+		a, b := longRun(text)
+		if a < 0 {
+			return n + t.count(model, text)
+		}
+		n += t.count(model, text[:a])
+		for run := text[a:b]; len(run) > 0; {
+			cut := len(clipUTF8(run, maxRunBytes))
+			if cut == 0 { // no rune starts in the piece: not UTF-8
+				cut = min(len(run), maxRunBytes)
+			}
+			n += len(t.encoding(model).Encode(run[:cut], nil, nil))
+			run = run[cut:]
+		}
+		text = text[b:]
+	}
+}
+
+// longRun finds the first run of text without ASCII space longer than
+// maxRunBytes: its start and end, or -1, -1.
+func longRun(text string) (int, int) {
+	start := 0
+	for i := 0; i <= len(text); i++ {
+		if i < len(text) && !isASCIISpace(text[i]) {
+			continue
+		}
+		if i-start > maxRunBytes {
+			return start, i
+		}
+		start = i + 1
+	}
+	return -1, -1
+}
+
+func isASCIISpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// count is Count for text without long runs.
+func (t *Tokenizer) count(model, text string) int {
 	if len(text) < 1024 {
 		return len(t.encoding(model).Encode(text, nil, nil))
 	}

@@ -142,7 +142,7 @@ func (opt Options) rules() *rules {
 }
 
 // tokenKind is what the lexer found at a position.
-type tokenKind int
+type tokenKind uint8
 
 const (
 	tokWord tokenKind = iota + 1
@@ -167,108 +167,167 @@ type token struct {
 	ambiguous string
 }
 
-// lex walks s and returns its tokens. An unterminated literal or comment runs
-// to the end of the text, as the engines would report it, and is marked open.
+// lexer walks SQL text one token at a time, so that a caller keeps only
+// the tokens it needs (the classifier's memory is linear in what it
+// keeps, not in every space and comment).
+type lexer struct {
+	s string
+	r *rules
+	i int
+}
+
+func newLexer(s string, opt Options) *lexer { return &lexer{s: s, r: opt.rules()} }
+
+// all yields the tokens of the text in order.
+func (l *lexer) all(yield func(token) bool) {
+	for {
+		t, ok := l.next()
+		if !ok || !yield(t) {
+			return
+		}
+	}
+}
+
+// lex returns every token of s. An unterminated literal or comment runs to
+// the end of the text, as the engines would report it, and is marked open.
 func lex(s string, opt Options) []token {
-	r := opt.rules()
 	var toks []token
-	i := 0
-	lineComment := func(start int) {
-		end := strings.IndexByte(s[start:], '\n')
-		if end < 0 {
-			end = len(s)
-		} else {
-			end += start
-		}
-		i = end
-		t := token{kind: tokComment, start: start, end: i}
-		if r.strict && strings.IndexByte(strings.ReplaceAll(s[start:min(end+1, len(s))], "\r\n", ""), '\r') >= 0 {
-			t.ambiguous = "a line comment holds a carriage return without a line feed, which engines read differently"
-		}
+	for t := range newLexer(s, opt).all {
 		toks = append(toks, t)
 	}
-	for i < len(s) {
-		c := s[i]
-		start := i
-		switch {
-		case c == '-' && i+1 < len(s) && s[i+1] == '-':
-			lineComment(start)
-		case c == '#' && r.hash:
-			lineComment(start)
-		case c == '/' && r.slashSlash && i+1 < len(s) && s[i+1] == '/':
-			lineComment(start)
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			j := strings.Index(s[i+2:], "*/")
-			open := j < 0
-			if open {
-				i = len(s)
-			} else {
-				i += 2 + j + 2
-			}
-			t := token{kind: tokComment, start: start, end: i, open: open}
-			if r.strict && strings.Contains(s[start+2:i], "/*") {
-				t.ambiguous = "a block comment holds /*, which an engine that nests comments reads differently"
-			}
-			toks = append(toks, t)
-		case r.quotes[c].kind != 0:
-			q := r.quotes[c]
-			end, open := endOfLiteral(s, i, c, q, r.triple)
-			i = end
-			toks = append(toks, token{kind: q.kind, start: start, end: i, open: open})
-		case c == '[' && r.brackets:
-			j := strings.IndexByte(s[i+1:], ']')
-			open := j < 0
-			if open {
-				i = len(s)
-			} else {
-				i += 1 + j + 1
-			}
-			toks = append(toks, token{kind: tokQuotedIdent, start: start, end: i, open: open})
-		case c == '$' && r.dollar && i+1 < len(s) && s[i+1] == '$':
-			j := strings.Index(s[i+2:], "$$")
-			open := j < 0
-			if open {
-				i = len(s)
-			} else {
-				i += 2 + j + 2
-			}
-			toks = append(toks, token{kind: tokString, start: start, end: i, open: open})
-		case c == ';':
-			i++
-			toks = append(toks, token{kind: tokSemicolon, start: start, end: i})
-		case c == '(':
-			i++
-			toks = append(toks, token{kind: tokOpenParen, start: start, end: i})
-		case c == ')':
-			i++
-			toks = append(toks, token{kind: tokCloseParen, start: start, end: i})
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
-			for i < len(s) && strings.IndexByte(" \t\n\r\f\v", s[i]) >= 0 {
-				i++
-			}
-			toks = append(toks, token{kind: tokSpace, start: start, end: i})
-		case isWordByte(c):
-			for i < len(s) && (isWordByte(s[i]) || (r.dollarInWord && s[i] == '$')) {
-				i++
-			}
-			if r.triple && i < len(s) && (s[i] == '\'' || s[i] == '"') && isStringPrefix(s[start:i]) {
-				// r'...', b"...", rb'''...''': a BigQuery raw or bytes literal.
-				end, open := endOfLiteral(s, i, s[i], r.quotes[s[i]], true)
-				i = end
-				toks = append(toks, token{kind: tokString, start: start, end: i, open: open})
-				continue
-			}
-			t := token{kind: tokWord, start: start, end: i}
-			if r.strict && r.dollar && strings.Contains(s[start:i], "$$") {
-				t.ambiguous = "$$ touches a name or number, which could also start a $$ string"
-			}
-			toks = append(toks, t)
-		default:
-			i++
-			toks = append(toks, token{kind: tokOther, start: start, end: i})
-		}
-	}
 	return toks
+}
+
+// next returns the token at the lexer's position and moves past it; ok is
+// false at the end of the text.
+func (l *lexer) next() (t token, ok bool) {
+	s, r := l.s, l.r
+	if l.i >= len(s) {
+		return token{}, false
+	}
+	start := l.i
+	c := s[start]
+	switch {
+	case c == '-' && start+1 < len(s) && s[start+1] == '-',
+		c == '#' && r.hash,
+		c == '/' && r.slashSlash && start+1 < len(s) && s[start+1] == '/':
+		return l.lineComment(start), true
+	case c == '/' && start+1 < len(s) && s[start+1] == '*':
+		j := strings.Index(s[start+2:], "*/")
+		open := j < 0
+		if open {
+			l.i = len(s)
+		} else {
+			l.i = start + 2 + j + 2
+		}
+		t = token{kind: tokComment, start: start, end: l.i, open: open}
+		if r.strict && strings.Contains(s[start+2:l.i], "/*") {
+			t.ambiguous = "a block comment holds /*, which an engine that nests comments reads differently"
+		}
+		return t, true
+	case r.quotes[c].kind != 0:
+		q := r.quotes[c]
+		end, open := endOfLiteral(s, start, c, q, r.triple)
+		l.i = end
+		return token{kind: q.kind, start: start, end: end, open: open}, true
+	case c == '[' && r.brackets:
+		return l.closedBy(start, 1, "]", tokQuotedIdent), true
+	case c == '$' && r.dollar && start+1 < len(s) && s[start+1] == '$':
+		return l.closedBy(start, 2, "$$", tokString), true
+	case c == ';':
+		return l.single(tokSemicolon), true
+	case c == '(':
+		return l.single(tokOpenParen), true
+	case c == ')':
+		return l.single(tokCloseParen), true
+	case isSpace(c):
+		l.i++
+		for l.i < len(s) && isSpace(s[l.i]) {
+			l.i++
+		}
+		return token{kind: tokSpace, start: start, end: l.i}, true
+	case isWordByte(c):
+		return l.word(start), true
+	}
+	return l.single(tokOther), true
+}
+
+// single is the one-byte token at the lexer's position.
+func (l *lexer) single(k tokenKind) token {
+	l.i++
+	return token{kind: k, start: l.i - 1, end: l.i}
+}
+
+// closedBy is the token from start, whose opening is skip bytes long,
+// to the first close after the opening (a [bracketed] identifier, a $$
+// string), open when none follows.
+func (l *lexer) closedBy(start, skip int, close string, k tokenKind) token {
+	from := start + skip
+	j := strings.Index(l.s[from:], close)
+	open := j < 0
+	if open {
+		l.i = len(l.s)
+	} else {
+		l.i = from + j + len(close)
+	}
+	return token{kind: k, start: start, end: l.i, open: open}
+}
+
+// lineComment is the comment from start to the end of its line.
+func (l *lexer) lineComment(start int) token {
+	s := l.s
+	end := strings.IndexByte(s[start:], '\n')
+	if end < 0 {
+		end = len(s)
+	} else {
+		end += start
+	}
+	l.i = end
+	t := token{kind: tokComment, start: start, end: end}
+	if l.r.strict && loneCR(s[start:end], end < len(s)) {
+		t.ambiguous = "a line comment holds a carriage return without a line feed, which engines read differently"
+	}
+	return t
+}
+
+// loneCR reports whether a line comment holds a '\r' that is not the '\r'
+// of the "\r\n" ending it (lf: a '\n' follows the comment).
+func loneCR(comment string, lf bool) bool {
+	for {
+		k := strings.IndexByte(comment, '\r')
+		if k < 0 {
+			return false
+		}
+		if k < len(comment)-1 || !lf {
+			return true
+		}
+		comment = comment[k+1:]
+	}
+}
+
+// word is the bare word (or BigQuery prefixed literal) from start.
+func (l *lexer) word(start int) token {
+	s, r := l.s, l.r
+	i := start
+	for i < len(s) && (isWordByte(s[i]) || (r.dollarInWord && s[i] == '$')) {
+		i++
+	}
+	if r.triple && i < len(s) && (s[i] == '\'' || s[i] == '"') && isStringPrefix(s[start:i]) {
+		// r'...', b"...", rb'''...''': a BigQuery raw or bytes literal.
+		end, open := endOfLiteral(s, i, s[i], r.quotes[s[i]], true)
+		l.i = end
+		return token{kind: tokString, start: start, end: end, open: open}
+	}
+	l.i = i
+	t := token{kind: tokWord, start: start, end: i}
+	if r.strict && r.dollar && strings.Contains(s[start:i], "$$") {
+		t.ambiguous = "$$ touches a name or number, which could also start a $$ string"
+	}
+	return t
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
 
 func isWordByte(c byte) bool {
@@ -290,12 +349,11 @@ func isStringPrefix(w string) bool {
 // literal that only three quotes close.
 func endOfLiteral(s string, i int, quote byte, q quoteRule, triple bool) (int, bool) {
 	if triple && i+2 < len(s) && s[i+1] == quote && s[i+2] == quote {
-		close := string([]byte{quote, quote, quote})
 		for j := i + 3; j < len(s); {
 			switch {
 			case q.backslash && s[j] == '\\':
 				j += 2
-			case strings.HasPrefix(s[j:], close):
+			case s[j] == quote && j+2 < len(s) && s[j+1] == quote && s[j+2] == quote:
 				return j + 3, false
 			default:
 				j++
@@ -327,7 +385,6 @@ func endOfLiteral(s string, i int, quote byte, q quoteRule, triple bool) (int, b
 // their "--Description:" that way).
 func Split(s string, opt Options) []string {
 	var out []string
-	toks := lex(s, opt)
 	begin := 0
 	hasCode := false
 	flush := func(end int) {
@@ -336,7 +393,7 @@ func Split(s string, opt Options) []string {
 		}
 		hasCode = false
 	}
-	for _, t := range toks {
+	for t := range newLexer(s, opt).all {
 		switch t.kind {
 		case tokSemicolon:
 			flush(t.start)
@@ -386,10 +443,9 @@ func Inspect(s string, opt Options) []Statement {
 
 func inspectOne(text string, opt Options) Statement {
 	st := Statement{}
-	toks := lex(text, opt)
 	depth := 0
 	lastCode := 0
-	for _, t := range toks {
+	for t := range newLexer(text, opt).all {
 		switch t.kind {
 		case tokComment, tokSpace:
 			continue
@@ -428,7 +484,7 @@ type Word struct {
 // Words returns the bare words of s in order.
 func Words(s string, opt Options) []Word {
 	var out []Word
-	for _, t := range lex(s, opt) {
+	for t := range newLexer(s, opt).all {
 		if t.kind == tokWord {
 			out = append(out, Word{Text: s[t.start:t.end], Start: t.start, End: t.end})
 		}
@@ -575,7 +631,7 @@ type Token struct {
 func Tokens(s string, opt Options) []Token {
 	var out []Token
 	depth := 0
-	for _, t := range lex(s, opt) {
+	for t := range newLexer(s, opt).all {
 		text := s[t.start:t.end]
 		switch t.kind {
 		case tokComment, tokSpace:

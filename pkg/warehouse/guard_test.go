@@ -2,12 +2,14 @@ package warehouse_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
@@ -86,6 +88,31 @@ func TestGuardRefusalIsAQueryError(t *testing.T) {
 	} {
 		if text, err := warehouse.CheckReadOnly(tt.d, tt.sql); err != nil || text != tt.want {
 			t.Errorf("%s %q: %q, %v; want %q", tt.d, tt.sql, text, err, tt.want)
+		}
+	}
+}
+
+// TestGuardRefusesOversizedAndDeepSQL: SQL over sqltext.MaxSQLBytes is
+// refused before it is classified, the message naming its length and the
+// limit; parentheses deeper than sqltext.MaxNesting are refused naming the
+// depth limit.
+func TestGuardRefusesOversizedAndDeepSQL(t *testing.T) {
+	t.Parallel()
+	huge := "SELECT 1" + strings.Repeat(" ", sqltext.MaxSQLBytes)
+	deep := strings.Repeat("(", sqltext.MaxNesting+1) + "SELECT 1" + strings.Repeat(")", sqltext.MaxNesting+1)
+	tests := []struct {
+		name, sql, want string
+	}{
+		{"oversized", huge, fmt.Sprintf("the SQL text is %d bytes, over the limit of %d bytes", len(huge), sqltext.MaxSQLBytes)},
+		{"too deep", deep, fmt.Sprintf("parentheses nest deeper than %d levels", sqltext.MaxNesting)},
+	}
+	for _, tt := range tests {
+		for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
+			v, err := warehouse.Guard{AllowHistory: true}.Admit(d, tt.sql)
+			var qe *warehouse.QueryError
+			if v.Allowed || !errors.As(err, &qe) || !qe.Refused || !strings.Contains(qe.Message, tt.want) {
+				t.Errorf("%s, %s: allowed %v, err %.300v; want a refused *QueryError saying %q", tt.name, d, v.Allowed, err, tt.want)
+			}
 		}
 	}
 }

@@ -96,25 +96,52 @@ type QueryError struct {
 
 func (e *QueryError) Error() string { return e.Message }
 
+// Guard configures the read-only guard: what it admits beyond its fixed
+// rules. The zero Guard is the strict default that Admit and CheckReadOnly
+// apply; a warehouse whose operator allows more keeps a Guard of its own
+// (set from its configuration) and calls its methods instead.
+type Guard struct {
+	// AllowHistory admits queries of the engines' query history and
+	// account usage (Snowflake's SNOWFLAKE.ACCOUNT_USAGE,
+	// INFORMATION_SCHEMA.QUERY_HISTORY(), RESULT_SCAN; BigQuery's
+	// INFORMATION_SCHEMA.JOBS*: sqltext.Policy.AllowHistory). Off by
+	// default: where tenants share one warehouse identity, they would
+	// show one tenant another's SQL, through quorum serve's rerun too.
+	AllowHistory bool
+}
+
 // CheckReadOnly returns the read-only text to run for sql (trimmed, without
 // a trailing semicolon or comment) or a *QueryError saying why it is refused.
 // See Admit.
-func CheckReadOnly(d Dialect, sql string) (string, error) {
-	v, err := Admit(d, sql)
+func CheckReadOnly(d Dialect, sql string) (string, error) { return Guard{}.CheckReadOnly(d, sql) }
+
+// Admit applies the strict Guard; see Guard.Admit.
+func Admit(d Dialect, sql string) (sqltext.Verdict, error) { return Guard{}.Admit(d, sql) }
+
+// CheckReadOnly returns the read-only text to run for sql or a
+// *QueryError saying why it is refused (see Admit).
+func (g Guard) CheckReadOnly(d Dialect, sql string) (string, error) {
+	v, err := g.Admit(d, sql)
 	return v.Text, err
 }
 
 // Admit classifies sql with the dialect's read-only statement classifier
-// (sqltext.Classify): exactly one SELECT, WITH or VALUES query, or in
+// (sqltext.Policy.Classify): exactly one SELECT, WITH or VALUES query, or in
 // BigQuery a script of DECLARE, SET of a variable, CREATE TEMP FUNCTION and
 // queries; no other statement, no second statement, no function with side
-// effects. A refusal is a *QueryError with Refused set, whose message (shown
-// to the model) names what was refused. It is the first layer of protection;
-// engines add their own (the SQLite authorizer, Snowflake's
-// MULTI_STATEMENT_COUNT=1 and a read-only role, BigQuery's dry-run statement
-// type).
-func Admit(d Dialect, sql string) (sqltext.Verdict, error) {
-	v := sqltext.Classify(sql, d)
+// effects, no read of query history unless g allows it. Text over
+// sqltext.MaxSQLBytes is refused before it is classified. A refusal is a
+// *QueryError with Refused set, whose message (shown to the model) names
+// what was refused. It is the first layer of protection; engines add their
+// own (the SQLite authorizer, Snowflake's MULTI_STATEMENT_COUNT=1 and a
+// read-only role, BigQuery's dry-run statement type).
+func (g Guard) Admit(d Dialect, sql string) (sqltext.Verdict, error) {
+	if len(sql) > sqltext.MaxSQLBytes {
+		why := fmt.Sprintf("the SQL text is %d bytes, over the limit of %d bytes", len(sql), sqltext.MaxSQLBytes)
+		return sqltext.Verdict{Reason: why}, &QueryError{Dialect: d, Refused: true,
+			Message: "quorum refused the statement: " + why + "; send a shorter query"}
+	}
+	v := sqltext.Policy{AllowHistory: g.AllowHistory}.Classify(sql, d)
 	if v.Allowed {
 		return v, nil
 	}
