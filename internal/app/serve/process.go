@@ -29,10 +29,11 @@ type Process struct {
 
 // Start runs a question API in cl, as components of its stages: the API
 // listener and the live schema refresher take work in (cluster.Intake),
-// the Server drives questions (cluster.Deciders); the question log and
-// the files the fingerprints opened close once they have stopped. cfg's
-// runtime fields (Env, Redis, Limiter, Metrics, Ready, Fingerprint)
-// default to cl's.
+// the Server drives questions and a sweep at start releases what
+// questions that are over left behind (cluster.Deciders); the question
+// log and the files the fingerprints opened close once they have
+// stopped. cfg's runtime fields (Env, Redis, Limiter, Metrics, Ready,
+// Fingerprint) default to cl's.
 func Start(cl *cluster.Cluster, cfg Config, p Process) (*Server, error) {
 	if cfg.Env == nil {
 		cfg.Env = cl.Env
@@ -65,6 +66,11 @@ func Start(cl *cluster.Cluster, cfg Config, p Process) (*Server, error) {
 		s.cfg.Fingerprint = s.fingerprintOf
 	}
 	cl.Defer(func() { _ = s.local.SQLite.Close() }) // the fingerprints' and reruns' files
+	// What questions that are over left behind goes first: a process
+	// killed before its drivers released it, an older serve's leftovers.
+	if err := cl.Add(cluster.Deciders, s.sweeper()); err != nil {
+		return nil, err
+	}
 	if err := cl.Add(cluster.Deciders, s); err != nil {
 		return nil, err
 	}

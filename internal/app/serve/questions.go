@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
@@ -141,26 +143,56 @@ func (s *Server) Timing(ctx context.Context, id string) (*RunTiming, error) {
 	return r.Timing, nil
 }
 
-// cleanUp ends what a finished question leaves behind: its run's files
-// under the state directory go (its answer and Timing are in the record),
-// and unless its run finished (the coordinator then retired it) its run is
-// retired here.
+// cleanUp ends what a finished question leaves behind: its run's
+// coordinator consumer goes (a finished run's coordinator deleted it, a
+// failed or cancelled one's did not, and each one left keeps its state and
+// goroutines in the NATS servers, and comes back with them after a
+// restart), its run's files under the state directory go (its answer and
+// Timing are in the record), and unless its run finished (the coordinator
+// then retired it) its run is retired here. It is called once no
+// coordinator of this process runs the question, and only for a question
+// no driver will run again (terminal, or being cancelled).
 func (s *Server) cleanUp(ctx context.Context, id, out string, retired bool) {
 	if !retired {
 		s.retireRun(ctx, id)
+	}
+	s.release(ctx, id, out)
+}
+
+// release deletes a question run's consumer and its files here: what a
+// question no driver runs any more still holds outside Redis.
+func (s *Server) release(ctx context.Context, id, out string) {
+	if err := coordinator.DeleteConsumer(ctx, s.cfg.Env, id); err != nil {
+		s.cfg.Log.Warn("deleting a question run's consumer", zap.String("question", id), zap.Error(err))
 	}
 	if err := os.RemoveAll(out); err != nil {
 		s.cfg.Log.Warn("removing a question run's files", zap.String("question", id), zap.Error(err))
 	}
 }
 
+// questionDir is where question id's run writes its files here.
+func (s *Server) questionDir(id string) string { return filepath.Join(s.cfg.StateDir, "questions", id) }
+
 // afterStop cleans up after a question whose run was stopped: when it was
 // cancelled (not merely interrupted by a shutdown or a lost lease, when
-// the next driver resumes it), its files are not needed again.
+// the next driver resumes it), nothing of its run is needed again. A
+// cancel marks the run before it stops the driver and records the
+// question cancelled only after, so the record may not say so yet: the
+// mark does.
 func (s *Server) afterStop(ctx context.Context, id, out string) {
-	if r, err := s.store.get(ctx, id); err == nil && r.Terminal() {
+	if s.ended(ctx, id) {
 		s.cleanUp(ctx, id, out, false)
 	}
+}
+
+// ended reports whether question id is over for good: its record is
+// terminal, or its run is marked cancelled (a cancel under way).
+func (s *Server) ended(ctx context.Context, id string) bool {
+	if r, err := s.store.get(ctx, id); err == nil && r.Terminal() {
+		return true
+	}
+	cancelled, err := s.cfg.Env.State.Cancelled(ctx, id)
+	return err == nil && cancelled
 }
 
 // retireRun gives a question run's keys their expiry. Its subjects are

@@ -153,6 +153,9 @@ type Server struct {
 	local *localdb.Warehouses
 	// runSlots caps the reruns (run.go) this process runs at once.
 	runSlots chan struct{}
+	// sweep releases, once at start, what questions that are over left
+	// outside Redis (sweep.go).
+	sweep service.Func
 }
 
 func (s *Server) baseCtx() context.Context {
@@ -229,6 +232,7 @@ func New(cfg Config) (*Server, error) {
 		quota: &quota{rdb: cfg.Redis, lim: cfg.Limiter}, owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()),
 		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis},
 		local: &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}, runSlots: make(chan struct{}, cfg.MaxRuns)}
+	s.sweep.Run = s.sweepOnce
 	if cfg.Simulated {
 		s.sim = llmsim.NewRecogniser(ds)
 	}

@@ -50,6 +50,11 @@ func (s *Server) toSettle(ctx context.Context, id string) {
 // settle charges the cancelled questions' late costs, and forgets each
 // whose tasks have all stopped (or whose window passed).
 func (s *Server) settle(ctx context.Context) {
+	// Each question run registers itself among the runs; once its keys
+	// expired, nothing else would drop it.
+	if _, err := rdb.PruneRuns(ctx, s.cfg.Redis, time.Now()); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Warn("settling", zap.Error(err))
+	}
 	ids, err := s.cfg.Redis.ZRangeWithScores(ctx, settleKey, 0, -1).Result()
 	if err != nil {
 		return
@@ -62,10 +67,15 @@ func (s *Server) settle(ctx context.Context) {
 		rec, err := s.store.get(ctx, id)
 		if err != nil {
 			if err == errNoQuestion {
+				s.releaseOrphan(ctx, id)
 				s.cfg.Redis.ZRem(ctx, settleKey, id)
 			}
 			continue
 		}
+		// A driver that died before it released its run's consumer and
+		// files (its process killed as the cancel came in through
+		// another) leaves them to whoever settles the question.
+		s.releaseOrphan(ctx, id)
 		q := &rec.Question
 		stopped, err := s.tasksStopped(ctx, q)
 		if err != nil {
@@ -88,11 +98,23 @@ func (s *Server) settle(ctx context.Context) {
 			}
 		}
 		if n, err := s.cfg.Redis.ZRem(ctx, settleKey, id).Result(); err == nil && n == 1 {
+			s.purge(ctx, id)
 			s.cfg.Log.Info("cancelled question settled", zap.String("question", id), zap.Int("tokens", spent.Tokens()), zap.Bool("expired", expired))
 			if s.onSettle != nil {
 				s.onSettle(id)
 			}
 		}
+	}
+}
+
+// purge removes what is left on a settled question run's subjects: the
+// final answer its voter published once its stopped tasks' results were
+// in, which no coordinator reads any more and which would otherwise stay
+// on the stream until its max age. Its tasks have all stopped (or its
+// window passed), so none of them is dropped.
+func (s *Server) purge(ctx context.Context, id string) {
+	if _, err := s.cfg.Env.Queue.PurgeRun(ctx, id); err != nil {
+		s.cfg.Log.Warn("purging a settled question run's subjects", zap.String("question", id), zap.Error(err))
 	}
 }
 

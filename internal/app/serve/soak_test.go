@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/metrics"
+	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
 // TestSoakHeapFlat asks QUORUM_SOAK_QUESTIONS (default 2,000) questions
@@ -154,4 +156,99 @@ func rss(t *testing.T) int64 {
 		}
 	}
 	return 0
+}
+
+// TestSoakCancelFlat asks and cancels QUORUM_SOAK_QUESTIONS (default 2,000)
+// questions through the real serve assembly (Start), with an LLM that
+// never answers (each question is running at its cancel) and serve's
+// --retain at 10 s, and checks that the process ends where it started
+// once the questions are settled and their retention has passed: its
+// goroutines, the stream's coordinator consumers and its messages on the
+// questions' subjects, Redis's keys without an expiry, and Redis's keys by
+// pattern (SCAN) — all but the cancelled questions' charges
+// (serve:charged:<id>), which keep rdb.TokensTTL (48 h) by design. Run
+// with QUORUM_SOAK=1, not with -short (about a minute):
+//
+//	QUORUM_SOAK=1 go test -run TestSoakCancelFlat -v -timeout 30m ./internal/app/serve/
+func TestSoakCancelFlat(t *testing.T) {
+	if os.Getenv("QUORUM_SOAK") == "" || testing.Short() {
+		t.Skip("QUORUM_SOAK=1 (without -short) runs the soak")
+	}
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("QUORUM_SOAK_QUESTIONS")); err == nil && v > 0 {
+		n = v
+	}
+	const retain = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	_, sim := demoSim(t)
+	h := &hold{sim: sim, open: make(chan struct{})}
+	r := startLeakRig(ctx, t, h, t.TempDir(), func(c *Config) { c.Retain.State = retain })
+	t.Cleanup(h.release)
+	charged := rdb.ChargedKey("*")
+	// over waits until every question asked so far is settled and its
+	// retention has passed: no record, no run key left, and the runs'
+	// registry pruned (the settle loop prunes it).
+	over := func() {
+		r.idle()
+		r.settled()
+		id := "q" + strings.Repeat("0", 2*(idNonce+idTag))
+		wait.For(t, 5*time.Minute, "the questions' records and runs to expire", func() bool {
+			counts, _ := keyCounts(ctx, t, r)
+			return counts[keyPattern(questionKey(id))] == 0 && counts[keyPattern(rdb.RunIndexKey(id))] == 0 &&
+				r.cl.Redis.ZCard(ctx, rdb.RunsKey).Val() == 0
+		})
+	}
+	r.cancels(0, 50) // warm: datasets, pools, connections
+	over()
+	type snapshot struct {
+		goroutines, consumers, persistent int
+		messages                          uint64
+		keys                              map[string]int
+		zsets                             map[string]int64
+	}
+	snap := func(want int) snapshot {
+		sn := snapshot{goroutines: r.goroutines(want), consumers: len(r.consumers()), messages: r.questionMessages(), zsets: map[string]int64{}}
+		sn.keys, sn.persistent = keyCounts(ctx, t, r)
+		for _, z := range []string{rdb.RunsKey, rdb.RoundsKey, rdb.SettleKey, rdb.PendingKey} {
+			sn.zsets[z] = r.cl.Redis.ZCard(ctx, z).Val()
+		}
+		return sn
+	}
+	before := snap(-1)
+	start := time.Now()
+	r.cancels(100, n)
+	r.idle()
+	cycled := time.Since(start)
+	over()
+	took := time.Since(start)
+	after := snap(before.goroutines)
+	t.Logf("%d questions asked and cancelled in %s (%.0f/s); settled and expired after %s", n, cycled.Round(time.Second),
+		float64(n)/cycled.Seconds(), took.Round(time.Second))
+	t.Logf("goroutines %d -> %d; coordinator consumers %d -> %d; messages on questions' subjects %d -> %d; keys without expiry %d -> %d",
+		before.goroutines, after.goroutines, before.consumers, after.consumers, before.messages, after.messages, before.persistent, after.persistent)
+	t.Logf("sorted sets %v -> %v", before.zsets, after.zsets)
+	t.Logf("keys by pattern %v -> %v", before.keys, after.keys)
+	if after.goroutines > before.goroutines+goroutineSlack {
+		t.Errorf("%d cancels left %d goroutines more", n, after.goroutines-before.goroutines)
+	}
+	if after.consumers != before.consumers {
+		t.Errorf("%d cancels left %d coordinator consumers more", n, after.consumers-before.consumers)
+	}
+	if after.messages != before.messages {
+		t.Errorf("%d cancels left %d messages on the questions' subjects", n, int64(after.messages)-int64(before.messages))
+	}
+	if after.persistent != before.persistent {
+		t.Errorf("%d cancels left %d keys without an expiry", n, after.persistent-before.persistent)
+	}
+	for z, c := range after.zsets {
+		if c != before.zsets[z] {
+			t.Errorf("%d cancels grew %s from %d to %d members", n, z, before.zsets[z], c)
+		}
+	}
+	for _, g := range grown(before.keys, after.keys) {
+		if !strings.HasPrefix(g, keyPattern(charged)+" ") {
+			t.Errorf("%d cancels left keys behind: %s", n, g)
+		}
+	}
 }

@@ -896,7 +896,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		filters = append(filters, queue.Subject(c.retry.Manifest.Run, queue.StageFinal, ""))
 	}
 	err := c.env.Queue.Work(wctx, c.env.Resilient(queue.WorkConfig{
-		Consumer: "coordinator-" + c.m.Run, Filters: filters, Concurrency: 4,
+		Consumer: ConsumerName(c.m.Run), Filters: filters, Concurrency: 4,
 		Logger: c.env.Log, DrainTimeout: 5 * time.Second, MaxDeliver: -1,
 		Handler: func(ctx context.Context, d queue.Delivery) error {
 			var f message.FinalAnswer
@@ -937,6 +937,7 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		return err
 	}
 	if !c.done() {
+		c.releaseCancelled(context.WithoutCancel(ctx))
 		cause := ctx.Err()
 		if cause == nil {
 			cause = context.Canceled
@@ -944,8 +945,41 @@ func (c *coord) awaitFinals(ctx context.Context) error {
 		return fmt.Errorf("run %s interrupted with %d of %d examples final: resume it with --run-id %s and the same --out and --dataset: %w",
 			c.m.Run, len(c.finals), len(c.m.Examples), c.m.Run, cause)
 	}
-	_ = c.env.Queue.DeleteConsumer(context.WithoutCancel(ctx), "coordinator-"+c.m.Run)
+	if err := DeleteConsumer(context.WithoutCancel(ctx), c.env, c.m.Run); err != nil {
+		c.log.Warn("deleting the finished run's consumer", zap.Error(err))
+	}
 	return nil
+}
+
+// ConsumerName is the durable consumer through which run's coordinator
+// reads its final answers. It lives across the run's sessions (a resume
+// reads on where the last stopped) and goes once the run is finished or
+// cancelled: each one left behind keeps its state, and its goroutines, in
+// every NATS server holding the stream.
+func ConsumerName(run string) string { return "coordinator-" + run }
+
+// DeleteConsumer deletes run's coordinator consumer; one already gone is
+// no error. Call it only once no coordinator of the run reads from it:
+// one reading would fail its fetches until it stopped.
+func DeleteConsumer(ctx context.Context, env *runenv.Env, run string) error {
+	if err := env.Queue.DeleteConsumer(ctx, ConsumerName(run)); err != nil {
+		return fmt.Errorf("deleting the consumer of run %s: %w", run, err)
+	}
+	return nil
+}
+
+// releaseCancelled deletes the consumer of a run stopped because it was
+// cancelled: a cancelled run is never resumed, so nothing would ever read
+// from it again. Any other interruption (a shutdown, a lost lease) keeps
+// it for the coordinator that resumes the run.
+func (c *coord) releaseCancelled(ctx context.Context) {
+	cancelled, err := c.env.State.Cancelled(ctx, c.m.Run)
+	if err != nil || !cancelled {
+		return
+	}
+	if err := DeleteConsumer(ctx, c.env, c.m.Run); err != nil {
+		c.log.Warn("deleting the cancelled run's consumer", zap.Error(err))
+	}
 }
 
 // restoreLoop runs restore every restoreEvery until ctx ends.
