@@ -84,7 +84,9 @@ func (t *Tokenizer) encoding(model string) *tiktoken.Tiktoken {
 // KiB of one letter took 4 s, a megabyte would take an hour), and a reply
 // is whatever the endpoint sends: a longer run is counted in pieces of
 // this size, off by a token a piece at most (no real token is this long).
-const maxRunBytes = 128
+// At 128 a prompt's lines (CSV rows, JSON) were cut and its counts moved
+// (llmsim's canonical goldens); 1024 bounds a megabyte's count to about 2 s.
+const maxRunBytes = 1024
 
 // Count returns the number of tokens in text.
 func (t *Tokenizer) Count(model, text string) int {

@@ -104,9 +104,8 @@ func (s *Server) runSQL(w http.ResponseWriter, r *http.Request) {
 	if !s.admitTenant(w, r) {
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	release, ok := s.holdRunSlot(w, r, cancel) // runslots.go
+	ctx := r.Context()
+	release, ok := s.holdRunSlot(w, r) // runslots.go
 	if !ok {
 		return
 	}

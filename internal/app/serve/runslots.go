@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -18,42 +19,36 @@ import (
 // tenantShare is how many of slots one tenant may hold at once.
 func tenantShare(slots int) int { return max(1, slots/2) }
 
-// A tenant's seats (its share) are entries of s.running, beside the
-// questions driven here, under s.mu: a running rerun is a running thing
-// whose cancel belongs there, and the Server has no field of this file's.
-// A seat's key holds a NUL byte, which no question id does, so no lookup
-// by a question's id finds one.
-func seatKey(tenant string, n int) string { return "rerun\x00" + tenant + "\x00" + strconv.Itoa(n) }
-
-// takeSeat takes one of tenant's seats for a rerun that cancel stops;
-// false when the tenant holds its whole share.
-func (s *Server) takeSeat(tenant string, cancel context.CancelFunc) (release func(), ok bool) {
+// takeSeat takes one of tenant's seats (its share of the slots) for a
+// rerun; false when the tenant holds its whole share.
+func (s *Server) takeSeat(tenant string) (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for n := range tenantShare(cap(s.runSlots)) {
-		key := seatKey(tenant, n)
-		if _, held := s.running[key]; held {
-			continue
-		}
-		s.running[key] = cancel
-		return func() {
-			s.mu.Lock()
-			delete(s.running, key)
-			s.mu.Unlock()
-		}, true
+	if s.reruns[tenant] >= tenantShare(cap(s.runSlots)) {
+		return nil, false
 	}
-	return nil, false
+	s.reruns[tenant]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.reruns[tenant]--; s.reruns[tenant] <= 0 {
+				delete(s.reruns, tenant) // no entry per tenant ever seen
+			}
+		})
+	}, true
 }
 
 // holdRunSlot takes a seat of the request's tenant (when tenants are
 // configured; none waits for one), then waits up to runWait for one of the
 // process's slots. On refusal it has answered 429, or nothing when the
 // client left; release gives back what was taken.
-func (s *Server) holdRunSlot(w http.ResponseWriter, r *http.Request, cancel context.CancelFunc) (release func(), ok bool) {
+func (s *Server) holdRunSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	seat := func() {}
 	if s.cfg.Tenants != nil {
 		tenant := tenantOf(r)
-		if seat, ok = s.takeSeat(tenant, cancel); !ok {
+		if seat, ok = s.takeSeat(tenant); !ok {
 			share := tenantShare(cap(s.runSlots))
 			w.Header().Set("Retry-After", strconv.Itoa(int((s.runTimeout()+time.Second-1)/time.Second)))
 			writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf(

@@ -25,13 +25,13 @@ func rerunRequest(tenant string) *http.Request {
 // TestOneTenantHoldsAtMostItsShare: with 4 rerun slots, tenant a gets 2
 // and its third is refused at once with a 429 naming the tenant's cap,
 // while tenant b still gets the other 2; a seat given back is taken
-// again; without tenants configured nothing is capped per tenant. A seat
-// is not a question: no question id finds it among the running ones.
+// again, and no count is left per tenant once all are; without tenants
+// configured nothing is capped per tenant.
 func TestOneTenantHoldsAtMostItsShare(t *testing.T) {
-	s := &Server{cfg: Config{Tenants: &Tenants{}}, running: map[string]context.CancelFunc{}, runSlots: make(chan struct{}, 4)}
+	s := &Server{cfg: Config{Tenants: &Tenants{}}, reruns: map[string]int{}, runSlots: make(chan struct{}, 4)}
 	hold := func(tenant string) (func(), *httptest.ResponseRecorder) {
 		w := httptest.NewRecorder()
-		release, ok := s.holdRunSlot(w, rerunRequest(tenant), func() {})
+		release, ok := s.holdRunSlot(w, rerunRequest(tenant))
 		if !ok {
 			return nil, w
 		}
@@ -57,11 +57,6 @@ func TestOneTenantHoldsAtMostItsShare(t *testing.T) {
 	if len(s.runSlots) != 4 {
 		t.Errorf("%d process slots held, want 4", len(s.runSlots))
 	}
-	for id := range s.running {
-		if !strings.HasPrefix(id, "rerun\x00") {
-			t.Errorf("running entry %q is not a rerun seat", id)
-		}
-	}
 	a1()
 	if again, _ := hold("a"); again == nil {
 		t.Error("tenant a could not take back the seat it gave back")
@@ -71,8 +66,8 @@ func TestOneTenantHoldsAtMostItsShare(t *testing.T) {
 	a2()
 	b1()
 	b2()
-	if len(s.runSlots) != 0 || len(s.running) != 0 {
-		t.Errorf("after every release: %d slots, %d seats held; want none", len(s.runSlots), len(s.running))
+	if len(s.runSlots) != 0 || len(s.reruns) != 0 {
+		t.Errorf("after every release: %d slots held, tenants' counts %v; want none", len(s.runSlots), s.reruns)
 	}
 
 	s.cfg.Tenants = nil

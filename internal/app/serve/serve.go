@@ -151,8 +151,10 @@ type Server struct {
 	// local opens the dataset's SQLite files for reruns and fingerprints
 	// (closed with the cluster, Start).
 	local *localdb.Warehouses
-	// runSlots caps the reruns (run.go) this process runs at once.
+	// runSlots caps the reruns (run.go) this process runs at once; reruns
+	// counts each tenant's, under mu (runslots.go).
 	runSlots chan struct{}
+	reruns   map[string]int
 	// sweep releases, once at start, what questions that are over left
 	// outside Redis (sweep.go).
 	sweep service.Func
@@ -231,7 +233,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, ds: ds, store: &store{rdb: cfg.Redis, ttl: cfg.Retain.State},
 		quota: &quota{rdb: cfg.Redis, lim: cfg.Limiter}, owner: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), newID()),
 		running: map[string]context.CancelFunc{}, ids: &ids{rdb: cfg.Redis},
-		local: &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}, runSlots: make(chan struct{}, cfg.MaxRuns)}
+		local: &localdb.Warehouses{DS: ds, SQLite: &sqlite.Set{}}, runSlots: make(chan struct{}, cfg.MaxRuns), reruns: map[string]int{}}
 	s.sweep.Run = s.sweepOnce
 	if cfg.Simulated {
 		s.sim = llmsim.NewRecogniser(ds)
