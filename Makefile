@@ -10,7 +10,7 @@ REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo test deps deps-demo race bench chaos lint generate clean deploy-check jaeger web-vendor
+.PHONY: all build demo check test slow deps deps-demo race plain bench chaos lint generate clean deploy-check jaeger web-vendor
 
 all: build
 
@@ -84,23 +84,51 @@ web-vendor:
 	cp $$tmp/package/dist/uPlot.iife.min.js $$tmp/package/dist/uPlot.min.css $$tmp/ && cp $$tmp/package/LICENSE $$tmp/LICENSE.uPlot && \
 	(cd $$tmp && grep -v '^#\|^package' $(CURDIR)/$(WEB_VENDOR)/PIN | sha256sum -c -) && rm -rf $$tmp && echo "$$pkg: the vendored copy is the package's"
 
+# RACE are the packages with concurrency: make test runs each of them once,
+# under the race detector; every other package once, plain (PLAIN).
+MODULE := github.com/quorumsql/quorum
+RACE   := internal/service internal/rdb pkg/warehouse pkg/eval internal/ratelimit pkg/llm \
+	internal/llmsim pkg/agents internal/queue pkg/runtime internal/app/serve
+empty  :=
+space  := $(empty) $(empty)
+RACE_PKGS  = $(addprefix ./,$(addsuffix /...,$(RACE)))
+PLAIN_PKGS = $(shell $(GO) list ./... | grep -vE '^$(MODULE)/($(subst $(space),|,$(RACE)))(/|$$)')
+# LEAK starts and stops every role process 20 times and finds no goroutine
+# left: it runs once, in the race step.
+LEAK := TestClusterRoleProcessesLeaveNoGoroutine
+
+# check is the fast tier, for every change: gofmt, vet, the layout rules and
+# every test that starts no server, process, browser or long experiment
+# (go test -short skips those; internal/testutil/tier). With a warm build
+# cache it takes under 3 minutes on 2 cores.
+check: lint
+	$(GO) test -short -timeout 10m ./...
+
 # test runs three steps, each even when an earlier one failed: go test
-# (a line per package as it finishes; the roles' JSON logs are kept out;
-# 20 minutes a package, as a loaded machine runs internal/cli 2-3x slower),
-# the race detector, and the deploy files' check. Its last line gives each
-# step's outcome; it fails if any step fails.
+# over the packages without concurrency (plain), the race detector over
+# those with it, and the deploy files' check: every package once (a line
+# per package as it finishes; the roles' JSON logs are kept out). Its last
+# lines give each step's outcome and the ten slowest packages; it fails if
+# any step fails.
 test: deps lint
 	@bash -c 'start=$$(date +%s); log=$$(mktemp); rc=0; summary=; \
 	  step() { name=$$1; shift; s=$$(date +%s); \
 	    { "$$@" 2>&1; echo "$$?" >$$log.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$log; \
 	    r=$$(cat $$log.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; rc=1; fi; \
 	    summary="$$summary $$name $$o in $$(( $$(date +%s) - s ))s;"; }; \
-	  step "go test:" $(GO) test -count=1 -timeout 20m ./...; \
+	  step "go test:" $(MAKE) --no-print-directory plain; \
 	  step "race:" $(MAKE) --no-print-directory race; \
 	  step "deploy-check:" $(MAKE) --no-print-directory deploy-check; \
 	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \
+	  echo "slowest packages:"; grep -E "^(ok|FAIL)[[:space:]]" $$log | awk -F"\t" "{t=\$$3; sub(/s\$$/, \"\", t); printf \"  %8.1fs  %s\\n\", t, \$$2}" | sort -rn | head -10; \
 	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s; steps:$$summary"; \
 	  rm -f $$log $$log.rc; exit $$rc'
+
+# plain runs the packages without concurrency once, without the race
+# detector (20 minutes a package, as a loaded machine runs internal/cli 2-3x
+# slower).
+plain:
+	$(GO) test -count=1 -timeout 20m -skip '^$(LEAK)$$' $(PLAIN_PKGS)
 
 # deploy-check decodes the Kubernetes manifests strictly into the Kubernetes
 # and KEDA API types, loads docker-compose.yml with the compose-spec loader
@@ -113,8 +141,19 @@ deploy-check:
 # test that starts and stops every role process 20 times and finds no
 # goroutine left.
 race:
-	$(GO) test -count=1 -timeout 20m -race ./internal/service/... ./internal/rdb/... ./pkg/warehouse/... ./pkg/eval/... ./internal/ratelimit/... ./pkg/llm/... ./internal/llmsim/... ./pkg/agents/... ./internal/queue/... ./pkg/runtime/... ./internal/app/serve/...
-	$(GO) test -count=1 -race -run TestClusterRoleProcessesLeaveNoGoroutine ./internal/cli/
+	$(GO) test -count=1 -timeout 20m -race $(RACE_PKGS)
+	$(GO) test -count=1 -race -run '^$(LEAK)$$' ./internal/cli/
+
+# slow runs what make test leaves out, for whoever changes those areas: the
+# packages with concurrency once more without the race detector (the
+# experiments the race detector's slowness cuts to a subset run whole
+# there: raceEnabled), the timing experiments and rate figures
+# (QUORUM_SLOW), serve's 2,000-question cancel soak and 1,000 cancel cycles
+# (QUORUM_SOAK, QUORUM_CANCEL_CYCLES), and the long chaos scenarios (make
+# chaos).
+slow: deps
+	QUORUM_SLOW=1 QUORUM_SOAK=1 QUORUM_CANCEL_CYCLES=1000 $(GO) test -count=1 -timeout 30m $(RACE_PKGS) ./internal/app/bench/
+	$(MAKE) --no-print-directory chaos
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8
 # candidates, against the simulated LLM allowing 3,000 requests a minute,

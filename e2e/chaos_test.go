@@ -21,6 +21,7 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // natsProcess is a nats-server process with JetStream on a file store, so
@@ -193,6 +194,7 @@ func (r *chaosRoles) kill(role string) {
 // simulator; plan nil is the undisturbed run.
 func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	t.Helper()
+	tier.Servers(t, "redis-server")
 	var faults llmsim.Faults
 	if plan != nil {
 		faults = plan.faults

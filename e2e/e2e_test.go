@@ -7,6 +7,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,12 @@ var binDir string
 func TestMain(m *testing.M) {
 	if os.Getenv("QUORUM_E2E_TOY_WORKER") != "" {
 		os.Exit(toyWorkerMain())
+	}
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the roles as processes over real servers.
+		fmt.Println("e2e: every test starts processes and servers: skipped under -short (make check); make test runs them")
+		os.Exit(0)
 	}
 	dir, err := os.MkdirTemp("", "quorum-e2e-bin")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/voter"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	twait "github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -177,6 +178,7 @@ func TestRedisLosesItsLastWrites(t *testing.T) {
 // loads dir's dump.rdb) on port (0: a free one), stopped at cleanup.
 func redisProcess(t *testing.T, dir string, port int) *localredis.Server {
 	t.Helper()
+	tier.Servers(t, "redis-server")
 	s, err := localredis.Start(localredis.Options{Dir: dir, Port: port})
 	if err != nil {
 		t.Fatal(err)

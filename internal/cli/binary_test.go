@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 var (
@@ -19,6 +21,7 @@ var (
 // must measure a real process (its peak memory, its exit code).
 func quorumBinary(t *testing.T) string {
 	t.Helper()
+	tier.Servers(t, "a built quorum binary")
 	quorumBinOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "quorum-bin-")
 		if err != nil {

@@ -13,13 +13,27 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 const demo = "../../examples/demo"
 
+// startsRuntime says whether command starts NATS and redis-server (or
+// joins a cluster): go test -short skips tests running it.
+func startsRuntime(command string) bool {
+	switch command {
+	case "run", "solve", "serve", "ask", "bench", "coordinator", "generator-worker", "explorer-worker", "voter", "retry-failed":
+		return true
+	}
+	return false
+}
+
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	if len(args) > 0 && startsRuntime(args[0]) {
+		tier.Servers(t, "quorum "+args[0]+" (NATS, redis-server)")
+	}
 	cmd := NewRootCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)

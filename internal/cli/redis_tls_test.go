@@ -26,6 +26,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
@@ -192,6 +193,7 @@ func roleFlags(t *testing.T, args ...string) *clusterFlags {
 // script, and over the role process's connection the shared limiter's
 // scripts, the run state and blobs.
 func TestRedisTLSRoleConnects(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	p := newPKI(t)
 	_, port := startTLSRedis(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -432,6 +434,7 @@ func TestRedisTLSFlagErrors(t *testing.T) {
 // without the configuration line redis-server quotes back (">>> 'user
 // quorum on \">password\" ...'"), which holds the password.
 func TestRedisStartErrorHidesPassword(t *testing.T) {
+	tier.Servers(t, "redis-server")
 	const pw = "pw-Quoted-77"
 	for _, tc := range []struct{ rules, why string }{
 		{`~quorum:* "unbalanced`, "Unbalanced quotes"},  // redis-server quotes the line

@@ -7,9 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -77,39 +76,50 @@ func TestPromptCacheServesASharedPrefix(t *testing.T) {
 // TestPromptCacheExcludedFromTPM: under a tokens-per-minute limit that
 // admits one such prompt a second at once, a second prompt sharing its
 // prefix is refused (429) when cached tokens count, and admitted when
-// they do not.
+// they do not. The pair is sent in a synctest bubble, straight to the
+// handler: the simulator's clock does not move between the two requests
+// however long the machine takes for them, so the limit has not refilled.
 func TestPromptCacheExcludedFromTPM(t *testing.T) {
 	t.Parallel()
 	shared := schemaText(225) // about 5,000 tokens
+	ds := demo(t)
 	for _, exclude := range []bool{false, true} {
-		// The limit refills in a second: a second prompt admitted later
-		// than that says nothing, so a pair the machine was too slow for
-		// is tried again.
-		var got int
-		for try := 1; ; try++ {
-			_, ts := newSim(t, Config{Limits: Limits{TokensPerMinute: 360_000}, PromptCache: PromptCache{Enabled: true, ExcludeFromTPM: exclude}})
-			url := ts.URL + "/v1/chat/completions"
-			start := time.Now()
-			resp, first := post(t, url, chatBody(msg("system", shared), msg("user", "Task: how many orders are there?")))
-			if resp.StatusCode != 200 {
-				t.Fatalf("exclude %v: the first prompt got %d: %v", exclude, resp.StatusCode, first)
+		synctest.Test(t, func(t *testing.T) {
+			s, err := New(Config{Dataset: ds, Limits: Limits{TokensPerMinute: 360_000}, PromptCache: PromptCache{Enabled: true, ExcludeFromTPM: exclude}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, first := serveChat(t, s, chatBody(msg("system", shared), msg("user", "Task: how many orders are there?")))
+			if code != 200 {
+				t.Fatalf("exclude %v: the first prompt got %d: %v", exclude, code, first)
 			}
 			if _, p := cachedTokens(t, first); p < 4000 || p > 6000 {
 				t.Fatalf("the prompt has %d tokens; the test wants about 5,000 (a second of the limit is 6,000)", p)
 			}
-			resp, _ = post(t, url, chatBody(msg("system", shared), msg("user", "Task: what is the largest total?")))
-			got = resp.StatusCode
-			if took := time.Since(start); took < 500*time.Millisecond || got == 429 || try == 10 {
-				if took >= 500*time.Millisecond && got != 429 {
-					t.Logf("exclude %v: the machine took %s for the pair in every try", exclude, took)
-				}
-				break
+			got, _ := serveChat(t, s, chatBody(msg("system", shared), msg("user", "Task: what is the largest total?")))
+			if want := map[bool]int{false: 429, true: 200}[exclude]; got != want {
+				t.Errorf("exclude cached tokens from TPM %v: the second prompt got %d, want %d", exclude, got, want)
 			}
-		}
-		if want := map[bool]int{false: 429, true: 200}[exclude]; got != want {
-			t.Errorf("exclude cached tokens from TPM %v: the second prompt got %d, want %d", exclude, got, want)
-		}
+		})
 	}
+}
+
+// serveChat sends a chat request straight to the simulator's handler, as
+// a synctest bubble needs (no connection, whose waits would not let its
+// clock move), and returns the status and the decoded reply.
+func serveChat(t *testing.T, s *Server, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, req)
+	var out map[string]any
+	_ = json.Unmarshal(w.Body.Bytes(), &out)
+	return w.Code, out
 }
 
 // marked is a message whose content is one text part with an
@@ -177,66 +187,50 @@ func TestContentParts(t *testing.T) {
 
 // TestPromptCacheAfterFirstToken: as at the providers, a prompt is in the
 // cache only once its request reached its first token, so requests sent
-// together all miss, and one sent after the first has answered hits.
+// together all miss, and one sent after the first has answered hits. The
+// requests run in a synctest bubble: its clock moves only once both wait
+// for their first token, so neither is processed before the other has
+// read the cache, however loaded the machine.
 func TestPromptCacheAfterFirstToken(t *testing.T) {
 	t.Parallel()
 	shared := "You write SQLite queries.\n" + schemaText(60)
-	// The first two requests are let through together, once both have
-	// arrived, and the first token is long, so neither is processed
-	// before the other reads the cache, however loaded the machine.
-	sim, err := New(Config{Dataset: demo(t), PromptCache: PromptCache{Enabled: true}, Latency: Latency{FirstToken: 3 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var arrivals sync.WaitGroup
-	arrivals.Add(2)
-	var n atomic.Int32
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 {
-			arrivals.Done()
-			arrivals.Wait()
+	ds := demo(t)
+	synctest.Test(t, func(t *testing.T) {
+		sim, err := New(Config{Dataset: ds, PromptCache: PromptCache{Enabled: true}, Latency: Latency{FirstToken: 3 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		sim.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	url := ts.URL + "/v1/chat/completions"
-	body := chatBody(msg("system", shared), msg("user", "Task: how many orders are there?"))
-	type result struct {
-		cached int
-		err    error
-	}
-	results := make(chan result, 2)
-	for range 2 {
-		go func() {
-			b, _ := json.Marshal(body)
-			resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-			if err != nil {
-				results <- result{err: err}
-				return
+		body := chatBody(msg("system", shared), msg("user", "Task: how many orders are there?"))
+		type result struct {
+			code int
+			out  map[string]any
+		}
+		raw, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := make(chan result, 2)
+		for range 2 {
+			go func() {
+				w := httptest.NewRecorder()
+				sim.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(raw)))
+				var out map[string]any
+				_ = json.Unmarshal(w.Body.Bytes(), &out)
+				results <- result{w.Code, out}
+			}()
+		}
+		for range 2 {
+			r := <-results
+			if r.code != 200 {
+				t.Fatalf("a request sent with another of the same prompt got %d: %v", r.code, r.out)
 			}
-			defer resp.Body.Close()
-			var out struct {
-				Usage struct {
-					Details struct {
-						Cached int `json:"cached_tokens"`
-					} `json:"prompt_tokens_details"`
-				} `json:"usage"`
+			if c, _ := cachedTokens(t, r.out); c != 0 {
+				t.Errorf("a request sent with another of the same prompt read %d cached tokens, want 0 (neither had reached its first token)", c)
 			}
-			err = json.NewDecoder(resp.Body).Decode(&out)
-			results <- result{out.Usage.Details.Cached, err}
-		}()
-	}
-	for range 2 {
-		r := <-results
-		if r.err != nil {
-			t.Fatal(r.err)
 		}
-		if r.cached != 0 {
-			t.Errorf("a request sent with another of the same prompt read %d cached tokens, want 0 (neither had reached its first token)", r.cached)
+		_, after := serveChat(t, sim, body)
+		if c, p := cachedTokens(t, after); c < 1024 {
+			t.Errorf("a request sent after the first answered read %d of %d tokens from the cache, want the shared prompt", c, p)
 		}
-	}
-	_, after := post(t, url, body)
-	if c, p := cachedTokens(t, after); c < 1024 {
-		t.Errorf("a request sent after the first answered read %d of %d tokens from the cache, want the shared prompt", c, p)
-	}
+	})
 }

@@ -11,12 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/localredis"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // TestDirIsPrivate: the server's folder, the append-only files it writes
 // and what an older version left there with wider modes are readable by
 // their owner only.
 func TestDirIsPrivate(t *testing.T) {
+	tier.Servers(t, "redis-server")
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "redis")
 	if err := os.MkdirAll(filepath.Join(dir, "appendonlydir"), 0o755); err != nil {
@@ -78,6 +80,7 @@ func TestDirIsPrivate(t *testing.T) {
 // Running names the running server to another process, and once it stops
 // (or dies) the folder is free again.
 func TestDirIsLockedWhileAServerRuns(t *testing.T) {
+	tier.Servers(t, "redis-server")
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "redis")
 	if url, err := localredis.Running(filepath.Join(t.TempDir(), "missing")); err == nil || url != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // jsCluster starts three JetStream servers in one cluster in the test
@@ -79,6 +80,7 @@ func jsCluster(t *testing.T) string {
 // leaves them as they are; one that asks for more scales them up; a single
 // server refuses replicas it cannot hold, saying what they need.
 func TestStreamReplicasNeverLowered(t *testing.T) {
+	tier.Servers(t, "a NATS server")
 	t.Parallel()
 	ctx := context.Background()
 	url := jsCluster(t)

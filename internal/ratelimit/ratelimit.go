@@ -74,6 +74,27 @@ type Limiter struct {
 	prefix   string
 	batchCut float64
 	lines    lines
+	// clock is nil (the real clock) except in tests, which read the waits
+	// Warm computes without spending them.
+	clock clock
+}
+
+// clock is where Warm reads the time and sleeps.
+type clock interface {
+	now() time.Time
+	sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) now() time.Time                                   { return time.Now() }
+func (realClock) sleep(ctx context.Context, d time.Duration) error { return sleep(ctx, d) }
+
+func (l *Limiter) clk() clock {
+	if l.clock == nil {
+		return realClock{}
+	}
+	return l.clock
 }
 
 // New returns a Limiter.

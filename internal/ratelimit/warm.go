@@ -24,7 +24,8 @@ const (
 func (b *LLMBudget) Warm(ctx context.Context, key string, lock, wait, ttl time.Duration) (bool, func(context.Context, bool), error) {
 	k := b.Limiter.key(rdb.WarmName(key))
 	nop := func(context.Context, bool) {}
-	deadline := time.Now().Add(wait)
+	clk := b.Limiter.clk()
+	deadline := clk.now().Add(wait)
 	poll := warmPollFirst
 	back := func() {}
 	defer func() { back() }()
@@ -46,7 +47,7 @@ func (b *LLMBudget) Warm(ctx context.Context, key string, lock, wait, ttl time.D
 		case rdb.WarmReady:
 			return false, nop, nil
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(clk.now())
 		if left <= 0 {
 			return false, nop, nil // sent anyway: the lead is slow or queued
 		}
@@ -54,7 +55,7 @@ func (b *LLMBudget) Warm(ctx context.Context, key string, lock, wait, ttl time.D
 			// Only a caller that must wait leaves its slot.
 			ctx, back = slot.Idle(ctx)
 		}
-		if err := sleep(ctx, min(poll, left)); err != nil {
+		if err := clk.sleep(ctx, min(poll, left)); err != nil {
 			return false, nop, err
 		}
 		poll = min(2*poll, warmPollMax)

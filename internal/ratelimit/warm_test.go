@@ -2,17 +2,21 @@ package ratelimit
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/slot"
 )
 
 // TestWarm: the first caller of a key leads; the others wait until it is
 // warm, or until their wait runs out when the lead never says; a lead that
-// failed lets the next caller lead.
+// failed lets the next caller lead. Waits are events (the follower leaving
+// its slot) or a fake clock's record, never time spent.
 func TestWarm(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -39,10 +43,13 @@ func TestWarm(t *testing.T) {
 		lead, _, err := b.Warm(slot.With(ctx, followerSlot), "k1", lock, time.Minute, ttl)
 		got <- followed{lead, err}
 	}()
+	// The follower waits: it leaves its slot only once told the lead is
+	// under way, and has not returned then.
+	wait.For(t, time.Minute, "the follower to wait for the lead, without its slot", func() bool { return followerSlot.left.Load() == 1 })
 	select {
 	case f := <-got:
 		t.Fatalf("a follower returned (lead %v, err %v) before the lead's first token", f.lead, f.err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	done(ctx, true)
 	if f := <-got; f.lead || f.err != nil {
@@ -65,18 +72,44 @@ func TestWarm(t *testing.T) {
 		t.Error("after the lead failed, the next caller did not lead")
 	}
 
-	// A lead that never says: a follower goes after its wait.
+	// A lead that never says: a follower goes after its wait, all of it,
+	// read from the sleeps Warm asked for (a fake clock: none is spent).
 	if lead, _, _ := b.Warm(ctx, "k3", lock, time.Minute, ttl); !lead {
 		t.Fatal("the first caller of k3 did not lead")
 	}
-	start := time.Now()
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	l.clock = clk // the follower above has returned: nothing else reads it
 	lead, _, err = b.Warm(ctx, "k3", lock, 200*time.Millisecond, ttl)
 	if lead || err != nil {
 		t.Fatalf("a follower of a silent lead: lead %v, err %v; want a follower sent after its wait", lead, err)
 	}
-	if waited := time.Since(start); waited < 200*time.Millisecond {
-		t.Errorf("a follower of a silent lead waited %s, want its whole wait (200ms)", waited)
+	// Polls back off from 20ms, doubling, the last cut to the wait left.
+	want := []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 60 * time.Millisecond}
+	if !slices.Equal(clk.slept, want) {
+		t.Errorf("a follower of a silent lead slept %v, want %v: its whole wait (200ms), polling", clk.slept, want)
 	}
+}
+
+// fakeClock is a Limiter's clock that records the sleeps asked of it and
+// moves its time on by them at once.
+type fakeClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	slept []time.Duration
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slept = append(c.slept, d)
+	c.t = c.t.Add(d)
+	return ctx.Err()
 }
 
 // countingSlot counts how often a task left its execution slot and took

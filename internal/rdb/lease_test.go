@@ -3,9 +3,13 @@ package rdb_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
@@ -14,14 +18,15 @@ import (
 
 // TestLease: one holder at a time; only the holder renews or releases (a
 // holder that lost the lease cannot free its successor's); a released
-// lease is free at once, an abandoned one after its TTL. The TTL is long
-// and its lapse is made by the test (PEXPIRE), so a loaded machine's
-// pauses cannot expire a lease the test means to hold.
+// lease is free at once, an abandoned one after its TTL. The TTL is an
+// hour and its lapse is made by the test (PEXPIRE, PEXPIREAT), so a loaded
+// machine's pauses can neither expire a lease the test means to hold nor
+// keep one it means to lapse.
 func TestLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	const ttl = 30 * time.Second
+	const ttl = time.Hour
 	a := rdb.NewLease(c, "quorum:test:lease", "proc-a", ttl)
 	b := rdb.NewLease(c, "quorum:test:lease", "", ttl)
 	if a.Token() == b.Token() || a.Token()[:7] != "proc-a/" {
@@ -61,15 +66,10 @@ func TestLease(t *testing.T) {
 	if ok, err := b.Acquire(ctx); err != nil || !ok {
 		t.Fatalf("b after a's release: %v %v", ok, err)
 	}
-	// b is abandoned: its TTL lapses, a gets the lease, and b, late,
-	// frees nothing.
-	if err := c.PExpire(ctx, b.Key(), time.Millisecond).Err(); err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, 10*time.Second, "the abandoned lease to expire", func() bool {
-		n, err := c.Exists(ctx, b.Key()).Result()
-		return err == nil && n == 0
-	})
+	// b is abandoned: its TTL lapses (an expiry in the past: Redis
+	// expires the key at once), a gets the lease, and b, late, frees
+	// nothing.
+	lapse(t, c, b.Key())
 	if ok, err := a.Acquire(ctx); err != nil || !ok {
 		t.Fatalf("a after b's TTL: %v %v", ok, err)
 	}
@@ -82,53 +82,176 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestRenewer: a started renewer keeps a lease alive past its TTL; Stop
-// returns once its goroutine has ended (no renewal after it); a lease taken
-// from under it is reported once and ends it; it can be started again, not
-// twice at once. It waits on renewals, not on the clock: a renewal is
-// every TTL/3, and the TTL (3 s) leaves a loaded machine seconds of slack.
+// lapse ends key's TTL now: an expiry in the past makes Redis expire the
+// key at once, with no wait on its clock.
+func lapse(t *testing.T, c redis.Cmdable, key string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.PExpireAt(ctx, key, time.UnixMilli(1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Fatalf("%s still exists (%d, %v) after its expiry passed", key, n, err)
+	}
+}
+
+// bubbleHold is a hold whose expiry is kept in a synctest bubble's clock,
+// renewed as a Lease is in Redis: extended by ttl if it has not expired.
+type bubbleHold struct {
+	mu      sync.Mutex
+	ttl     time.Duration
+	expires time.Time
+	taken   bool // another holder has it
+	lapsed  bool // it expired before a renewal came
+	renewed int
+}
+
+func (h *bubbleHold) renew(context.Context) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if h.taken || !now.Before(h.expires) {
+		h.lapsed = h.lapsed || !h.taken
+		return false, nil
+	}
+	h.expires = now.Add(h.ttl)
+	h.renewed++
+	return true, nil
+}
+
+func (h *bubbleHold) state() (renewed int, lapsed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewed, h.lapsed
+}
+
+// TestRenewerKeepsTheHold: a renewer renews every third of the TTL, so its
+// hold outlives the TTL many times over; Stop returns once its goroutine
+// has ended (no renewal after it, and the hold lapses); a hold taken from
+// under it is reported once and ends it; it can be started again, not
+// twice at once; it ends with its context. In a synctest bubble: the
+// renewals are counted against the bubble's clock, exactly, whatever the
+// machine's speed. TestRenewer runs one against Redis.
+func TestRenewerKeepsTheHold(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ttl = 3 * time.Second
+		h := &bubbleHold{ttl: ttl, expires: time.Now().Add(ttl)}
+		var after atomic.Int64
+		lost := make(chan struct{}, 2)
+		r := &rdb.Renewer{Renew: h.renew, Every: ttl / 3, Timeout: ttl / 3,
+			AfterRenew: func(context.Context) { after.Add(1) },
+			OnLost:     func() { lost <- struct{}{} }}
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(ctx); !errors.Is(err, rdb.ErrStarted) {
+			t.Fatalf("second Start: %v", err)
+		}
+		// Ten TTLs (and a sixth, clear of a tick): a renewal every third
+		// of one, 30 in all, none late.
+		time.Sleep(10*ttl + ttl/6)
+		synctest.Wait()
+		if n, lapsed := h.state(); n != 30 || lapsed || after.Load() != 30 {
+			t.Fatalf("after 10 TTLs: %d renewals (%d reported), lapsed %v; want 30, the hold kept", n, after.Load(), lapsed)
+		}
+		r.Stop()
+		n, _ := h.state()
+		// No renewal after Stop: the hold lapses at its TTL.
+		time.Sleep(10 * ttl)
+		synctest.Wait()
+		if got, _ := h.state(); got != n {
+			t.Fatalf("renewed after Stop returned: %d renewals, %d at Stop", got, n)
+		}
+		if ok, _ := h.renew(ctx); ok {
+			t.Fatal("the hold was still held 10 TTLs after its renewer stopped")
+		}
+		r.Stop() // a second Stop does nothing
+
+		// Started again, on a hold another has taken: lost, once.
+		h.mu.Lock()
+		h.taken = true
+		h.mu.Unlock()
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ttl)
+		synctest.Wait()
+		if len(lost) != 1 {
+			t.Fatalf("the lost hold was reported %d times, want once", len(lost))
+		}
+		select {
+		case <-r.Done():
+		default:
+			t.Fatal("the renewer went on after its hold was lost")
+		}
+		r.Stop()
+
+		// A renewer ends with its context too; Stop then returns at once.
+		ctx2, cancel := context.WithCancel(ctx)
+		r2 := &rdb.Renewer{Renew: func(context.Context) (bool, error) { return true, nil }, Every: time.Millisecond}
+		if err := r2.Start(ctx2); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-r2.Done():
+		default:
+			t.Fatal("a renewer went on after its context ended")
+		}
+		r2.Stop()
+		if err := (&rdb.Renewer{}).Start(ctx); err == nil {
+			t.Fatal("a renewer without Renew started")
+		}
+	})
+}
+
+// TestRenewer: a Lease's renewer renews it in Redis (a third of its TTL
+// apart), and reports a lease another process has taken. Each is waited
+// for as an event (a renewal, a lost report); the lease's TTL is an hour
+// and its renewer ticks every 10ms here, so no renewal can come too late
+// for it. The renewals' timing, and Stop, are TestRenewerKeepsTheHold's.
 func TestRenewer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	const ttl = 3 * time.Second
+	const ttl = time.Hour
 	l := rdb.NewLease(c, "quorum:test:renewed", "", ttl)
 	if ok, err := l.Acquire(ctx); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	acquired := time.Now()
-	var renewals atomic.Int64
 	r := l.Renewer()
-	r.AfterRenew = func(context.Context) { renewals.Add(1) }
-	lost := make(chan struct{})
-	r.OnLost = func() { close(lost) }
+	if r.Every != ttl/3 || r.Timeout != ttl/3 {
+		t.Errorf("a lease's renewer renews every %v, each call bounded by %v; want a third of the TTL (%v) both", r.Every, r.Timeout, ttl/3)
+	}
+	r.Every = 10 * time.Millisecond
+	renewed := make(chan struct{}, 1)
+	r.AfterRenew = func(context.Context) {
+		select {
+		case renewed <- struct{}{}:
+		default:
+		}
+	}
+	lost := make(chan struct{}, 1)
+	r.OnLost = func() { lost <- struct{}{} }
+	// Most of the TTL spent: a renewal gives all of it back, which the
+	// TTL alone, only ever falling, could not.
+	if err := c.PExpire(ctx, l.Key(), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Start(ctx); !errors.Is(err, rdb.ErrStarted) {
-		t.Fatalf("second Start: %v", err)
-	}
-	// Renewed until the first TTL has passed: the lease outlives it.
-	wait.For(t, 60*time.Second, "renewals past the first TTL", func() bool {
-		return renewals.Load() >= 4 && time.Since(acquired) > ttl
-	})
-	if ttlLeft, err := c.PTTL(ctx, l.Key()).Result(); err != nil || ttlLeft <= 0 {
-		t.Fatalf("the renewed lease expires in %v (%v) after %d renewals", ttlLeft, err, renewals.Load())
-	}
+	wait.Recv(t, time.Minute, "the first renewal", renewed)
 	r.Stop()
-	n := renewals.Load()
-	// No renewal after Stop: the lease lapses at its TTL (made now).
-	if err := c.PExpire(ctx, l.Key(), time.Millisecond).Err(); err != nil {
-		t.Fatal(err)
+	if left, err := c.PTTL(ctx, l.Key()).Result(); err != nil || left <= time.Minute {
+		t.Fatalf("after a renewal the lease expires in %v (%v), want more than the minute it had: its TTL back", left, err)
 	}
-	wait.For(t, 10*time.Second, "the lease to lapse once its renewer stopped", func() bool {
-		ex, err := c.Exists(ctx, l.Key()).Result()
-		return err == nil && ex == 0
-	})
-	if got := renewals.Load(); got != n {
-		t.Fatalf("renewed after Stop returned: %d renewals, %d at Stop", got, n)
+	if v, err := c.Get(ctx, l.Key()).Result(); err != nil || v != l.Token() {
+		t.Fatalf("after a renewal the lease holds %q (%v), want its token", v, err)
 	}
-	r.Stop() // a second Stop does nothing
 
 	// Started again, on a lease another process has taken: lost.
 	if err := c.Set(ctx, l.Key(), "someone else", time.Minute).Err(); err != nil {
@@ -137,25 +260,9 @@ func TestRenewer(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-lost:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lost lease was not reported")
-	}
+	wait.Recv(t, time.Minute, "the lost lease's report", lost)
 	r.Stop()
 	if v, _ := c.Get(ctx, l.Key()).Result(); v != "someone else" {
 		t.Fatalf("the other holder's lease was touched: %q", v)
-	}
-
-	// A renewer ends with its context too; Stop then returns at once.
-	ctx2, cancel := context.WithCancel(ctx)
-	r2 := &rdb.Renewer{Renew: func(context.Context) (bool, error) { return true, nil }, Every: time.Millisecond}
-	if err := r2.Start(ctx2); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	r2.Stop()
-	if err := (&rdb.Renewer{}).Start(ctx); err == nil {
-		t.Fatal("a renewer without Renew started")
 	}
 }

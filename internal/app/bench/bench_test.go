@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 )
@@ -37,6 +38,7 @@ func TestMakeDataset(t *testing.T) {
 // TestBenchRunsThroughTheRealPieces runs a small limited scenario and two
 // scaling points through embedded NATS, redis-server and llmsim.
 func TestBenchRunsThroughTheRealPieces(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	t.Parallel()
 	sc := Standard()
 	sc.Dataset = "../../../examples/demo"
@@ -134,6 +136,7 @@ func TestScenarioValidate(t *testing.T) {
 // money per example is the tokens at the scenario's price with cached
 // input at its own.
 func TestBenchPricesCachedPrompts(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	t.Parallel()
 	sc := Standard()
 	sc.Dataset = "../../../examples/demo"

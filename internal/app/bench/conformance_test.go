@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // TestConformanceUnderPersonas runs every agent under personas that write
@@ -16,6 +17,7 @@ import (
 // form of a reply, and the table must show the forms were met (the
 // truncating persona's cuts are re-asked, never executed).
 func TestConformanceUnderPersonas(t *testing.T) {
+	tier.Servers(t, "a cluster per agent and persona")
 	t.Parallel()
 	sc := Standard()
 	sc.Dataset = "../../../examples/demo"

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // TestDeploymentsShort is scenarios (a) and (b) in short form, through
@@ -16,6 +18,7 @@ import (
 // Not parallel: the package's other rigs would share its two cores, and
 // the quota ratio measures whether the machine keeps the quotas busy.
 func TestDeploymentsShort(t *testing.T) {
+	tier.Servers(t, "clusters")
 	sc := Deployments()
 	sc.Dataset = "../../../examples/demo"
 	sc.Examples, sc.Votes, sc.RPM = 48, 4, []int{900, 600, 300}

@@ -8,18 +8,22 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // TestMixedQuestionsDoNotWaitForTheBatch runs a small mixed benchmark
 // through the real pieces (embedded NATS, redis-server, llmsim over HTTP,
 // the question API over HTTP): questions on the idle cluster, then the
 // same questions while a batch run, held to its quota, keeps every
-// generator slot busy. Each question asked during the batch must finish
-// long before the batch does.
+// generator slot busy. Every run checks that each phase's questions are
+// answered, its figures are there and consistent, and the runs' state is
+// retained as it should be. What depends on the machine's speed is
+// checked under make slow (QUORUM_SLOW=1) only, and reported by make
+// bench's mixed scenario against its thresholds: the questions began with
+// every generator slot busy, each finished long before the batch did,
+// and no call drew a 429.
 func TestMixedQuestionsDoNotWaitForTheBatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a cluster and a batch run (~20s)")
-	}
+	tier.Servers(t, "a cluster and a batch run (~20s)")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ms := StandardMixed()
@@ -31,13 +35,12 @@ func TestMixedQuestionsDoNotWaitForTheBatch(t *testing.T) {
 	ms.Generators, ms.GeneratorConcurrency, ms.Explorers, ms.ExplorerConcurrency = 2, 4, 1, 4
 	ms.Questions, ms.QuestionVotes, ms.IntervalMS = 2, 2, 500
 	var progress bytes.Buffer
-	start := time.Now()
 	rep, err := Mixed(ctx, ms, t.TempDir(), &progress)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	t.Logf("took %s; idle p50 %.2fs, mixed p50 %.2fs (ratio %.2f), batch %.1fs; %s",
-		time.Since(start).Round(time.Millisecond), rep.Idle.P50, rep.Mixed.P50, rep.RatioP50, rep.Batch.Wall, strings.Join(rep.Verdict, "; "))
+	t.Logf("idle p50 %.2fs, mixed p50 %.2fs (ratio %.2f), batch %.1fs; %s",
+		rep.Idle.P50, rep.Mixed.P50, rep.RatioP50, rep.Batch.Wall, strings.Join(rep.Verdict, "; "))
 
 	for name, p := range map[string]Phase{"idle": rep.Idle, "mixed": rep.Mixed} {
 		if p.Answered != ms.Questions || p.Failed != 0 || len(p.Questions) != ms.Questions {
@@ -64,29 +67,37 @@ func TestMixedQuestionsDoNotWaitForTheBatch(t *testing.T) {
 	if b.Report == nil || b.Examples != ms.Examples || b.Report.Examples != ms.Examples || b.Failed != 0 || b.Run == "" {
 		t.Fatalf("batch %+v", b)
 	}
-	if b.InFlightAtStart < b.GeneratorSlots || b.GeneratorSlots != 8 || b.ExplorerSlots != 4 {
-		t.Errorf("the questions began with %d tasks in flight, %d generator slots", b.InFlightAtStart, b.GeneratorSlots)
+	if b.GeneratorSlots != 8 || b.ExplorerSlots != 4 {
+		t.Errorf("%d generator slots and %d explorer slots, want 8 and 4", b.GeneratorSlots, b.ExplorerSlots)
 	}
 	if b.WindowSeconds <= 0 || b.CallsPerMinute < 0 || b.TotalCallsPerMinute <= 0 || b.TotalCallsPerMinute < b.CallsPerMinute || b.QuotaShareInWindow <= 0 {
 		t.Errorf("batch during the questions: window %.2fs, %.0f calls/min (%.0f in all, %.2f of the quota)",
 			b.WindowSeconds, b.CallsPerMinute, b.TotalCallsPerMinute, b.QuotaShareInWindow)
 	}
-	// The questions did not wait for the batch: each finished before it,
-	// in well under half its wall time.
-	if !b.FinishedAfterQuestions {
-		t.Errorf("the batch (%.1fs) finished before the questions asked during it", b.Wall)
-	}
-	for _, q := range rep.Mixed.Questions {
-		if !q.BeforeBatchEnd || q.Seconds > b.Wall/2 {
-			t.Errorf("question %q took %.2fs during a batch of %.1fs (finished before it: %v)", q.Question, q.Seconds, b.Wall, q.BeforeBatchEnd)
-		}
-	}
 	if rep.RatioP50 <= 0 || len(rep.Verdict) != 3 || rep.RateLimitedSource == "" {
 		t.Errorf("ratio %.2f, verdict %v", rep.RatioP50, rep.Verdict)
 	}
-	// The limiter holds everyone to the provider's quota.
-	if n := rep.Idle.ProviderRateLimited + rep.Mixed.ProviderRateLimited + b.ProviderRateLimited; n != 0 {
-		t.Errorf("%d 429s with the limiter set to the provider's quota", n)
+	limited := rep.Idle.ProviderRateLimited + rep.Mixed.ProviderRateLimited + b.ProviderRateLimited
+	t.Logf("questions began with %d tasks in flight; batch finished after them %v; %d 429s", b.InFlightAtStart, b.FinishedAfterQuestions, limited)
+	if slowRun() {
+		// The questions asked while every generator slot was busy did not
+		// wait for the batch: each finished before it, in well under half
+		// its wall time.
+		if b.InFlightAtStart < b.GeneratorSlots {
+			t.Errorf("the questions began with %d tasks in flight, %d generator slots", b.InFlightAtStart, b.GeneratorSlots)
+		}
+		if !b.FinishedAfterQuestions {
+			t.Errorf("the batch (%.1fs) finished before the questions asked during it", b.Wall)
+		}
+		for _, q := range rep.Mixed.Questions {
+			if !q.BeforeBatchEnd || q.Seconds > b.Wall/2 {
+				t.Errorf("question %q took %.2fs during a batch of %.1fs (finished before it: %v)", q.Question, q.Seconds, b.Wall, q.BeforeBatchEnd)
+			}
+		}
+		// The limiter holds everyone to the provider's quota.
+		if limited != 0 {
+			t.Errorf("%d 429s with the limiter set to the provider's quota", limited)
+		}
 	}
 	// Retention: every question's files are gone (its critical path came
 	// from its record, above), and every key of the batch's and the

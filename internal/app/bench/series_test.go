@@ -4,16 +4,29 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
+
+// slowRun says the figures that depend on the machine's speed (429s, how
+// long questions wait beside a batch) are to be checked: make slow sets
+// QUORUM_SLOW; the default run logs them, and make bench reports them
+// against its thresholds.
+func slowRun() bool { return os.Getenv("QUORUM_SLOW") != "" }
 
 // TestSeriesReportsEveryFigure runs a scale series at 4 and 8 examples
 // through the real pieces and checks each point's figures are there and
-// sane (not their size: the machine's load sets that).
+// sane (not their size: the machine's load sets that). That no call drew
+// a 429 is checked under make slow (QUORUM_SLOW=1) only: a call the
+// limiter admits can reach the simulator late on a loaded machine,
+// bunched with others.
 func TestSeriesReportsEveryFigure(t *testing.T) {
+	tier.Servers(t, "a cluster (embedded NATS, redis-server, llmsim)")
 	t.Parallel()
 	sc := Standard()
 	sc.Dataset = "../../../examples/demo"
@@ -39,8 +52,14 @@ func TestSeriesReportsEveryFigure(t *testing.T) {
 		if got := p.OutsideWall * 1000 / float64(want); math.Abs(p.OutsideWallPerExampleMS-got) > 1e-6 {
 			t.Errorf("%d examples: outside the wall %.3f ms per example, want %.3f (%.2fs / %d)", want, p.OutsideWallPerExampleMS, got, p.OutsideWall, want)
 		}
-		if p.QuotaRatio <= 0 || p.QuotaRatio > 1.2 || p.RateLimited != 0 || p.FailedExamples != 0 {
-			t.Errorf("%d examples: quota ratio %.3f, %d 429s, %d failed", want, p.QuotaRatio, p.RateLimited, p.FailedExamples)
+		// The limiter held the run to the quota: never faster than it
+		// allows (the simulator refuses what is over it).
+		if p.QuotaRatio <= 0 || p.QuotaRatio > 1.2 || p.FailedExamples != 0 {
+			t.Errorf("%d examples: quota ratio %.3f, %d failed", want, p.QuotaRatio, p.FailedExamples)
+		}
+		t.Logf("%d examples: %d 429s, quota ratio %.3f", want, p.RateLimited, p.QuotaRatio)
+		if slowRun() && p.RateLimited != 0 {
+			t.Errorf("%d examples: %d 429s with the limiter set to the provider's quota", want, p.RateLimited)
 		}
 		if p.CPUPerExample <= 0 {
 			t.Errorf("%d examples: CPU per example %.3fs", want, p.CPUPerExample)

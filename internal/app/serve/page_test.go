@@ -22,6 +22,7 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/testutil/chromium"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -98,6 +99,7 @@ func TestPageServed(t *testing.T) {
 // cancelled; and at 390 px wide nothing runs off the screen. No script
 // error, console error or CSP violation at any point.
 func TestPageAsksInBrowser(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	b := chromium.Start(t)
 	// Failed requests are logged by the network; the 401 before the key
 	// is pasted is expected.

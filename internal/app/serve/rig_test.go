@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -19,6 +20,7 @@ import (
 // ends.
 func startCluster(ctx context.Context, t *testing.T, h http.Handler, generatorConcurrency, explorerConcurrency int) *cluster.Cluster {
 	t.Helper()
+	tier.Servers(t, "a cluster")
 	llmSrv := httptest.NewServer(h)
 	t.Cleanup(llmSrv.Close)
 	cl, err := cluster.Start(ctx, cluster.Config{StateDir: t.TempDir(), Agents: agents.Builtin(), Grace: time.Second,

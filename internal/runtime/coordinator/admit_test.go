@@ -17,6 +17,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 )
 
@@ -26,6 +27,7 @@ import (
 // the one after it. Skipping it left it never started and the run waiting
 // for its answer forever (seen after Redis restarted from a snapshot).
 func TestAdmitRetriesAFailedStart(t *testing.T) {
+	tier.Servers(t, "redis-server")
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/cost"
@@ -58,6 +59,7 @@ func (*echo) Decide(context.Context, *agent.Context, int, []*agent.Candidate) (*
 // dataset its runs are on.
 func newEnv(t *testing.T) (*runenv.Env, string) {
 	t.Helper()
+	tier.Servers(t, "NATS and redis-server")
 	reg, err := agent.NewRegistry(echoDef())
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/runtime/voter"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
@@ -82,6 +83,7 @@ func start(t *testing.T, sweep time.Duration) *fixture {
 // default).
 func startWith(t *testing.T, sweep, reconcile time.Duration) *fixture {
 	t.Helper()
+	tier.Servers(t, "NATS and redis-server")
 	reg, err := agent.NewRegistry(deciderDef())
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +298,7 @@ func TestVoterDecidesARoundPastItsDeadline(t *testing.T) {
 // and another started in its place decide it with every result: the
 // round's state is in Redis, not in the voter.
 func TestVoterResumesFromRedis(t *testing.T) {
+	tier.Servers(t, "NATS and redis-server")
 	t.Parallel()
 	reg, err := agent.NewRegistry(deciderDef())
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -57,6 +58,7 @@ func (h *holder) executions() int {
 // lease instead of running the task beside it, and once the first is done
 // it is acknowledged without running at all.
 func TestATaskRunsOnceAtATime(t *testing.T) {
+	tier.Servers(t, "NATS and redis-server")
 	t.Parallel()
 	h := &holder{started: make(chan struct{}, 2), gate: make(chan struct{})}
 	def := &agent.Definition{Name: "holder", Doc: "a task held at a gate",

@@ -11,6 +11,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -70,6 +71,7 @@ func (a *chain) run(ctx context.Context, c *agent.Context, t agent.Task, _ struc
 // saved (steps 3 and 4 only, not the chain again) and the answer is an
 // uninterrupted chain's; the checkpoint is gone afterwards.
 func TestAStoppedChainResumesOnTheNextWorker(t *testing.T) {
+	tier.Servers(t, "NATS and redis-server")
 	t.Parallel()
 	a := &chain{stopAt: 3, held: make(chan struct{}, 1)}
 	def := &agent.Definition{Name: "chain", Doc: "a checkpointed chain",

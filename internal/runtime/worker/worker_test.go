@@ -16,6 +16,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/testutil/envtest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -138,6 +139,7 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
+	tier.Servers(t, "NATS and redis-server")
 	reg, err := agent.NewRegistry(taskerDef())
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // Browser is headless Chromium driven over the DevTools protocol on
@@ -51,6 +53,7 @@ type cdpMessage struct {
 // test ends; it skips the test when Chromium is not installed.
 func Start(t testing.TB) *Browser {
 	t.Helper()
+	tier.Servers(t, "Chromium")
 	bin := lookPath(t, "the page is not checked in a browser")
 	toR, toW, err := os.Pipe()
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
@@ -92,6 +93,7 @@ exporters:
 // printed if the test failed.
 func Start(t testing.TB) *Jaeger {
 	t.Helper()
+	tier.Servers(t, "Jaeger")
 	bin := binary(t)
 	// A port picked free can be taken before Jaeger binds it; then Jaeger
 	// exits and another set is tried.

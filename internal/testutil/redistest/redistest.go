@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/localredis"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 )
 
 // Server is a running redis-server.
@@ -39,6 +40,7 @@ func Start(t testing.TB) *Server {
 // ask for TLS and redis-server was built without it.
 func StartWith(t testing.TB, opt localredis.Options) *Server {
 	t.Helper()
+	tier.Servers(t, "redis-server")
 	if opt.Dir == "" {
 		opt.Dir = t.TempDir()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
@@ -62,6 +63,7 @@ func (s *Sentinel) URL() string {
 // Everything is killed when the test ends.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
+	tier.Servers(t, "redis-server with sentinels")
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed")

@@ -20,6 +20,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -34,6 +35,7 @@ const demo = "../../../examples/demo"
 // returns it with the demo's absolute path.
 func startToy(t *testing.T, ctx context.Context, toy toyagent.Config, cfg cluster.Config) (*cluster.Cluster, string) {
 	t.Helper()
+	tier.Servers(t, "a cluster")
 	reg, err := agent.NewRegistry(toyagent.Definition(toy))
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +280,7 @@ func TestAdmissionWindow(t *testing.T) {
 // every example is answered from all its candidates, none failed, none
 // dropped.
 func TestRedisOutageSpendsNoDeliveries(t *testing.T) {
+	tier.Servers(t, "redis-server")
 	dir := t.TempDir()
 	srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -77,6 +78,7 @@ func (s *secondCall) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reply leaves the slot to another, so the LLM has more than one call in
 // flight: the first call is answered only once a second arrives.
 func TestWaitingTrajectoriesKeepTheLLMBusy(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -134,6 +136,7 @@ func TestWaitingTrajectoriesKeepTheLLMBusy(t *testing.T) {
 // too; if it did not, the tasks waiting would fill the slots the one
 // they wait for needs to come back to, and the run would hang.
 func TestOneSlotEachFinishesEveryAgent(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	t.Parallel()
 	fx := agenttest.Demo(t)
 	for name, options := range map[string]map[string]string{

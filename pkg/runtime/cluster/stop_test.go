@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
@@ -38,6 +39,7 @@ func (r *stopRecorder) Stop() {
 // stage (intake, workers, deciders), then runs what was deferred, all
 // while the connections are up; a closed process takes no component.
 func TestCloseStopsInTheDeclaredOrder(t *testing.T) {
+	tier.Servers(t, "a cluster")
 	ctx := context.Background()
 	cl, err := cluster.Start(ctx, cluster.Config{Role: cluster.RoleCoordinator, StateDir: t.TempDir(), Agents: agents.Builtin()})
 	if err != nil {

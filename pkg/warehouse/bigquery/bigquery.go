@@ -49,6 +49,10 @@ type Config struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// NoAuth skips authentication (tests against a fixture server).
 	NoAuth bool `json:"-"`
+	// AllowQueryHistory admits the account's query-history and usage views
+	// (INFORMATION_SCHEMA.JOBS, JOBS_BY_USER...), which the guard refuses by
+	// default: they list every user's SQL, another tenant's among them.
+	AllowQueryHistory bool `json:"allow_query_history,omitempty"`
 }
 
 // Check names what is missing.
@@ -162,7 +166,7 @@ func refused(msg string) error {
 
 // Query implements warehouse.Warehouse.
 func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*warehouse.Result, error) {
-	v, err := warehouse.Admit(warehouse.BigQuery, query)
+	v, err := warehouse.Guard{AllowHistory: d.cfg.AllowQueryHistory}.Admit(warehouse.BigQuery, query)
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,11 @@ type Config struct {
 	Host     string `json:"host,omitempty"`
 	Port     int    `json:"port,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
+
+	// AllowQueryHistory admits the account's query-history and usage views
+	// (QUERY_HISTORY, SNOWFLAKE.ACCOUNT_USAGE...), which the guard refuses by
+	// default: they list every user's SQL, another tenant's among them.
+	AllowQueryHistory bool `json:"allow_query_history,omitempty"`
 }
 
 // FromEnv fills empty fields from SNOWFLAKE_ACCOUNT, SNOWFLAKE_USER,
@@ -254,7 +259,7 @@ func QueryTag(labels map[string]string) string {
 
 // Query implements warehouse.Warehouse.
 func (d *DB) Query(ctx context.Context, query string, lim warehouse.Limits) (*warehouse.Result, error) {
-	stmt, err := warehouse.CheckReadOnly(warehouse.Snowflake, query)
+	stmt, err := warehouse.Guard{AllowHistory: d.cfg.AllowQueryHistory}.CheckReadOnly(warehouse.Snowflake, query)
 	if err != nil {
 		return nil, err
 	}

@@ -308,3 +308,28 @@ func TestLive(t *testing.T) {
 		t.Error("Snowflake ran two statements with MULTI_STATEMENT_COUNT=1")
 	}
 }
+
+// TestQueryHistoryByOperatorsChoice: the account's query history (every
+// user's SQL) is refused before it reaches Snowflake unless the operator's
+// config allows it.
+func TestQueryHistoryByOperatorsChoice(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const history = "SELECT query_text FROM snowflake.account_usage.query_history"
+	for _, allow := range []bool{false, true} {
+		cfg := f.config(t)
+		cfg.AllowQueryHistory = allow
+		db, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(f.queries)
+		_, err = db.Query(context.Background(), history, warehouse.Limits{})
+		db.Close()
+		var qe *warehouse.QueryError
+		refused := errors.As(err, &qe) && qe.Refused
+		if refused == allow || (len(f.queries) > before) != allow {
+			t.Errorf("allow_query_history=%v: %v (reached the server: %v); want refused only when not allowed", allow, err, len(f.queries) > before)
+		}
+	}
+}
