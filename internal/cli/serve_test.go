@@ -19,6 +19,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 
@@ -53,6 +54,7 @@ func countingSim(t *testing.T, ds *dataset.Dataset, needle ...string) (string, *
 // from them), stopped at the end of the test.
 func startServe(t *testing.T, args ...string) (*serveFlags, *serving) {
 	t.Helper()
+	tier.Servers(t, "quorum serve")
 	f, err := parseServeFlags(true, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -492,15 +494,16 @@ func TestServeQuestionWithTheLLMDown(t *testing.T) {
 	_, s := startServe(t, "--dataset", demo, "--no-auth", "--votes", "2", "--llm-base-url", url, "--llm-api-key", "k",
 		"--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
 	c := &client{t: t, base: s.url}
-	start := time.Now()
 	q := c.wait(c.ask(map[string]any{"db": "shop", "question": "How many customers does the shop have?"}))
-	took := time.Since(start)
-	t.Logf("failed after %s: %s", took.Round(time.Millisecond), q.Error)
+	t.Logf("failed: %s", q.Error)
 	if q.Status != serve.Failed || !strings.Contains(q.Error, "503") || !strings.Contains(q.Error, "upstream overloaded") {
 		t.Errorf("%s: %q, want failed with the endpoint's 503", q.Status, q.Error)
 	}
-	if took > 90*time.Second {
-		t.Errorf("the question took %s to fail", took)
+	// "Soon" is the recorded reason, not the time: the LLM call gave up on
+	// the endpoint (its attempts or dead-endpoint limit), not on a
+	// question deadline.
+	if !strings.Contains(q.Error, "llm call") || strings.Contains(q.Error, "deadline") || strings.Contains(q.Error, "time limit") {
+		t.Errorf("error %q: want the LLM call's own failure, not a time limit", q.Error)
 	}
 }
 

@@ -314,6 +314,22 @@ func (q *Queue) DeleteConsumer(ctx context.Context, name string) error {
 	return err
 }
 
+// ConsumerNames lists the stream's durable consumers whose names begin
+// with prefix.
+func (q *Queue) ConsumerNames(ctx context.Context, prefix string) ([]string, error) {
+	var out []string
+	names := q.stream.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, fmt.Errorf("listing the consumers of %s: %w", Stream, err)
+	}
+	return out, nil
+}
+
 // PurgeRun removes every message left on run's subjects (a finished run's:
 // tasks of rounds decided without them, duplicates, finals already
 // recorded) and returns how many there were, so that no worker runs them

@@ -267,8 +267,14 @@ type matched struct {
 // QUORUM_LIMIT_RUN (default 10s); pad goes before every prompt.
 func matchedRun(t *testing.T, quota ratelimit.LLMQuota, latency llmsim.Latency, callers int, pad string) matched {
 	t.Helper()
+	// The zero-429 figures depend on the machine keeping up with the
+	// quota; the limiter's quota and admission rules are checked in
+	// internal/ratelimit (quota_test.go, local_test.go).
+	if os.Getenv("QUORUM_SLOW") == "" {
+		t.Skip("rate experiment: make slow runs it (QUORUM_SLOW=1)")
+	}
 	if raceEnabled {
-		t.Skip("throughput at the quota is measured without the race detector (make test runs it in the plain pass)")
+		t.Skip("throughput at the quota is measured without the race detector (make slow runs it in the plain pass)")
 	}
 	dur := 10 * time.Second
 	if v := os.Getenv("QUORUM_LIMIT_RUN"); v != "" {

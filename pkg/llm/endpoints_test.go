@@ -33,8 +33,15 @@ func format(question string, seed int64) llm.Request {
 // and the ledger must split the calls by endpoint and model. Both endpoints
 // serve the same model name, so buckets keyed by model alone would mix
 // them. QUORUM_ENDPOINT_RUN sets how long callers start calls (default 6s).
+// Its zero-429, served-within-rpm and fast:slow ratio figures depend on the
+// machine keeping up with the quotas: make slow runs it (QUORUM_SLOW=1);
+// the routing and ledger checks run by default in
+// TestPerRoleEndpointsRouteAndLedger.
 func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 	t.Parallel()
+	if os.Getenv("QUORUM_SLOW") == "" {
+		t.Skip("rate experiment: make slow runs it (QUORUM_SLOW=1)")
+	}
 	run := 6 * time.Second
 	if v := os.Getenv("QUORUM_ENDPOINT_RUN"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -178,6 +185,74 @@ func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 	}
 	if !raceEnabled && slowN < 0.5*slowRPM*run.Minutes() {
 		t.Errorf("slow served %.0f calls in %v, under half its quota", slowN, run)
+	}
+}
+
+// TestPerRoleEndpointsRouteAndLedger is the deterministic part of
+// TestPerRoleEndpointsEachWithinItsQuota, run by default: with the
+// generate role on one endpoint and the format role on another (both
+// serving the same model name, each with a quota of its own), each
+// server sees only its role's calls, the default endpoint none, and the
+// ledger splits the calls by endpoint and model, matching the servers'
+// counts. The calls are sequential and far under the quotas.
+func TestPerRoleEndpointsRouteAndLedger(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	fast, fastTS := sim(t, llmsim.Config{Dataset: ds})
+	slow, slowTS := sim(t, llmsim.Config{Dataset: ds})
+	def, defTS := sim(t, llmsim.Config{Dataset: ds})
+	srv := redistest.Start(t)
+	lim, err := ratelimit.New(ratelimit.Config{Client: redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, llm.Config{BaseURL: defTS.URL + "/v1",
+		Endpoints: []llm.Endpoint{
+			{Name: "fast", BaseURL: fastTS.URL + "/v1", APIKey: "k-fast", Quota: llm.Quota{RequestsPerMinute: 6000}},
+			{Name: "slow", BaseURL: slowTS.URL + "/v1", APIKey: "k-slow", Quota: llm.Quota{RequestsPerMinute: 3000}},
+		},
+		Models: map[llm.Role]llm.ModelConfig{
+			llm.RoleGenerate: {Name: "gpt-4o", Endpoint: "fast"},
+			llm.RoleFormat:   {Endpoint: "slow"},
+		},
+		Limiter:     &ratelimit.LLMBudget{Limiter: lim, Scope: "e2e"},
+		BaseBackoff: 100 * time.Millisecond,
+	})
+	var ledger cost.Cost
+	okCalls := map[string]int64{}
+	const perRole = 4
+	for i := range 2 * perRole {
+		q := ds.Examples[i%len(ds.Examples)].Question
+		req := generate(q, int64(i))
+		if i%2 == 1 {
+			req = format(q, int64(i))
+		}
+		resp, err := c.Chat(context.Background(), req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		ledger.Call(resp.Usage, false)
+		okCalls[resp.Endpoint]++
+	}
+	fs, ss := fast.Stats(), slow.Stats()
+	if def.Stats().Requests != 0 {
+		t.Errorf("the default endpoint got %d requests", def.Stats().Requests)
+	}
+	if fs.ByKind[llmsim.KindFormat] != 0 || fs.ByKind[llmsim.KindGenerate] != perRole || ss.ByKind[llmsim.KindGenerate] != 0 || ss.ByKind[llmsim.KindFormat] != perRole {
+		t.Errorf("calls by kind: fast %v, slow %v; want %d generate calls at fast, %d format calls at slow", fs.ByKind, ss.ByKind, perRole, perRole)
+	}
+	for _, e := range []struct {
+		name, ledger string
+		st           llmsim.Stats
+	}{{"fast", "fast/gpt-4o", fs}, {"slow", "slow/gpt-4o", ss}} {
+		served := e.st.Requests - e.st.RateLimited
+		m := ledger.ByModel[e.ledger]
+		if e.st.RateLimited != 0 || m == nil || int64(m.Calls) != served || int64(m.Calls) != okCalls[e.name] || m.Errors != 0 || m.PromptTokens == 0 {
+			t.Errorf("ledger %s: %+v; server served %d (%d 429s), client answers %d", e.ledger, m, served, e.st.RateLimited, okCalls[e.name])
+		}
+	}
+	if len(ledger.ByModel) != 2 || ledger.LLMCalls != 2*perRole {
+		t.Errorf("ledger %v, %d calls", byModel(ledger), ledger.LLMCalls)
 	}
 }
 

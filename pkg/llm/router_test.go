@@ -3,7 +3,10 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +24,15 @@ import (
 // request gives it a minute, as a loaded machine can take seconds.
 func routedClient(t *testing.T, lim llm.Limiter, urls map[string]string, deployments []string, fb bool, dead time.Duration) *llm.OpenAI {
 	t.Helper()
+	c, err := llm.New(routedConfig(lim, urls, deployments, fb, dead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// routedConfig is routedClient's configuration.
+func routedConfig(lim llm.Limiter, urls map[string]string, deployments []string, fb bool, dead time.Duration) llm.Config {
 	cfg := llm.Config{BaseURL: urls["default"], Default: llm.ModelConfig{Name: "m"}, Limiter: lim,
 		BaseBackoff: 10 * time.Millisecond, MaxErrorBackoff: 50 * time.Millisecond, DeadEndpointTimeout: dead,
 		DeploymentFailures: 2, DeploymentCooldown: time.Minute}
@@ -35,11 +47,7 @@ func routedClient(t *testing.T, lim llm.Limiter, urls map[string]string, deploym
 	if fb {
 		cfg.Default.Fallbacks = []llm.ModelConfig{{Name: "m-fallback", Endpoint: "fb"}}
 	}
-	c, err := llm.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return cfg
 }
 
 // TestRouterMovesCallsOffAFailingDeployment: a deployment answering only
@@ -99,13 +107,28 @@ func TestRouterFallsBackAndGivesUpWhenEveryRouteIsDown(t *testing.T) {
 		t.Errorf("the fallback got %d requests, want 3", n)
 	}
 
-	down := routedClient(t, nil, map[string]string{"default": bad, "a": bad, "fb": bad}, []string{"a"}, true, 2*time.Second)
-	start := time.Now()
-	_, err := down.Chat(context.Background(), format("How many rows?", 1))
-	if !errors.Is(err, llm.ErrAllRoutesDown) {
-		t.Fatalf("every route failing: err %v, want ErrAllRoutesDown", err)
-	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Errorf("every route down: the call failed after %s, want about the 2s dead-endpoint time", took)
-	}
+	// Every route down, on an in-memory endpoint answering 500s in a
+	// synctest bubble: the fake clock times the call exactly.
+	synctest.Test(t, func(t *testing.T) {
+		var hits atomic.Int64
+		cfg := routedConfig(nil, map[string]string{"default": fakeURL, "a": fakeURL, "fb": fakeURL}, []string{"a"}, true, 2*time.Second)
+		cfg.HTTPClient = &http.Client{Transport: fakeTransport{deadHandler(&hits, false)}}
+		down, err := llm.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = down.Chat(context.Background(), format("How many rows?", 1))
+		took := time.Since(start)
+		t.Logf("every route down: %d requests, failed after %v (fake clock): %v", hits.Load(), took, err)
+		if !errors.Is(err, llm.ErrAllRoutesDown) {
+			t.Fatalf("every route failing: err %v, want ErrAllRoutesDown", err)
+		}
+		// The routes cool down after the first failures and their
+		// backoffs (at most 50ms each, 3 before the last route cools),
+		// then wait out the 2s dead-endpoint time.
+		if within := 2*time.Second + 3*50*time.Millisecond; took < 2*time.Second || took > within {
+			t.Errorf("every route down: the call failed after %s on the fake clock, want the 2s dead-endpoint time (2s to %v)", took, within)
+		}
+	})
 }

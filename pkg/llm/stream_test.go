@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,17 +32,25 @@ type scripted struct {
 func (s *scripted) serve(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body map[string]any)) *httptest.Server {
 	t.Helper()
 	stop := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ts := httptest.NewServer(s.handler(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		h(w, r.WithContext(stopOn(r.Context(), stop)), body)
+	}))
+	t.Cleanup(func() { close(stop); ts.Close() })
+	return ts
+}
+
+// handler records each request's body and passes it on to h (serve's
+// server, or fakeTransport inside a synctest bubble).
+func (s *scripted) handler(h func(w http.ResponseWriter, r *http.Request, body map[string]any)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		b, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(b, &body)
 		s.mu.Lock()
 		s.bodies = append(s.bodies, body)
 		s.mu.Unlock()
-		h(w, r.WithContext(stopOn(r.Context(), stop)), body)
-	}))
-	t.Cleanup(func() { close(stop); ts.Close() })
-	return ts
+		h(w, r, body)
+	}
 }
 
 // streamed lists whether each request asked for a stream.
@@ -225,9 +234,10 @@ func TestStreamTimeouts(t *testing.T) {
 		cfg     llm.Config
 		handler func(w http.ResponseWriter, r *http.Request)
 		// want is the error the call ends in (nil: answered); attempts
-		// its attempts; within the most it may take (far above the limits
-		// under test, which are minutes when missing: a loaded machine
-		// runs late by seconds), atLeast the least.
+		// its attempts; within the most it may take and atLeast the
+		// least, on the fake clock of a synctest bubble (exact: two
+		// header timeouts and a backoff of at most 10ms; one stall
+		// timeout; 600ms of thinking and nine 250ms paces).
 		want            error
 		attempts        int
 		atLeast, within time.Duration
@@ -238,14 +248,14 @@ func TestStreamTimeouts(t *testing.T) {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				<-r.Context().Done()
 			},
-			want: llm.ErrHeaderTimeout, attempts: 2, atLeast: 600 * time.Millisecond, within: 30 * time.Second, alsoSays: "no response headers within 300ms"},
+			want: llm.ErrHeaderTimeout, attempts: 2, atLeast: 600 * time.Millisecond, within: 610 * time.Millisecond, alsoSays: "no response headers within 300ms"},
 		{name: "stalled mid-stream",
 			cfg: llm.Config{StallTimeout: 300 * time.Millisecond, MaxAttempts: 1},
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				startSSE(w).send(role, chunk(`{"content":"SELECT"}`, ""))
 				<-r.Context().Done()
 			},
-			want: llm.ErrStalled, attempts: 1, atLeast: 300 * time.Millisecond, within: 30 * time.Second, alsoSays: "no data for 300ms"},
+			want: llm.ErrStalled, attempts: 1, atLeast: 300 * time.Millisecond, within: 300 * time.Millisecond, alsoSays: "no data for 300ms"},
 		{name: "slow but live: silent past the header timeout, longer than the stall timeout in all",
 			cfg: llm.Config{HeaderTimeout: 200 * time.Millisecond, StallTimeout: 1500 * time.Millisecond, MaxAttempts: 1},
 			handler: func(w http.ResponseWriter, r *http.Request) {
@@ -265,36 +275,35 @@ func TestStreamTimeouts(t *testing.T) {
 				s.send(chunk(`{}`, "stop"))
 				s.raw("data: [DONE]\n\n")
 			},
-			attempts: 1, atLeast: 2 * time.Second, within: 20 * time.Second},
+			attempts: 1, atLeast: 2850 * time.Millisecond, within: 2850 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var ep scripted
-			ts := ep.serve(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) { tt.handler(w, r) })
-			cfg := tt.cfg
-			cfg.BaseURL = ts.URL + "/v1"
-			c := client(t, cfg)
-			start := time.Now()
-			resp, err := ask(context.Background(), c)
-			took := time.Since(start)
-			t.Logf("took %v: %v", took.Round(time.Millisecond), err)
-			if took < tt.atLeast || took > tt.within {
-				t.Errorf("the call took %v, want between %v and %v", took, tt.atLeast, tt.within)
-			}
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("err = %v, want an answer", err)
+			synctest.Test(t, func(t *testing.T) {
+				var ep scripted
+				c := fakeClient(t, tt.cfg, ep.handler(func(w http.ResponseWriter, r *http.Request, _ map[string]any) { tt.handler(w, r) }))
+				start := time.Now()
+				resp, err := ask(context.Background(), c)
+				took := time.Since(start)
+				t.Logf("took %v (fake clock): %v", took, err)
+				if took < tt.atLeast || took > tt.within {
+					t.Errorf("the call took %v on the fake clock, want between %v and %v", took, tt.atLeast, tt.within)
 				}
-				if !strings.HasPrefix(resp.Text, "w0 w1 ") || resp.Usage.Attempts != tt.attempts {
-					t.Errorf("response %+v", resp)
+				if tt.want == nil {
+					if err != nil {
+						t.Fatalf("err = %v, want an answer", err)
+					}
+					if !strings.HasPrefix(resp.Text, "w0 w1 ") || resp.Usage.Attempts != tt.attempts {
+						t.Errorf("response %+v", resp)
+					}
+					return
 				}
-				return
-			}
-			var ce *llm.CallError
-			if !errors.As(err, &ce) || !errors.Is(err, tt.want) || ce.Attempts != tt.attempts || !strings.Contains(err.Error(), tt.alsoSays) {
-				t.Errorf("err = %v, want a CallError after %d attempts wrapping %v and saying %q", err, tt.attempts, tt.want, tt.alsoSays)
-			}
+				var ce *llm.CallError
+				if !errors.As(err, &ce) || !errors.Is(err, tt.want) || ce.Attempts != tt.attempts || !strings.Contains(err.Error(), tt.alsoSays) {
+					t.Errorf("err = %v, want a CallError after %d attempts wrapping %v and saying %q", err, tt.attempts, tt.want, tt.alsoSays)
+				}
+			})
 		})
 	}
 }

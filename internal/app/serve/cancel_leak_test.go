@@ -26,6 +26,7 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -395,6 +396,7 @@ func TestCancelInEveryOrder(t *testing.T) {
 // started again on dir finds the stream's consumers and Redis's keys.
 func clusterIn(ctx context.Context, t *testing.T, llmURL, dir string) *cluster.Cluster {
 	t.Helper()
+	tier.Servers(t, "a cluster")
 	cl, err := cluster.Start(ctx, cluster.Config{StateDir: dir, Agents: agents.Builtin(), Grace: time.Second,
 		LLM:        llm.Config{BaseURL: llmURL + "/v1", APIKey: "sim", Default: llm.ModelConfig{Name: "gpt-4o"}},
 		Generators: 1, GeneratorConcurrency: 8, Explorers: 1, ExplorerConcurrency: 4})
@@ -471,6 +473,15 @@ func TestRestartSweepsOrphans(t *testing.T) {
 	if _, err := cl1.Env.Queue.Consumer(ctx, coordinator.ConsumerName(batch), queue.Subject(batch, queue.StageFinal, "")); err != nil {
 		t.Fatal(err)
 	}
+	// A question whose every key expired long ago, its consumer left by a
+	// serve from before consumers were released: only NATS knows it.
+	forgotten, err := r1.s.ids.mint(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl1.Env.Queue.Consumer(ctx, coordinator.ConsumerName(forgotten), queue.Subject(forgotten, queue.StageFinal, "")); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range ids {
 		if _, err := os.Stat(r1.s.questionDir(id)); err != nil {
 			t.Fatalf("question %s's folder before the restart: %v", id, err)
@@ -481,7 +492,7 @@ func TestRestartSweepsOrphans(t *testing.T) {
 	// Life 2, on the same servers' data and state directory.
 	cl2 := clusterIn(ctx, t, llmSrv.URL, clusterDir)
 	r2 := serveOn(t, cl2, ds, state)
-	orphans := append([]string{gone}, cancelled...)
+	orphans := append([]string{gone, forgotten}, cancelled...)
 	wait.For(t, time.Minute, "the sweep to delete the cancelled questions' consumers", func() bool {
 		have := r2.consumers()
 		for _, id := range orphans {

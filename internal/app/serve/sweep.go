@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
 )
@@ -85,9 +87,19 @@ func (s *Server) sweepCandidates(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A consumer whose question's keys have all expired (left by a serve
+	// from before consumers were released) is known only to NATS.
+	prefix := coordinator.ConsumerName("")
+	consumers, err := s.cfg.Env.Queue.ConsumerNames(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range consumers {
+		consumers[i] = strings.TrimPrefix(c, prefix)
+	}
 	seen := map[string]bool{}
 	var ids []string
-	for _, id := range slices.Concat(runs, settling, local) {
+	for _, id := range slices.Concat(runs, settling, local, consumers) {
 		if isQuestionID(id) && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
