@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
@@ -139,6 +140,7 @@ func TestSolveChecksItsInput(t *testing.T) {
 // TestEveryCommandHasAWorkingExample: each command's --help shows an
 // example, and every flag the example uses is one the command takes.
 func TestEveryCommandHasAWorkingExample(t *testing.T) {
+	tier.Servers(t, "every command, run and solve among them")
 	t.Parallel()
 	root := NewRootCmd()
 	for _, c := range root.Commands() {

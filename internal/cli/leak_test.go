@@ -24,6 +24,7 @@ import (
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -112,6 +113,7 @@ const lives = 20
 // the roles made, with their goroutines, as a nats-server would). Nothing
 // else is ignored.
 func TestClusterRoleProcessesLeaveNoGoroutine(t *testing.T) {
+	tier.Servers(t, "every role process 20 times")
 	natsSrv, coordNATS, serveNATS := natsProcess(t), natsProcess(t), natsProcess(t)
 	redisSrv := redistest.Start(t)
 	ds, err := dataset.Load(demo, dataset.Options{})
