@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -76,6 +77,8 @@ func TestSecretsNeverWritten(t *testing.T) {
 // /healthz, /readyz and /metrics with the run's counters while it runs,
 // and the listener stops with it.
 func TestRunServesHTTPAddr(t *testing.T) {
+	// Before the goroutine below: a skip must come from the test's own.
+	tier.Servers(t, "quorum run")
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
