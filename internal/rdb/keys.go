@@ -56,6 +56,13 @@
 //	serve:cache:<hash>                serve                      the answer of equal questions             serve's --cache-ttl (1 h)
 //	serve:tokens:<tenant>:<yyyymmdd>  serve                      a tenant's tokens of the day              TokensTTL (48 h)
 //	serve:money:<tenant>:<yyyymmdd>   serve                      a tenant's money of the day, questions    TokensTTL (48 h)
+//	serve:tokq:<tenant>:<yyyymmdd>    serve                      questions the day's tokens count (mean)   TokensTTL (48 h)
+//	serve:reserved:<tenant>           serve (tenantbudget.go)    token reservations of unfinished          TokensTTL from its last
+//	                                                             questions, by question                    write
+//	serve:verified:pairs:<scope>:     serve                      verified question–SQL pairs (scope:       serve's VerifiedTTL
+//	  <dialect>:<db>                                             t:<tenant>, or shared)                    (--retain), capped 500
+//	serve:verified:index:<scope>:     serve                      sorted set of those pairs by time         the same
+//	  <dialect>:<db>
 //	serve:charged:<id>                serve                      what a cancelled question was charged     TokensTTL (48 h)
 //	serve:settle                      serve                      sorted set of cancelled questions         none; members leave when
 //	                                                             whose late costs are still to charge      settled
