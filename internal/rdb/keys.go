@@ -53,7 +53,7 @@
 //	serve:pending                     serve                      sorted set of unfinished questions        none; members leave at the end
 //	serve:lease:<id>                  serve                      a Lease: the process driving it           10 s, renewed
 //	serve:idem:<hash>                 serve                      Idempotency-Key → question id             serve's --retain
-//	serve:cache:<hash>                serve                      the answer of equal questions             serve's --cache-ttl (1 h)
+//	serve:cache:<tenant>:<hash>       serve                      the answer of a tenant's equal questions  serve's --cache-ttl (1 h)
 //	serve:tokens:<tenant>:<yyyymmdd>  serve                      a tenant's tokens of the day              TokensTTL (48 h)
 //	serve:money:<tenant>:<yyyymmdd>   serve                      a tenant's money of the day, questions    TokensTTL (48 h)
 //	serve:tokq:<tenant>:<yyyymmdd>    serve                      questions the day's tokens count (mean)   TokensTTL (48 h)
@@ -63,6 +63,8 @@
 //	  <dialect>:<db>                                             t:<tenant>, or shared)                    (--retain), capped 500
 //	serve:verified:index:<scope>:     serve                      sorted set of those pairs by time         the same
 //	  <dialect>:<db>
+//	serve:verified:<dialect>:<db>     none now (an older serve)  the pairs every tenant shared before      none; deleted at serve's
+//	                                                             pairs were per tenant; never read now     start (DeleteLegacyVerified)
 //	serve:charged:<id>                serve                      what a cancelled question was charged     TokensTTL (48 h)
 //	serve:settle                      serve                      sorted set of cancelled questions         none; members leave when
 //	                                                             whose late costs are still to charge      settled
@@ -261,8 +263,12 @@ func QuestionLeaseKey(id string) string { return servePrefix + "lease:" + id }
 // IdempotencyKey maps a tenant's Idempotency-Key (hashed) to a question.
 func IdempotencyKey(hash string) string { return servePrefix + "idem:" + hash }
 
-// AnswerCacheKey holds the answer of equal questions (hashed).
-func AnswerCacheKey(hash string) string { return servePrefix + "cache:" + hash }
+// AnswerCacheKey holds the answer of tenant's equal questions (hashed):
+// per tenant, since an answer carries what its asker's question made (its
+// SQL and rows) and paid for. An older serve's "cache:<hash>", shared by
+// every tenant, is never read (a tenant name holds no ':', serve.ParseKeys)
+// and ends with its TTL.
+func AnswerCacheKey(tenant, hash string) string { return servePrefix + "cache:" + tenant + ":" + hash }
 
 // TokensKey counts tenant's tokens on day (UTC).
 func TokensKey(tenant string, day time.Time) string {
@@ -298,18 +304,34 @@ func HistoryKey(tenant string) string { return servePrefix + "history:" + tenant
 // database db (its name and dialect), by normalised question: the examples
 // offered to the tenant's later similar questions. An empty tenant names
 // the pairs every tenant shares (serve's SharedVerifiedExamples, an
-// operator's choice). Neither is the key of the same name before pairs were
-// kept per tenant ("verified:<dialect>:<db>"), which is no longer read: its
-// pairs passed no SQL guard.
+// operator's choice). Neither is LegacyVerifiedKey, the shared key of
+// before pairs were kept per tenant.
 func VerifiedKey(tenant, db, dialect string) string {
-	return servePrefix + "verified:pairs:" + verifiedScope(tenant) + ":" + dialect + ":" + db
+	return verifiedPrefix + "pairs:" + verifiedScope(tenant) + ":" + dialect + ":" + db
+}
+
+// verifiedPrefix starts every verified-examples key, current and legacy.
+const verifiedPrefix = servePrefix + "verified:"
+
+// LegacyVerifiedKey is where serve kept database db's verified pairs
+// before they were per tenant: one hash every tenant read, without expiry
+// or cap, its SQL never passed through the guard. Nothing reads or writes
+// it now; serve's start deletes it (DeleteLegacyVerified).
+func LegacyVerifiedKey(db, dialect string) string { return verifiedPrefix + dialect + ":" + db }
+
+// isLegacyVerified reports whether key, under verifiedPrefix, is a
+// LegacyVerifiedKey: the current keys' next part is "pairs" or "index",
+// never a dialect's name.
+func isLegacyVerified(key string) bool {
+	rest, ok := strings.CutPrefix(key, verifiedPrefix)
+	return ok && !strings.HasPrefix(rest, "pairs:") && !strings.HasPrefix(rest, "index:")
 }
 
 // VerifiedIndexKey is the sorted set of VerifiedKey's fields by when each
 // was verified (Unix ms): what retrieval ranks, what expiry and the cap
 // evict first.
 func VerifiedIndexKey(tenant, db, dialect string) string {
-	return servePrefix + "verified:index:" + verifiedScope(tenant) + ":" + dialect + ":" + db
+	return verifiedPrefix + "index:" + verifiedScope(tenant) + ":" + dialect + ":" + db
 }
 
 // verifiedScope keeps a tenant's pairs apart from the shared ones: tenant

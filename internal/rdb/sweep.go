@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 
 // Sweeping what questions left behind: internal/app/serve (sweep.go). No
 // key of its own: it reads the questions' (PendingKey, QuestionLeaseKey,
-// QuestionKey, SettleKey) and the runs' (RunsKey, RetiredKey).
+// QuestionKey, SettleKey) and the runs' (RunsKey, RetiredKey), and deletes
+// an older serve's shared verified pairs (LegacyVerifiedKey).
 
 // QuestionState is what Redis says of a question a sweep found.
 type QuestionState struct {
@@ -71,4 +73,63 @@ func RegisteredRuns(ctx context.Context, c redis.Cmdable) ([]string, error) {
 		return nil, fmt.Errorf("listing the registry of runs %s: %w", RunsKey, err)
 	}
 	return runs, nil
+}
+
+// legacyBatch is how many keys one SCAN step asks for and one UNLINK
+// deletes.
+const legacyBatch = 500
+
+// DeleteLegacyVerified deletes the verified pairs an older serve kept
+// shared by every tenant (LegacyVerifiedKey): they hold tenants' question
+// texts and SQL with no expiry, and nothing reads them now. It deletes the
+// keys named in known (the served databases' LegacyVerifiedKey) first,
+// then SCANs for those of databases no longer served. scanned is false
+// when the server refused SCAN: the deployed ACL does (it would list keys
+// outside quorum:*), and then only known's keys are gone. deleted counts
+// the keys deleted.
+func DeleteLegacyVerified(ctx context.Context, c redis.UniversalClient, known []string) (deleted int64, scanned bool, err error) {
+	for _, k := range known {
+		if !isLegacyVerified(k) {
+			return 0, false, fmt.Errorf("deleting legacy verified pairs: %s is not a legacy key", k)
+		}
+	}
+	unlink := func(keys []string) error {
+		if len(keys) == 0 {
+			return nil
+		}
+		n, err := c.Unlink(ctx, keys...).Result()
+		if err != nil {
+			return fmt.Errorf("deleting legacy verified pairs %s…: %w", keys[0], err)
+		}
+		deleted += n
+		return nil
+	}
+	for chunk := range slices.Chunk(known, legacyBatch) {
+		if err := unlink(chunk); err != nil {
+			return deleted, false, err
+		}
+	}
+	var found []string
+	iter := c.Scan(ctx, 0, verifiedPrefix+"*", legacyBatch).Iterator()
+	for iter.Next(ctx) {
+		if k := iter.Val(); isLegacyVerified(k) {
+			found = append(found, k)
+		}
+		if len(found) >= legacyBatch {
+			if err := unlink(found); err != nil {
+				return deleted, false, err
+			}
+			found = found[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		if redis.HasErrorPrefix(err, "NOPERM") {
+			return deleted, false, nil
+		}
+		return deleted, false, fmt.Errorf("scanning for legacy verified pairs %s*: %w", verifiedPrefix, err)
+	}
+	if err := unlink(found); err != nil {
+		return deleted, false, err
+	}
+	return deleted, true, nil
 }

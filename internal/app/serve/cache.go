@@ -11,16 +11,18 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 )
 
-// cacheKey names an answer by what decides it: the database, the question
-// normalised, the knowledge, the agent and its options, the votes, and the
-// server's seed and LLM.
+// cacheKey names an answer by its tenant and what decides it: the
+// database, the question normalised, the knowledge, the agent and its
+// options, the votes, and the server's seed and LLM. The tenant is in the
+// key, not the hash: another tenant asking the same is never given this
+// tenant's SQL and rows, nor an answer this tenant paid for.
 func (s *Server) cacheKey(q *Question) string {
 	opts := make([]string, 0, len(q.Options))
 	for k, v := range q.Options {
 		opts = append(opts, k+"="+v)
 	}
 	sort.Strings(opts)
-	return rdb.AnswerCacheKey(hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
+	return rdb.AnswerCacheKey(q.Tenant, hashKey(q.Dialect, q.DB, normalize(q.Question), strings.TrimSpace(q.ExternalKnowledge), q.Agent,
 		strings.Join(opts, ","), strconv.Itoa(q.Votes), strconv.FormatUint(s.cfg.Seed, 10), s.cfg.LLM))
 }
 

@@ -107,11 +107,12 @@ func (s *Server) settle(ctx context.Context) {
 	}
 }
 
-// purge removes what is left on a settled question run's subjects: the
-// final answer its voter published once its stopped tasks' results were
-// in, which no coordinator reads any more and which would otherwise stay
-// on the stream until its max age. Its tasks have all stopped (or its
-// window passed), so none of them is dropped.
+// purge removes what is left on a settled question run's subjects (the
+// voter publishes no decision for a cancelled run, but one it published
+// just before the cancel mark, or a duplicate, may be there), which no
+// coordinator reads any more and which would otherwise stay on the stream
+// until its max age. Its tasks have all stopped (or its window passed),
+// so none of them is dropped.
 func (s *Server) purge(ctx context.Context, id string) {
 	if _, err := s.cfg.Env.Queue.PurgeRun(ctx, id); err != nil {
 		s.cfg.Log.Warn("purging a settled question run's subjects", zap.String("question", id), zap.Error(err))

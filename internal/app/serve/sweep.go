@@ -47,6 +47,7 @@ func (s *Server) sweepOnce(ctx context.Context) error {
 	if _, err := rdb.PruneRuns(ctx, s.cfg.Redis, time.Now()); err != nil {
 		s.cfg.Log.Warn("sweep", zap.Error(err))
 	}
+	s.deleteLegacyVerified(ctx)
 	ids, err := s.sweepCandidates(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -70,6 +71,32 @@ func (s *Server) sweepOnce(ctx context.Context) error {
 	s.cfg.Log.Info("swept what questions that are over left behind", zap.Int("questions", len(ids)), zap.Int("over", over),
 		zap.Duration("took", time.Since(started)))
 	return nil
+}
+
+// deleteLegacyVerified deletes the verified pairs an older serve kept
+// shared by every tenant, in every mode: the shared pool of
+// SharedVerifiedExamples has keys of its own (rdb.VerifiedKey), and the
+// old ones hold tenants' texts and SQL that passed no guard, forever.
+func (s *Server) deleteLegacyVerified(ctx context.Context) {
+	known := make([]string, len(s.dbs))
+	for i, db := range s.dbs {
+		known[i] = rdb.LegacyVerifiedKey(db.Name, db.Dialect)
+	}
+	n, scanned, err := rdb.DeleteLegacyVerified(ctx, s.cfg.Redis, known)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Log.Warn("sweep: deleting the legacy shared verified pairs", zap.Error(err))
+		}
+		return
+	}
+	if n > 0 {
+		s.cfg.Log.Info("deleted the verified pairs an older serve shared across tenants", zap.Int64("keys", n))
+	}
+	if !scanned {
+		// Redis's ACL refuses SCAN (the deployed one does): those of
+		// databases no longer served stay, read by nobody.
+		s.cfg.Log.Debug("sweep: SCAN refused; legacy verified pairs deleted for the served databases only")
+	}
 }
 
 // sweepCandidates lists, once each, the questions that may have left

@@ -163,6 +163,20 @@ func (v *Voter) Decide(ctx context.Context, r runstate.Round) error {
 		// deadline is gone, never reopen it.
 		return v.env.State.CloseRound(ctx, r)
 	}
+	// A cancelled run's decision would be carried out for nobody: its
+	// coordinator stopped, and serve settles and purges its subjects, so a
+	// final or a round published now would sit in the stream for no
+	// reader (and the agent's decision step may cost). Its results stay
+	// recorded (serve charges what they cost); the round is only closed,
+	// so no sweep decides it again.
+	cancelled, err := v.env.State.Cancelled(ctx, r.Run)
+	if err != nil {
+		return fmt.Errorf("reading whether run %s is cancelled: %w", r.Run, err)
+	}
+	if cancelled {
+		v.env.Log.Debug("round of a cancelled run closed undecided", zap.String("run", r.Run), zap.String("example", r.Example), zap.Int("round", r.Round))
+		return v.env.State.CloseRound(ctx, r)
+	}
 	run, e, err := v.env.Example(ctx, r.Run, r.Example)
 	if err != nil {
 		return err

@@ -327,3 +327,68 @@ func TestVoterResumesFromRedis(t *testing.T) {
 		t.Errorf("final %+v; want both results, agreeing", a)
 	}
 }
+
+// TestVoterPublishesNothingForACancelledRun: a run cancelled (and its
+// subjects purged, as serve's settle does) with a round half recorded
+// gets its late result recorded — serve charges what it cost — but the
+// decision it completes publishes no final answer: the round is closed
+// and the run's final subject stays empty.
+func TestVoterPublishesNothingForACancelledRun(t *testing.T) {
+	t.Parallel()
+	f := start(t, time.Second)
+	ctx := context.Background()
+	const id = "cancelled"
+	m := &runstate.Manifest{Run: id, Dataset: f.root, Seed: 1, Examples: []string{"local001"}, Agent: "decider",
+		AgentOptions: map[string]string{"rounds": "1"}, RoundTimeout: time.Minute, Created: time.Now()}
+	if _, _, err := f.env.State.CreateManifest(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.env.State.SetMeta(ctx, id, "local001", runstate.ExampleMeta{Warehouse: "sqlite", Published: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.env.Run(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No consumer reads the final subject: whatever the voter publishes
+	// there stays in the stream, where the test looks for it.
+	if err := f.env.Open(ctx, run, "local001", "decider", "sqlite", dispatch(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	f.result(t, id, 0, 0, agent.StatusOK, "n\n3\n")
+	wait.For(t, time.Minute, "the first result recorded", func() bool {
+		rs, err := f.env.State.Results(ctx, id, "local001", "decider", 0)
+		return err == nil && len(rs) == 1
+	})
+	if err := f.env.State.Cancel(ctx, id, "cancelled by the client"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Queue.PurgeRun(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if open, err := f.env.State.OpenRounds(ctx, id); err != nil || len(open) != 1 {
+		t.Fatalf("open rounds %v (%v) before the late result, want round 0", open, err)
+	}
+	f.result(t, id, 0, 1, agent.StatusOK, "n\n3\n")
+	// The voter closes the round once it has handled the last result: a
+	// final it published would be in the stream by then.
+	wait.For(t, time.Minute, "the round closed", func() bool {
+		open, err := f.env.State.OpenRounds(ctx, id)
+		return err == nil && len(open) == 0
+	})
+	if rs, err := f.env.State.Results(ctx, id, "local001", "decider", 0); err != nil || len(rs) != 2 {
+		t.Errorf("recorded results %d (%v), want the late one recorded too: 2", len(rs), err)
+	}
+	var finals []string
+	if err := f.env.Queue.Held(ctx, queue.Subject(id, queue.StageFinal, ""), func(_ string, data []byte) {
+		finals = append(finals, string(data))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(finals) != 0 {
+		t.Errorf("the cancelled run's decision published %d final answers (the first: %.200s), want none", len(finals), finals[0])
+	}
+	if outcome, err := f.env.State.Decided(ctx, runstate.Round{Run: id, Example: "local001", Agent: "decider"}); err != nil || outcome != "" {
+		t.Errorf("round 0 recorded decided %q (%v), want no outcome: nothing was published", outcome, err)
+	}
+}
