@@ -30,6 +30,9 @@ type Cost struct {
 	FormatLost     int `json:"format_lost,omitempty"`
 	FormatEnded    int `json:"format_ended,omitempty"`
 	VerdictsUnread int `json:"verdicts_unread,omitempty"`
+	// Refusals are replies that held no statement where one was asked
+	// for (a refusal, a question back, prose only): recorded, never run.
+	Refusals int `json:"refusals,omitempty"`
 }
 
 // ModelCost is the spending on one model at one endpoint.
@@ -101,6 +104,7 @@ func (c *Cost) Add(o Cost) {
 	c.FormatLost += o.FormatLost
 	c.FormatEnded += o.FormatEnded
 	c.VerdictsUnread += o.VerdictsUnread
+	c.Refusals += o.Refusals
 	// Copies, never o's pointers: the sum must not change when o does.
 	for k, m := range o.ByModel {
 		c.model(k).add(*m)

@@ -9,6 +9,7 @@
 package reply
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -19,7 +20,21 @@ import (
 type Unreadable struct {
 	Problem string
 	Reask   string
+	// Refusal: the reply has text but no statement (a refusal, a question
+	// back, prose only), counted as such (cost.Cost.Refusals).
+	Refusal bool
+	// Cut: the reply ended inside its query.
+	Cut bool
 }
+
+// IsRefusal reports whether err is an Unreadable reply that holds no
+// statement at all.
+func IsRefusal(err error) bool {
+	var u *Unreadable
+	return errorsAs(err, &u) && u.Refusal
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 func (e *Unreadable) Error() string { return "unreadable reply: " + e.Problem }
 
@@ -167,125 +182,79 @@ var sqlStart = regexp.MustCompile(`(?is)^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*\(?\s
 // fence: it starts (after comments) with SELECT or WITH.
 func looksLikeSQL(s string) bool { return sqlStart.MatchString(s) }
 
-// SQLBlocks returns the complete SQL blocks of a reply in order, reasoning
-// removed: fences named for SQL or a dialect, and bare fences holding a
-// query. A block the reply ends inside is left out: its query is cut.
-func SQLBlocks(text string) []string {
-	var out []string
-	for _, b := range Blocks(Visible(text)) {
-		if !b.Closed || b.Body == "" {
-			continue
-		}
-		if IsSQLLang(b.Lang) || (b.Lang == "" && looksLikeSQL(b.Body)) {
-			out = append(out, b.Body)
-		}
-	}
-	return out
-}
+// SQLBlocks returns the complete statements of a reply in order
+// (Statements); kept for callers that read an exploration batch.
+func SQLBlocks(text string) []string { return Statements(text) }
 
-// SQL returns the query a reply gives: the last complete SQL block (a
-// reply that drafts and then finalises ends with the final query), else a
-// query written as plain text. finish is the reply's finish reason: a
-// reply cut by the token limit is read only if a complete block precedes
-// the cut.
+// SQL returns the query a reply gives (the answer policy): the last
+// statement the reply marks as final, else its last statement. A reply
+// that drafts and then finalises ends with the final query; a "final"
+// in the prose before a statement (or a JSON key naming it final) picks
+// that one even when another follows. finish is the reply's finish
+// reason: a reply cut by the token limit is read only if a complete
+// statement precedes the cut. A reply with no statement at all is a
+// refusal or a non-answer (Unreadable with Refusal set): nothing in it
+// is ever run.
 func SQL(text, finish string) (string, error) {
-	vis := Visible(text)
-	if blocks := SQLBlocks(text); len(blocks) > 0 {
-		last := blocks[len(blocks)-1]
-		if finish == FinishLength && openBlockAfter(vis) {
-			// The cut block is the reply's real final query; the earlier
-			// one was its draft.
-			return "", &Unreadable{Problem: "the reply was cut off inside its query", Reask: ReaskCut}
-		}
-		return last, nil
-	}
-	if finish == FinishLength {
-		return "", &Unreadable{Problem: "the reply was cut off before a complete query", Reask: ReaskCut}
-	}
-	if strings.TrimSpace(vis) == "" {
-		return "", &Unreadable{Problem: "the reply was empty", Reask: ReaskEmpty}
-	}
-	if q := PlainSQL(vis); q != "" {
-		return q, nil
-	}
-	return "", &Unreadable{Problem: "no SQL query found in the reply", Reask: ReaskNoSQL}
+	return pick(Find(text), text, finish)
 }
 
-// openBlockAfter reports whether text ends inside a fenced block.
-func openBlockAfter(text string) bool {
-	bs := Blocks(text)
-	return len(bs) > 0 && !bs[len(bs)-1].Closed
+// SQLWithReasoning is SQL for a reply whose endpoint returned reasoning
+// beside the text (reasoning_content): when the text holds no statement,
+// the answer is read from the reasoning (a vLLM reasoning parser can move
+// a whole reply there).
+func SQLWithReasoning(text, reasoning, finish string) (string, error) {
+	q, err := SQL(text, finish)
+	var u *Unreadable
+	if err == nil || strings.TrimSpace(reasoning) == "" || !errorsAs(err, &u) || u.Cut {
+		return q, err
+	}
+	if rq, rerr := pick(Find(reasoning), reasoning, finish); rerr == nil {
+		return rq, nil
+	}
+	return q, err
 }
 
-var plainStart = regexp.MustCompile(`(?im)^[ \t]*(?:--[^\n]*\n[ \t]*)*(SELECT|WITH)\b`)
-
-// PlainSQL finds a query written without a fence: from a line that starts
-// with SELECT or WITH to the first ";" ending a line, or to a blank line
-// followed by prose. With several, the last is taken (the final one); a
-// line inside a query already read (a subquery on its own line) starts
-// none.
-func PlainSQL(text string) string {
-	locs := plainStart.FindAllStringSubmatchIndex(text, -1)
-	var found []string
-	end := 0
-	for _, loc := range locs {
-		if loc[2] < end {
+func pick(sts []Statement, text, finish string) (string, error) {
+	var last, final *Statement
+	for i := range sts {
+		if sts[i].Cut {
 			continue
 		}
-		q, n := statementAt(text[loc[2]:])
-		end = loc[2] + n
-		if q != "" {
-			found = append(found, q)
+		last = &sts[i]
+		if sts[i].Final {
+			final = &sts[i]
 		}
 	}
-	if len(found) == 0 {
+	// Cut by the token limit: the last statement runs to the end, or the
+	// reply ends inside a fence.
+	cutAtEnd := finish == FinishLength && (len(sts) > 0 && sts[len(sts)-1].AtEnd || openBlockAfter(Visible(clean(text))))
+	switch {
+	case finish == FinishLength && cutAtEnd:
+		// The cut statement is the reply's real final query; an earlier
+		// one was its draft.
+		return "", &Unreadable{Problem: "the reply was cut off inside its query", Reask: ReaskCut, Cut: true}
+	case final != nil:
+		return final.SQL, nil
+	case last != nil:
+		return last.SQL, nil
+	case finish == FinishLength:
+		return "", &Unreadable{Problem: "the reply was cut off before a complete query", Reask: ReaskCut, Cut: true}
+	case strings.TrimSpace(Visible(clean(text))) == "" && len(sts) == 0:
+		return "", &Unreadable{Problem: "the reply was empty", Reask: ReaskEmpty}
+	case len(sts) > 0:
+		return "", &Unreadable{Problem: "the reply's query is incomplete", Reask: ReaskCut, Cut: true}
+	}
+	return "", &Unreadable{Problem: "no SQL statement in the reply: a refusal or a non-answer", Reask: ReaskNoSQL, Refusal: true}
+}
+
+// PlainSQL is the last statement of text, "" if none.
+func PlainSQL(text string) string {
+	sts := Statements(text)
+	if len(sts) == 0 {
 		return ""
 	}
-	return found[len(found)-1]
-}
-
-// statementAt reads one statement from s: lines up to one ending in ";",
-// or up to a blank line after which the text is not SQL. n is the length
-// of s it read.
-func statementAt(s string) (q string, n int) {
-	lines := strings.SplitAfter(s, "\n")
-	var out []string
-	for i, l := range lines {
-		t := strings.TrimSpace(l)
-		if t == "" {
-			if i+1 < len(lines) && continuesSQL(lines[i+1:]) {
-				out = append(out, l)
-				n += len(l)
-				continue
-			}
-			break
-		}
-		out = append(out, l)
-		n += len(l)
-		if strings.HasSuffix(t, ";") {
-			break
-		}
-	}
-	q = strings.TrimSpace(strings.Join(out, ""))
-	q = strings.TrimSpace(strings.TrimSuffix(q, ";"))
-	if !strings.Contains(strings.ToUpper(q), "SELECT") {
-		return "", n
-	}
-	return q, n
-}
-
-var sqlContinuation = regexp.MustCompile(`(?i)^\s*(FROM|WHERE|GROUP|ORDER|HAVING|LIMIT|JOIN|LEFT|RIGHT|INNER|OUTER|CROSS|FULL|UNION|INTERSECT|EXCEPT|AND|OR|ON|SELECT|WITH|QUALIFY|WINDOW|OFFSET|\)|,)`)
-
-// continuesSQL reports whether the first non-blank line of rest carries on
-// a query (a clause keyword, a closing parenthesis, a comma).
-func continuesSQL(rest []string) bool {
-	for _, l := range rest {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		return sqlContinuation.MatchString(l)
-	}
-	return false
+	return sts[len(sts)-1]
 }
 
 // Describe names a reply's form for a log line or a trace: how many fenced
@@ -301,4 +270,10 @@ func Describe(text, finish string) string {
 		langs = append(langs, l)
 	}
 	return fmt.Sprintf("%d blocks %v, finish %q", len(bs), langs, finish)
+}
+
+// openBlockAfter reports whether text ends inside a fenced block.
+func openBlockAfter(text string) bool {
+	bs := Blocks(text)
+	return len(bs) > 0 && !bs[len(bs)-1].Closed
 }

@@ -19,7 +19,7 @@ func TestSQL(t *testing.T) {
 		{"dialect fence sqlite (Qwen-coder)", "```sqlite\n" + q + "\n```", "stop", q, ""},
 		{"dialect fence bigquery", "```bigquery\n" + q + "\n```", "stop", q, ""},
 		{"dialect fence googlesql", "```googlesql\n" + q + "\n```\n", "stop", q, ""},
-		{"dialect fence snowflake", "Sure!\n\n```snowflake\n" + q + ";\n```\nDone.", "stop", q + ";", ""},
+		{"dialect fence snowflake", "Sure!\n\n```snowflake\n" + q + ";\n```\nDone.", "stop", q, ""},
 		{"postgresql fence", "```postgresql\n" + q + "\n```", "stop", q, ""},
 		{"bare fence", "The query:\n```\n" + q + "\n```", "stop", q, ""},
 		{"tilde fence", "~~~sql\n" + q + "\n~~~", "stop", q, ""},
@@ -36,7 +36,7 @@ func TestSQL(t *testing.T) {
 		{"plain draft then final", "First try:\nSELECT a FROM t;\n\nBetter:\nSELECT b FROM t;", "stop", "SELECT b FROM t", ""},
 		{"plain WITH query", "WITH x AS (SELECT 1 AS a) SELECT a FROM x", "stop", "WITH x AS (SELECT 1 AS a) SELECT a FROM x", ""},
 		{"json fence is not SQL", "```json\n{\"a\": 1}\n```\n```sql\nSELECT 1\n```", "stop", "SELECT 1", ""},
-		{"python fence is not SQL", "```python\nprint('SELECT 1')\n```", "stop", "", ReaskNoSQL},
+		{"a query in another language's string is read", "```python\nprint('SELECT 1')\n```", "stop", "SELECT 1", ""},
 		{"cut inside the block", "Here:\n```sql\nSELECT name, COUNT(*) AS n\nFROM ord", "length", "", ReaskCut},
 		{"cut after a draft", "```sql\nSELECT 1\n```\nBetter:\n```sql\nSELECT name FR", "length", "", ReaskCut},
 		{"cut after the final block", "```sql\n" + q + "\n```\nThis query groups the ord", "length", q, ""},
@@ -70,8 +70,8 @@ func TestSQLBlocks(t *testing.T) {
 	}{
 		{"several queries, several spellings", "```sql\nSELECT 1\n```\n```SQL\nSELECT 2\n```\n```sqlite\nSELECT 3\n```", []string{"SELECT 1", "SELECT 2", "SELECT 3"}},
 		{"sqlite is not sql+ite", "```sqlite\nSELECT 1\n```", []string{"SELECT 1"}},
-		{"one block of many statements", "```sql\nSELECT 1;\nSELECT 2;\n```", []string{"SELECT 1;\nSELECT 2;"}},
-		{"unclosed last block left out", "```sql\nSELECT 1\n```\n```sql\nSELECT 2", []string{"SELECT 1"}},
+		{"one block of many statements", "```sql\nSELECT 1;\nSELECT 2;\n```", []string{"SELECT 1", "SELECT 2"}},
+		{"unclosed last block read (no finish reason says it was cut)", "```sql\nSELECT 1\n```\n```sql\nSELECT 2", []string{"SELECT 1", "SELECT 2"}},
 		{"bare fence with prose is not SQL", "```\nThe table has 3 columns\n```", nil},
 		{"think drafts left out", "<think>```sql\nSELECT 0\n```</think>```sql\nSELECT 1\n```", []string{"SELECT 1"}},
 	}

@@ -650,3 +650,59 @@ func Tokens(s string, opt Options) []Token {
 	}
 	return out
 }
+
+// Normalize is a statement's identity: its significant tokens (Tokens)
+// joined by one space, so that two writings of one query compare equal
+// whatever their spacing, line endings, comments, keyword case or
+// trailing semicolons. Literals and quoted identifiers keep their case.
+func Normalize(s string, opt Options) string {
+	toks := Tokens(s, opt)
+	for len(toks) > 0 && toks[len(toks)-1].Text == ";" {
+		toks = toks[:len(toks)-1]
+	}
+	var b strings.Builder
+	for i, t := range toks {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.Text)
+	}
+	return b.String()
+}
+
+// Kind is what a Lexeme is.
+type Kind uint8
+
+// The kinds of lexemes.
+const (
+	KindWord        = Kind(tokWord)        // a keyword, identifier or number
+	KindString      = Kind(tokString)      // a string literal
+	KindQuotedIdent = Kind(tokQuotedIdent) // "x", `x` or [x]
+	KindComment     = Kind(tokComment)
+	KindSemicolon   = Kind(tokSemicolon)
+	KindOpenParen   = Kind(tokOpenParen)
+	KindCloseParen  = Kind(tokCloseParen)
+	KindOther       = Kind(tokOther) // one byte of punctuation or an operator
+	KindSpace       = Kind(tokSpace)
+)
+
+// Lexeme is one token of SQL text, space and comments included, as byte
+// offsets into the text. Open marks a string, quoted identifier or block
+// comment the text ends inside.
+type Lexeme struct {
+	Kind       Kind
+	Start, End int
+	Open       bool
+}
+
+// Lex yields the lexemes of s in order, lazily: a reader that stops early
+// (at the end of a statement inside a longer text) lexes no further.
+func Lex(s string, opt Options) func(yield func(Lexeme) bool) {
+	return func(yield func(Lexeme) bool) {
+		for t := range newLexer(s, opt).all {
+			if !yield(Lexeme{Kind: Kind(t.kind), Start: t.start, End: t.end, Open: t.open}) {
+				return
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"strings"
 	"sync"
 	"testing"
@@ -512,7 +513,7 @@ func TestNoProposerPlanner(t *testing.T) {
 	// The state survives the blob between turns.
 	b, _ := json.Marshal(st)
 	var back PlanState
-	if err := json.Unmarshal(b, &back); err != nil || back.Runs[answer].CSV != "id\n1\n2\n3\n4\n5\n" || back.Proposal.SQL != answer {
+	if err := json.Unmarshal(b, &back); err != nil || back.Runs[reply.Key(answer)].CSV != "id\n1\n2\n3\n4\n5\n" || back.Proposal.SQL != answer {
 		t.Errorf("state round trip: %+v (%v)", back.Runs, err)
 	}
 }

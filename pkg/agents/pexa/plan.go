@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumsql/quorum/pkg/reply"
 	"strings"
 	"sync"
 
@@ -336,8 +337,8 @@ func (s *Steps) planTool(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 		return "", err
 	}
 	p.Verdict = v
-	st.Runs[sql] = p
-	if st.Proposal != nil && st.Proposal.SQL == sql {
+	st.Runs[reply.Key(sql)] = p
+	if st.Proposal != nil && reply.Key(st.Proposal.SQL) == reply.Key(sql) {
 		st.Proposal.Verdict = v
 	}
 	return v, nil
@@ -349,7 +350,7 @@ func (s *Steps) planTool(ctx context.Context, st *PlanState, env *PlanEnv, seed 
 // that executed with rows, else the last SQL run: what the pass answers
 // with if it stops before finish (D-P13).
 func (s *Steps) planRun(ctx context.Context, st *PlanState, env *PlanEnv, c *cost.Cost, sql string) (Proposal, error) {
-	p, ok := st.Runs[sql]
+	p, ok := st.Runs[reply.Key(sql)]
 	if !ok {
 		var mu sync.Mutex
 		e, err := execute(ctx, env.Warehouse, c, &mu, sql, warehouse.Limits{})
@@ -360,7 +361,7 @@ func (s *Steps) planRun(ctx context.Context, st *PlanState, env *PlanEnv, c *cos
 		if st.Runs == nil {
 			st.Runs = map[string]Proposal{}
 		}
-		st.Runs[sql] = p
+		st.Runs[reply.Key(sql)] = p
 	}
 	if p.OK || st.Proposal == nil || !st.Proposal.OK {
 		kept := p

@@ -381,10 +381,10 @@ func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, quest
 			best = last
 		}
 		for sql, p := range from.Runs {
-			runs[sql] = execution{SQL: p.SQL, Feedback: p.Feedback, OK: p.OK, CSV: p.CSV, Rows: p.Rows}
+			runs[reply.Key(sql)] = execution{SQL: p.SQL, Feedback: p.Feedback, OK: p.OK, CSV: p.CSV, Rows: p.Rows}
 		}
 		for sql, v := range from.Verdicts {
-			verdicts[sql] = v
+			verdicts[reply.Key(sql)] = v
 		}
 	}
 	resumedAt := steps
@@ -400,17 +400,17 @@ func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, quest
 		return save(ctx, pr)
 	}
 	run := func(sql string) (execution, error) {
-		if e, ok := runs[sql]; ok {
+		if e, ok := runs[reply.Key(sql)]; ok {
 			return e, nil
 		}
 		e, err := execute(ctx, wh, c, &mu, sql, warehouse.Limits{})
 		if err == nil {
-			runs[sql] = e
+			runs[reply.Key(sql)] = e
 		}
 		return e, err
 	}
 	answer := func(sql string, e execution) *Proposal {
-		return &Proposal{SQL: sql, Feedback: e.Feedback, OK: e.OK, CSV: e.CSV, Rows: e.Rows, Verdict: verdicts[sql]}
+		return &Proposal{SQL: sql, Feedback: e.Feedback, OK: e.OK, CSV: e.CSV, Rows: e.Rows, Verdict: verdicts[reply.Key(sql)]}
 	}
 	ending := func(why string) *Proposal {
 		p := best
@@ -420,7 +420,7 @@ func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, quest
 		if p == nil {
 			return &Proposal{Stop: why, Feedback: "no SQL was proposed"}
 		}
-		p.Stop, p.Verdict = why, verdicts[p.SQL]
+		p.Stop, p.Verdict = why, verdicts[reply.Key(p.SQL)]
 		return p
 	}
 	for {
@@ -481,7 +481,7 @@ func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, quest
 				if err != nil {
 					return nil, err
 				}
-				verdicts[sql] = v
+				verdicts[reply.Key(sql)] = v
 				last.Verdict = v
 				msgs = append(msgs, llm.ToolResult(call.ID, v))
 			}

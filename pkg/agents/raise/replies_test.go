@@ -186,7 +186,7 @@ func TestFinalReadsRealReplies(t *testing.T) {
 		lastReask       string // the last request's last message, when re-asked
 	}{
 		{"```SQL (GPT-4o)", []r{{"```SQL\n" + good + "\n```", ""}}, "ok", good, 1, 1, 0, 0, ""},
-		{"```sqlite (Qwen-coder)", []r{{"```sqlite\n" + good + ";\n```", ""}}, "ok", good + ";", 1, 1, 0, 0, ""},
+		{"```sqlite (Qwen-coder)", []r{{"```sqlite\n" + good + ";\n```", ""}}, "ok", good, 1, 1, 0, 0, ""},
 		{"bare fence", []r{{"```\n" + good + "\n```", ""}}, "ok", good, 1, 1, 0, 0, ""},
 		{"plain SQL (o3)", []r{{"The query is:\n\n" + good + ";\n\nIt counts the rows.", ""}}, "ok", good, 1, 1, 0, 0, ""},
 		{"draft then final (Claude)", []r{{"First:\n```sql\nSELECT nope FROM t\n```\nBetter:\n```sql\n" + good + "\n```", ""}}, "ok", good, 1, 1, 0, 0, ""},

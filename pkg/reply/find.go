@@ -1,0 +1,362 @@
+package reply
+
+import (
+	"encoding/json"
+	"github.com/quorumsql/quorum/pkg/sqltext"
+	"html"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Statement is one SQL statement found in a reply.
+type Statement struct {
+	// SQL is the statement as written, trimmed, without a closing ';'.
+	SQL string
+	// Final: the reply marks it as its final one (prose before it saying
+	// "final", or a JSON key such as "final_sql").
+	Final bool
+	// Cut: the reply ends inside it (an open string, bracket or clause).
+	Cut bool
+	// AtEnd: nothing follows it but space (a reply cut by the token limit
+	// may have stopped inside it, at a point that happens to be complete).
+	AtEnd bool
+}
+
+// Find returns the statements of a reply in order: its visible text
+// first (reasoning in <think> sections removed); when that holds none,
+// the reasoning sections. Envelopes are removed generically: a JSON value
+// anywhere in the text is read through its string values at any depth,
+// HTML entities inside markup are decoded, and everything else is left to
+// the statement scanner, which ends a statement at any fence, tag or
+// quote that wraps it.
+func Find(text string) []Statement {
+	text = clean(text)
+	if out := findIn(Visible(text), 0); len(out) > 0 {
+		return out
+	}
+	return findIn(text, 0)
+}
+
+// Statements returns the complete statements of a reply in order (an
+// exploration batch: every query the reply gives).
+func Statements(text string) []string {
+	var out []string
+	for _, st := range Find(text) {
+		if !st.Cut {
+			out = append(out, st.SQL)
+		}
+	}
+	return out
+}
+
+// maxDepth bounds JSON strings holding JSON holding a reply.
+const maxDepth = 4
+
+// maxStarts bounds the SELECT/WITH words tried in one text, so that a
+// hostile reply of a million "select" words costs linear time.
+const maxStarts = 4096
+
+// found is a statement with its place in the text it was found in.
+type found struct {
+	pos int
+	st  Statement
+}
+
+func findIn(text string, depth int) []Statement {
+	if depth > maxDepth || strings.TrimSpace(text) == "" {
+		return nil
+	}
+	if hasMarkup(text) && entity.MatchString(text) {
+		text = html.UnescapeString(text)
+	}
+	raw := scanText(text)
+	// JSON values outside every statement hold the reply's content in
+	// their strings: read those, and the text without them.
+	var fs []found
+	blanked := []byte(nil)
+	for _, r := range jsonRegions(text) {
+		if inside(raw, r.start, r.end) {
+			continue
+		}
+		if blanked == nil {
+			blanked = []byte(text)
+		}
+		for i := r.start; i < r.end; i++ {
+			if blanked[i] != '\n' {
+				blanked[i] = ' '
+			}
+		}
+		for _, l := range r.leaves {
+			for _, st := range findIn(clean(l.value), depth+1) {
+				st.Final = st.Final || finalKey.MatchString(l.path)
+				fs = append(fs, found{pos: r.start, st: st})
+			}
+		}
+	}
+	if blanked != nil {
+		raw = scanText(string(blanked))
+	}
+	fs = append(fs, raw...)
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].pos < fs[j].pos })
+	out := make([]Statement, len(fs))
+	for i, f := range fs {
+		out[i] = f.st
+	}
+	return out
+}
+
+var finalKey = regexp.MustCompile(`(?i)final`)
+var finalProse = regexp.MustCompile(`(?i)\bfinal`)
+var entity = regexp.MustCompile(`&(?:lt|gt|amp|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);`)
+
+func hasMarkup(s string) bool {
+	for i := strings.IndexByte(s, '<'); i >= 0; {
+		if tagLen(s[i:]) > 0 {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], '<')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+func inside(fs []found, start, end int) bool {
+	for _, f := range fs {
+		if f.pos <= start && end <= f.pos+len(f.st.SQL)+1 {
+			return true
+		}
+	}
+	return false
+}
+
+// scanText finds the statements of one text.
+func scanText(s string) []found {
+	var out []found
+	prevEnd, tries := 0, 0
+	for i := 0; i < len(s); {
+		start := nextStart(s, i)
+		if start < 0 || tries >= maxStarts {
+			break
+		}
+		tries++
+		sp, ok := readFrom(s, start)
+		if !ok {
+			i = start + 1
+			for i < len(s) && isWordByte(s[i]) {
+				i++
+			}
+			continue
+		}
+		sql := strings.TrimSpace(s[sp.start:sp.end])
+		st := Statement{
+			SQL:   sql,
+			Cut:   sp.cut,
+			AtEnd: strings.TrimSpace(s[sp.end:]) == "" || sp.cut,
+			Final: finalProse.MatchString(s[prevEnd:sp.start]),
+		}
+		out = append(out, found{pos: sp.start, st: st})
+		prevEnd = sp.end
+		i = sp.end
+		if i <= start {
+			i = start + 1
+		}
+	}
+	return out
+}
+
+// readFrom reads a statement at a SELECT or WITH, or from the brackets
+// just before it on its line ("(SELECT …) UNION (SELECT …)").
+func readFrom(s string, start int) (span, bool) {
+	if p := parensBefore(s, start); p < start {
+		if sp, ok := readStatementParen(s, p); ok {
+			return sp, true
+		}
+	}
+	return readStatement(s, start)
+}
+
+// readStatementParen reads "(SELECT …) …" as one statement: the scanner
+// starts inside the first bracket.
+func readStatementParen(s string, p int) (span, bool) {
+	sp, ok := readStatement(s, p)
+	return sp, ok && !sp.cut
+}
+
+// parensBefore is the offset of a run of "(" that opens the line before
+// start, or start.
+func parensBefore(s string, start int) int {
+	i := start
+	for i > 0 && (s[i-1] == '(' || s[i-1] == ' ' || s[i-1] == '\t') {
+		i--
+	}
+	for i < start && s[i] != '(' {
+		i++
+	}
+	if i == start || (i > 0 && s[i-1] != '\n' && s[i-1] != ' ' && s[i-1] != '\t') {
+		return start
+	}
+	return i
+}
+
+var startWord = regexp.MustCompile(`(?i)\b(?:select|with)\b`)
+
+// nextStart is the offset of the next SELECT or WITH at or after i, -1
+// if none.
+func nextStart(s string, i int) int {
+	for i < len(s) {
+		loc := startWord.FindStringIndex(s[i:])
+		if loc == nil {
+			return -1
+		}
+		at := i + loc[0]
+		// \b treats bytes >= 0x80 as non-word; the lexer does not.
+		if at > 0 && (isWordByte(s[at-1]) || s[at-1] == '$' || s[at-1] == '.') || midSentence(s, at) {
+			i = at + 1
+			continue
+		}
+		if e := i + loc[1]; e < len(s) && (isWordByte(s[e]) || s[e] == '$') {
+			i = e
+			continue
+		}
+		return at
+	}
+	return -1
+}
+
+// midSentence reports a lower-case "select" or "with" that a sentence's
+// words lead up to on its line ("we only select from…"): a query starts
+// a line, follows punctuation ("Query: SELECT"), or is written in
+// capitals.
+func midSentence(s string, at int) bool {
+	if s[at] < 'a' || s[at] > 'z' {
+		return false
+	}
+	i := at
+	for i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
+		i--
+	}
+	return i > 0 && (isWordByte(s[i-1]) || s[i-1] == ',')
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 0x80 || isASCIILetter(c) || isDigit(c)
+}
+
+// clean removes what is never part of a query's tokens: byte order marks
+// and zero-width characters; non-breaking spaces become spaces, CRLF and
+// lone CR line feeds.
+func clean(s string) string {
+	if !strings.ContainsAny(s, "\r\u00a0\u202f\u2007\ufeff\u200b\u200c\u200d\u2060") {
+		return s
+	}
+	return cleaner.Replace(s)
+}
+
+var cleaner = strings.NewReplacer("\r\n", "\n", "\r", "\n", "\u00a0", " ", "\u202f", " ", "\u2007", " ",
+	"\ufeff", "", "\u200b", "", "\u200c", "", "\u200d", "", "\u2060", "")
+
+// region is a JSON value in a text and its string values.
+type region struct {
+	start, end int
+	leaves     []leaf
+}
+
+// leaf is one string value and the keys leading to it ("answer.sql").
+type leaf struct {
+	path, value string
+}
+
+// jsonRegions finds the JSON objects and arrays of a text (read
+// leniently: Python literals, single quotes, trailing commas) that hold a
+// string, outermost first.
+func jsonRegions(s string) []region {
+	var out []region
+	tries := 0
+	for i := 0; i < len(s) && tries < maxStarts; i++ {
+		if s[i] != '{' && s[i] != '[' {
+			continue
+		}
+		tries++
+		end := matchClose(s, i)
+		if end < 0 {
+			continue
+		}
+		var v any
+		body := s[i:end]
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			if err := json.Unmarshal([]byte(Repair(body)), &v); err != nil {
+				continue
+			}
+		}
+		var leaves []leaf
+		collect(v, "", &leaves)
+		if len(leaves) == 0 {
+			continue
+		}
+		out = append(out, region{start: i, end: end, leaves: leaves})
+		i = end - 1
+	}
+	return out
+}
+
+// collect appends the string values of v in document order. encoding/json
+// decodes objects into maps, so keys are visited sorted; the order of
+// statements inside one object is then alphabetical by key, which only
+// matters for a reply with several queries in one object.
+func collect(v any, path string, out *[]leaf) {
+	switch x := v.(type) {
+	case string:
+		*out = append(*out, leaf{path: path, value: x})
+	case []any:
+		for _, e := range x {
+			collect(e, path, out)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			collect(x[k], p, out)
+		}
+	}
+}
+
+// matchClose is the offset just past the bracket closing the one at i,
+// strings in double or single quotes skipped; -1 if none.
+func matchClose(s string, i int) int {
+	depth := 0
+	for j := i; j < len(s); j++ {
+		switch c := s[j]; c {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		case '"', '\'':
+			k := endOfString(s, j, c)
+			if k >= len(s) {
+				return -1
+			}
+			j = k - 1
+		}
+	}
+	return -1
+}
+
+// Key is a query's identity wherever an agent compares or keys queries
+// (probes run, verdicts given, votes, caches): two writings that differ
+// only in spacing, line endings, comments, keyword case or a closing ';'
+// have one key.
+func Key(sql string) string { return sqltext.Normalize(clean(sql), lexOpt) }
