@@ -123,7 +123,7 @@ func TestModelVoteRunMatchesSolve(t *testing.T) {
 		method    string
 		methodFor string
 	}{
-		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--agent-option", "model-vote=true"}, "model_vote", "local035"},
+		{"model-vote", []string{"--agent-option", "model-vote=true"}, []string{"--agent-option", "model-vote=true"}, "model_vote", "local015"},
 		{"pool-rounds", []string{"--agent-option", "pool-rounds=true"}, []string{"--agent-option", "pool-rounds=true"}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Role is the agent step a call serves; each role can use its own model.
@@ -180,7 +181,27 @@ type Response struct {
 
 // Message is the assistant message to append to the conversation.
 func (r *Response) Message() Message {
-	return Message{Role: "assistant", Content: r.Text, ToolCalls: r.ToolCalls}
+	return Message{Role: "assistant", Content: r.Echo(), ToolCalls: r.ToolCalls}
+}
+
+// EchoBytes bounds a cut reply's text as it goes back into a
+// conversation.
+const EchoBytes = 8 << 10
+
+// Echo is the reply's text as an agent sends it back in the next turn. A
+// reply the client cut at its size bound (CutAt) is kept to its first
+// EchoBytes and a note: it holds no usable answer, and sent back whole
+// (up to the bound, megabytes) it would cost every later turn its size in
+// prompt tokens.
+func (r *Response) Echo() string {
+	if r.CutAt == 0 || len(r.Text) <= EchoBytes {
+		return r.Text
+	}
+	head := r.Text[:EchoBytes]
+	for len(head) > 0 && !utf8.RuneStart(r.Text[len(head)]) {
+		head = head[:len(head)-1]
+	}
+	return head + fmt.Sprintf("\n[… the rest of this reply (%d bytes) is left out: it was cut at the size limit]", len(r.Text)-len(head))
 }
 
 // Client is what agents call.

@@ -70,25 +70,62 @@ func findIn(text string, depth int) []Statement {
 	if hasMarkup(text) && entity.MatchString(text) {
 		text = html.UnescapeString(text)
 	}
-	raw := scanText(text)
-	// JSON values outside every statement hold the reply's content in
-	// their strings: read those, and the text without them.
+	// A fenced block declared SQL (or a bare one starting with a query)
+	// is the model's query even when it is not valid SQL: the warehouse's
+	// error is what the agents feed back.
 	var fs []found
 	blanked := []byte(nil)
-	for _, r := range jsonRegions(text) {
-		if inside(raw, r.start, r.end) {
-			continue
-		}
+	blank := func(start, end int) {
 		if blanked == nil {
 			blanked = []byte(text)
 		}
-		for i := r.start; i < r.end; i++ {
+		for i := start; i < end; i++ {
 			if blanked[i] != '\n' {
 				blanked[i] = ' '
 			}
 		}
+	}
+	prevEnd := 0 // the prose marking a block final is between it and the last
+	for _, f := range fences(text) {
+		body := text[f.bodyStart:f.bodyEnd]
+		if !IsSQLLang(f.lang) && !(f.lang == "" && looksLikeSQL(body)) {
+			continue
+		}
+		var sts []Statement
+		if looksLikeSQL(body) {
+			sts = explicit(body)
+		} else {
+			sts = findIn(body, depth+1) // markup or JSON inside the fence
+		}
+		for i, st := range sts {
+			st.AtEnd = !f.closed && i == len(sts)-1
+			st.Final = finalProse.MatchString(text[max(prevEnd, f.start-200):f.start])
+			fs = append(fs, found{pos: f.bodyStart, st: st})
+		}
+		blank(f.start, f.end)
+		prevEnd = f.end
+	}
+	if blanked != nil {
+		text = string(blanked)
+		blanked = nil
+	}
+	raw := scanText(text)
+	// JSON values outside every statement hold the reply's content in
+	// their strings: read those, and the text without them.
+	for _, r := range jsonRegions(text) {
+		if inside(raw, r.start, r.end) {
+			continue
+		}
+		blank(r.start, r.end)
 		for _, l := range r.leaves {
-			for _, st := range findIn(clean(l.value), depth+1) {
+			v := clean(l.value)
+			var sts []Statement
+			if looksLikeSQL(v) {
+				sts = explicit(v) // a string holding just a query
+			} else {
+				sts = findIn(v, depth+1)
+			}
+			for _, st := range sts {
 				st.Final = st.Final || finalKey.MatchString(l.path)
 				fs = append(fs, found{pos: r.start, st: st})
 			}
@@ -360,3 +397,145 @@ func matchClose(s string, i int) int {
 // only in spacing, line endings, comments, keyword case or a closing ';'
 // have one key.
 func Key(sql string) string { return sqltext.Normalize(clean(sql), lexOpt) }
+
+// Readable is the part of a reply to read its answer from: the text,
+// unless nothing in it is visible, or it holds no statement and no fenced
+// block while the reasoning (reasoning_content) holds a statement — a
+// vLLM reasoning parser or a gateway can move a whole reply there.
+func Readable(text, reasoning string) string {
+	if strings.TrimSpace(reasoning) == "" || len(Find(text)) > 0 {
+		return text
+	}
+	vis := Visible(clean(text))
+	if strings.TrimSpace(vis) == "" || len(Blocks(vis)) == 0 && len(Find(reasoning)) > 0 {
+		return reasoning
+	}
+	return text
+}
+
+// explicit reads a text an envelope declares to be SQL (a ```sql block,
+// a JSON string that starts with a query): the statements the scanner
+// finds when they cover it, else the text split at its semicolons as it
+// stands, so that a query with a syntax error is still the model's
+// query.
+func explicit(body string) []Statement {
+	var out []Statement
+	fs := scanText(body)
+	first := strings.TrimLeft(body, " \t\n")
+	leads := len(fs) > 0 && (fs[0].pos == len(body)-len(first) || onlyNoise(body[:fs[0].pos]))
+	if leads || !plausibleQuery(body) {
+		for _, f := range fs {
+			out = append(out, f.st)
+		}
+	} else {
+		for _, q := range sqltext.Split(body, lexOpt) {
+			if !onlyNoise(q) {
+				out = append(out, Statement{SQL: strings.TrimSpace(q)})
+			}
+		}
+	}
+	return out
+}
+
+var withHead = regexp.MustCompile("(?is)^\\s*(?:--[^\\n]*\\n\\s*|/\\*.*?\\*/\\s*)*WITH\\s+(?:RECURSIVE\\s+)?[\\w\"`]+\\s*(?:\\([^)]*\\)\\s*)?AS\\s*(?:NOT\\s+)?(?:MATERIALIZED\\s*)?\\(")
+var sentenceBreak = regexp.MustCompile("[A-Za-z0-9_)`'\"][.?!][ \t]+[A-Z][a-z]")
+var selectCode = regexp.MustCompile(`(?i)\bFROM\b|[(,=*]`)
+
+// plausibleQuery reports whether a text that starts with SELECT or WITH
+// starts as a query does (the scanner refused it, perhaps for a syntax
+// error): WITH's "name AS (", or a SELECT with a FROM or code punctuation
+// and no prose word among its first words.
+func plausibleQuery(body string) bool {
+	if !looksLikeSQL(body) {
+		return false
+	}
+	if withHead.MatchString(body) {
+		return true
+	}
+	if sentenceBreak.MatchString(body[:min(len(body), 400)]) {
+		return false // "Select ``x``? It is not …": sentences
+	}
+	words := strings.Fields(body)
+	for i, w := range words {
+		if i >= 8 {
+			break
+		}
+		if proseWords[strings.ToLower(strings.Trim(w, ".,:;!?"))] {
+			return false
+		}
+	}
+	return strings.Contains(strings.ToUpper(body), "SELECT") && selectCode.MatchString(body)
+}
+
+// onlyNoise reports text with no token but comments, space and ';'.
+func onlyNoise(s string) bool {
+	for _, t := range sqltext.Tokens(s, lexOpt) {
+		if t.Text != ";" {
+			return false
+		}
+	}
+	return true
+}
+
+// fence is a fenced block with its place in the text.
+type fence struct {
+	start, end         int // the whole block, fences included
+	bodyStart, bodyEnd int
+	lang               string
+	closed             bool
+}
+
+// fences finds the fenced blocks of text (``` or ~~~, three or more, any
+// info string), with offsets.
+func fences(text string) []fence {
+	var out []fence
+	i := 0
+	for i < len(text) {
+		eol := strings.IndexByte(text[i:], '\n')
+		line := text[i:]
+		if eol >= 0 {
+			line = text[i : i+eol]
+		}
+		m := fenceLine.FindStringSubmatch(line)
+		if m == nil || strings.TrimSpace(m[3]) != "" && !strings.HasPrefix(strings.TrimSpace(m[3]), "{") &&
+			!strings.Contains(m[3], "=") && !strings.HasPrefix(m[3], " ") {
+			if eol < 0 {
+				break
+			}
+			i += eol + 1
+			continue
+		}
+		f := fence{start: i, lang: strings.ToLower(m[2])}
+		if eol < 0 {
+			break // a fence opening the last line: no body
+		}
+		f.bodyStart = i + eol + 1
+		j := f.bodyStart
+		f.bodyEnd, f.end = len(text), len(text)
+		for j < len(text) {
+			e := strings.IndexByte(text[j:], '\n')
+			l := text[j:]
+			if e >= 0 {
+				l = text[j : j+e]
+			}
+			if isClosing(l, m[1]) {
+				f.bodyEnd, f.closed = j, true
+				f.end = j + len(l)
+				break
+			}
+			if e < 0 {
+				break
+			}
+			j += e + 1
+		}
+		out = append(out, f)
+		i = f.end
+		if i < len(text) && text[i] == '\n' {
+			i++
+		}
+		if !f.closed {
+			break
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package reply
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -312,13 +313,58 @@ func decodeList(s string) ([]Fields, error) {
 // get finds a key exactly, else case-insensitively (models write
 // "SQL_Query" as often as the schema's "sql_query").
 func (f Fields) get(k string) (any, bool) {
-	if v, ok := f[k]; ok {
-		return v, true
-	}
-	for name, v := range f {
-		if strings.EqualFold(name, k) {
-			return v, true
+	level := []map[string]any{f}
+	// The object itself first, then the objects nested in it, a level
+	// at a time: a verdict wrapped as {"response": {"verdict": {…}}}
+	// is read like a bare one.
+	for depth := 0; depth < 4 && len(level) > 0; depth++ {
+		for _, m := range level {
+			if v, ok := m[k]; ok {
+				return v, true
+			}
+			for name, v := range m {
+				if strings.EqualFold(name, k) {
+					return v, true
+				}
+			}
 		}
+		var next []map[string]any
+		for _, m := range level {
+			keys := make([]string, 0, len(m))
+			for name := range m {
+				keys = append(keys, name)
+			}
+			sort.Strings(keys) // one order whatever the map's
+			for _, name := range keys {
+				next = append(next, objectsOf(m[name])...)
+			}
+		}
+		level = next
 	}
 	return nil, false
+}
+
+// objectsOf is the JSON objects v holds directly: itself, the objects of
+// an array, an object encoded in a string.
+func objectsOf(v any) []map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		return []map[string]any{x}
+	case []any:
+		var out []map[string]any
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	case string:
+		if t := strings.TrimSpace(x); strings.HasPrefix(t, "{") {
+			var m map[string]any
+			if json.Unmarshal([]byte(t), &m) == nil {
+				return []map[string]any{m}
+			}
+		}
+	}
+	return nil
 }

@@ -493,11 +493,14 @@ func (s *Steps) ResumePropose(ctx context.Context, wh warehouse.Warehouse, quest
 			continue
 		}
 		steps++ // the re-ask, or the guard's run and feedback
-		sql, err := reply.SQL(resp.Text, resp.FinishReason)
+		sql, err := reply.SQLWithReasoning(resp.Text, resp.Reasoning, resp.FinishReason)
 		var u *reply.Unreadable
 		if errors.As(err, &u) {
 			msgs = append(msgs, llm.User(u.Reask))
 			c.FormatReasks++
+			if u.Refusal {
+				c.Refusals++
+			}
 			unread, lastUnread = unread+1, true
 			continue
 		}
@@ -553,7 +556,7 @@ func (s *Steps) Verify(ctx context.Context, question, sql, result string, seed i
 		if err != nil {
 			return "", err
 		}
-		v, err := readVerdict(resp.Text, resp.FinishReason)
+		v, err := readVerdict(reply.Readable(resp.Text, resp.Reasoning), resp.FinishReason)
 		if err == nil {
 			return v, nil
 		}

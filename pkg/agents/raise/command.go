@@ -90,8 +90,42 @@ func ReadSegment(seg string) Segment {
 		s.Cmd, s.HasCmd = cmd, true
 		return s
 	}
+	if cmd, ok := calledAtEnd(s.Text); ok {
+		s.Cmd, s.HasCmd = cmd, true
+		return s
+	}
 	s.Mention, s.Tool = mention(s.Text, s.Cut)
 	return s
+}
+
+// calledAtEnd reads the last command written as a function call in an
+// envelope (a <tool_call> JSON object, a bare {"name", "arguments"}
+// object, a <function=…> block; reply.Calls), if no answer follows it.
+func calledAtEnd(text string) (Command, bool) {
+	cs := reply.Calls(text)
+	if len(cs) == 0 {
+		return Command{}, false
+	}
+	c := cs[len(cs)-1]
+	if !noteOnly(text[c.End:]) {
+		return Command{}, false
+	}
+	name := c.Name
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:] // "functions.run_query"
+	}
+	return Command{Name: canonical(name), Args: c.Args}, true
+}
+
+// noteOnly reports whether what follows a command is at most a note: no
+// statement, no other command. A model often says what it expects
+// ("Let me look at the columns first."); that is no reason to nudge.
+func noteOnly(rest string) bool {
+	if strings.Trim(rest, trailing) == "" {
+		return true
+	}
+	return len(reply.Statements(rest)) == 0 && !runTag.MatchString(rest) && !toolName.MatchString(rest) &&
+		len(reply.Calls(rest)) == 0
 }
 
 // LastCommand is the command a segment stops at (see ReadSegment).
@@ -133,7 +167,7 @@ func parseCommand(text string, at int, run bool) (Command, bool) {
 	after := strings.TrimLeft(rest[n:], " \t")
 	if !strings.HasPrefix(after, "(") {
 		// "[RUN] read_table_names": the zero-argument tool needs none.
-		if run && name == CmdTableNames && strings.Trim(after, trailing) == "" {
+		if run && name == CmdTableNames && noteOnly(after) {
 			return Command{Name: name}, true
 		}
 		return Command{}, false
@@ -171,7 +205,7 @@ func canonical(name string) string {
 func argsAtEnd(s string, lenient bool) (string, bool) {
 	end, closed := matchParen(s)
 	if closed {
-		if strings.Trim(s[end+1:], trailing) == "" {
+		if rest := s[end+1:]; strings.Trim(tagsRemoved(rest), trailing) == "" || lenient && noteOnly(rest) {
 			return strings.TrimSpace(s[1:end]), true
 		}
 	} else if end < 0 {
@@ -248,13 +282,13 @@ func mention(text string, cut bool) (bool, string) {
 		return true, tool
 	}
 	if locs := runTag.FindAllStringIndex(text, -1); len(locs) > 0 {
-		if len(reply.SQLBlocks(text[locs[len(locs)-1][0]:])) == 0 {
+		if fencedSQL(text[locs[len(locs)-1][0]:]) == 0 {
 			return true, tool
 		}
 	}
 	t := strings.TrimRight(text, " \t\r\n")
 	last := t[strings.LastIndexByte(t, '\n')+1:]
-	if toolName.MatchString(last) && len(reply.SQLBlocks(text)) == 0 {
+	if toolName.MatchString(last) && fencedSQL(text) == 0 {
 		return true, tool
 	}
 	return false, ""
@@ -288,3 +322,21 @@ func Correction(tool string, static bool) string {
 	return "Wait, I cannot run that command as I wrote it. A command goes alone on its own line, exactly in one of these forms: " +
 		strings.Join(forms, " ; ") + ", and I stop right after " + TagExecute + "."
 }
+
+// fencedSQL counts the complete fenced SQL blocks of text: an answer, as
+// opposed to a query written as a command's argument.
+func fencedSQL(text string) int {
+	n := 0
+	for _, b := range reply.Blocks(reply.Visible(text)) {
+		if b.Closed && (reply.IsSQLLang(b.Lang) || b.Lang == "" && len(reply.Statements(b.Body)) > 0) {
+			n++
+		}
+	}
+	return n
+}
+
+var markupTag = regexp.MustCompile("</?[A-Za-z][A-Za-z0-9_:.=-]*(?:\\s[^<>\\n]*)?>|```+|~~~+")
+
+// tagsRemoved is text without its markup tags and fences: what closes an
+// envelope a command was written in (<tool_call>run_query(…)</tool_call>).
+func tagsRemoved(s string) string { return markupTag.ReplaceAllString(s, "") }

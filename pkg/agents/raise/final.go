@@ -63,7 +63,7 @@ func (s *Steps) askSQL(ctx context.Context, req llm.Request, reseed func(k int) 
 			return answer{}, fmt.Errorf("raise %s: %w", req.Role, err)
 		}
 		c.Call(resp.Usage, false)
-		sql, err := reply.SQL(resp.Text, resp.FinishReason)
+		sql, err := reply.SQLWithReasoning(resp.Text, resp.Reasoning, resp.FinishReason)
 		if err == nil {
 			return answer{sql: sql, model: resp.Model}, nil
 		}
@@ -71,12 +71,15 @@ func (s *Steps) askSQL(ctx context.Context, req llm.Request, reseed func(k int) 
 		if !errors.As(err, &u) {
 			return answer{}, fmt.Errorf("raise %s reply: %w", req.Role, err)
 		}
+		if u.Refusal {
+			c.Refusals++
+		}
 		if k == maxReasks {
 			c.FormatLost++
 			return answer{unread: u, model: resp.Model}, nil
 		}
 		c.FormatReasks++
-		req.Messages = reaskMessages(prompt, resp.Text, u.Reask)
+		req.Messages = reaskMessages(prompt, resp.Echo(), u.Reask)
 	}
 }
 

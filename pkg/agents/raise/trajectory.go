@@ -192,7 +192,7 @@ func (s *Steps) Resume(ctx context.Context, tools *Tools, d warehouse.Dialect, q
 		}
 		c.Call(resp.Usage, false)
 		tr.Tokens += resp.Usage.CompletionTokens
-		rd := ReadSegment(resp.Text)
+		rd := readResponse(resp)
 		// The transcript keeps what a server honouring the stop would have
 		// returned: nothing the model wrote past its own [EXECUTE].
 		if multi {
@@ -250,4 +250,35 @@ func (s *Steps) Resume(ctx context.Context, tools *Tools, d warehouse.Dialect, q
 			return nil, err
 		}
 	}
+}
+
+// readResponse reads a segment wherever the serving stack put it: the
+// text; a native tool call (a template that parses commands into
+// tool_calls); the reasoning field, when the text holds no command and no
+// answer (a vLLM reasoning parser can move a whole reply there).
+func readResponse(resp *llm.Response) Segment {
+	rd := ReadSegment(resp.Text)
+	if rd.HasCmd {
+		return rd
+	}
+	if n := len(resp.ToolCalls); n > 0 {
+		tc := resp.ToolCalls[n-1]
+		name := tc.Name
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			name = name[i+1:]
+		}
+		cmd := Command{Name: canonical(name), Args: tc.Arguments}
+		text := strings.TrimRight(rd.Text, " \t\r\n")
+		if text != "" {
+			text += "\n"
+		}
+		return Segment{Text: text + TagRun + " " + cmd.Text(), Cmd: cmd, HasCmd: true}
+	}
+	if strings.TrimSpace(resp.Reasoning) == "" || len(reply.Statements(resp.Text)) > 0 {
+		return rd
+	}
+	if r := ReadSegment(resp.Reasoning); r.HasCmd || strings.TrimSpace(reply.Visible(resp.Text)) == "" {
+		return r
+	}
+	return rd
 }

@@ -129,9 +129,9 @@ func (s *session) ask(ctx context.Context, prompt string, seed int64) (string, e
 		return "", err
 	}
 	s.c.Call(resp.Usage, false)
-	s.msgs = append(s.msgs, llm.Assistant(resp.Text))
+	s.msgs = append(s.msgs, llm.Assistant(resp.Echo()))
 	s.finish = resp.FinishReason
-	return resp.Text, nil
+	return reply.Readable(resp.Text, resp.Reasoning), nil
 }
 
 // run executes one query, accounted into c. A *warehouse.QueryError comes
@@ -182,17 +182,19 @@ func (a *Agent) Candidate(ctx context.Context, wh warehouse.Warehouse, in Candid
 				return cand, nil
 			}
 			var reask string
-			blocks, reask = readSQL(text, s.finish)
+			var refusal bool
+			blocks, reask, refusal = readSQL(text, s.finish)
 			if len(blocks) == 1 {
 				break
 			}
-			if len(blocks) == 0 {
-				// The reference's fence re-ask, saying what was wrong.
-				cand.Cost.FormatReasks++
-				prompt = reask
-				continue
+			// The reference's fence re-ask, saying what was wrong. A reply
+			// with several statements is no reason to re-ask: the reader's
+			// policy picks the one marked final, else the last.
+			cand.Cost.FormatReasks++
+			if refusal {
+				cand.Cost.Refusals++
 			}
-			prompt = ReaskOneSQL
+			prompt = reask
 		}
 		if len(blocks) == 0 || strings.TrimSpace(blocks[len(blocks)-1]) == "" {
 			cand.Error = "the model gave no SQL"
@@ -356,20 +358,32 @@ func (a *Agent) cteAsk(ctx context.Context, s *session, in CandidateInput, promp
 	return sql, true, nil
 }
 
-// readSQL reads a reply's queries the way real models write them (pkg/reply):
-// its complete SQL blocks in any fence spelling, else one query written
-// without a fence. With none, reask says what was wrong, in the words of
-// the reference's fence re-ask.
-func readSQL(text, finish string) (blocks []string, reask string) {
+// readSQL reads a reply's answer the way real models write it
+// (pkg/reply's answer policy: the statement marked final, else the last).
+// With none, reask says what was wrong, in the words of the reference's
+// fence re-ask, and refusal whether the reply held no statement at all.
+func readSQL(text, finish string) (blocks []string, reask string, refusal bool) {
 	sql, err := reply.SQL(text, finish)
 	var u *reply.Unreadable
 	if errors.As(err, &u) {
-		return nil, ReaskFence(u.Problem)
+		return nil, ReaskFence(u.Problem), u.Refusal
 	}
-	if blocks = reply.SQLBlocks(text); len(blocks) == 0 {
-		blocks = []string{sql}
+	return []string{sql}, "", false
+}
+
+// readBlocks reads every complete statement of a reply (an exploration
+// correction keeps the longest, as the reference does); a statement a
+// reply cut by the token limit ends in is left out.
+func readBlocks(text, finish string) []string {
+	sts := reply.Find(text)
+	var out []string
+	for i, st := range sts {
+		if st.Cut || finish == reply.FinishLength && i == len(sts)-1 && st.AtEnd {
+			continue
+		}
+		out = append(out, st.SQL)
 	}
-	return blocks, ""
+	return out
 }
 
 // ctePrefixQuery runs the first n CTEs of q and selects from the n-th,

@@ -170,7 +170,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				rec = append(rec, false)
 				continue
 			}
-			blocks, _ := readSQL(text, s.finish)
+			blocks := readBlocks(text, s.finish)
 			if len(blocks) == 0 {
 				s.c.FormatReasks++
 				// Counted as a failed attempt, so a model that never

@@ -71,9 +71,12 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 		sql     string
 	}{
 		{"one block first time", []string{sqlReply("SELECT count(*) FROM t")}, 1, StatusOK, "SELECT count(*) FROM t"},
-		{"two blocks then one", []string{sqlReply("SELECT 1") + "\n" + sqlReply("SELECT 2"), sqlReply("SELECT count(*) FROM t")}, 2, StatusOK, "SELECT count(*) FROM t"},
-		{"always two: the last (the final after a draft) is used after 3 asks", []string{sqlReply("SELECT 2") + "\n" + sqlReply("SELECT id FROM t")}, 3, StatusOK, "SELECT id FROM t"},
+		// Several blocks are no reason to re-ask (issue 52): the reader's
+		// policy picks the one marked final, else the last.
+		{"two blocks: the last (the final after a draft) at the first ask", []string{sqlReply("SELECT 2") + "\n" + sqlReply("SELECT id FROM t")}, 1, StatusOK, "SELECT id FROM t"},
+		{"two blocks, the first marked final", []string{"Final answer:\n" + sqlReply("SELECT id FROM t") + "\nFor comparison, my draft:\n" + sqlReply("SELECT 2")}, 1, StatusOK, "SELECT id FROM t"},
 		{"no block: gave up", []string{"I cannot answer."}, 3, StatusGaveUp, ""},
+		{"a refusal that begins with a SQL word: gave up, never run", []string{"With the schema given I cannot tell which table to select from. Which table holds the orders?"}, 3, StatusGaveUp, ""},
 		{"upper-case fence accepted", []string{"```SQL\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
 		// Real models' spellings (Qwen-coder, GPT-4o, R1 via vLLM): one ask each.
 		{"sqlite fence", []string{"```sqlite\nSELECT name FROM t\n```"}, 1, StatusOK, "SELECT name FROM t"},
@@ -106,7 +109,10 @@ func TestCandidateReasksForOneSQL(t *testing.T) {
 			if tt.status == StatusGaveUp && c.Cost.FormatLost != 1 {
 				t.Errorf("a candidate lost to format counted %d times, want 1", c.Cost.FormatLost)
 			}
-			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.Asked()[1], "Please output one SQL only") && !strings.Contains(m.Asked()[1], "cut off") {
+			if strings.HasPrefix(tt.name, "a refusal") && (c.Cost.Refusals != tt.calls || c.Cost.Queries != 0) {
+				t.Errorf("a refusal: %d refusals recorded, %d warehouse queries; want %d and 0", c.Cost.Refusals, c.Cost.Queries, tt.calls)
+			}
+			if tt.calls > 1 && tt.status == StatusOK && !strings.Contains(m.Asked()[1], "cut off") {
 				t.Errorf("second ask was %q", m.Asked()[1])
 			}
 		})
