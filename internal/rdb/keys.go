@@ -16,7 +16,10 @@
 //	run:<run>:manifest                internal/runtime/runstate       the run's manifest (JSON)                 none; retired: answers
 //	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
 //	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
-//	run:<run>:cancelled               runstate (serve's cancel)  the reason                                CancelTTL (14 days); retired: ≤ state
+//	run:<run>:cancelled               runstate (serve's cancel,  the reason                                CancelTTL (14 days); retired: ≤ state
+//	                                  a run's token cap)
+//	run:<run>:tokens                  runstate (the worker's     LLM tokens a run with a token cap         none; retired: state
+//	                                  calls, SpendRunTokens)     (Manifest.MaxTokens) has used
 //	run:<run>:trace:<ex>              runstate (internal/trace)  list of the example's trace entries       none; retired: state
 //	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, reissued,       none; retired: state
 //	                                                             current, expect:<n>, round:<n>, decided:<n>,
@@ -104,6 +107,11 @@ func MetaKey(run string) string { return RunKey(run, "meta") }
 
 // CancelledKey marks run cancelled; its value is the reason.
 func CancelledKey(run string) string { return RunKey(run, "cancelled") }
+
+// RunTokensKey counts the LLM tokens (prompt and completion) the answered
+// calls of run have used, for a run with a token cap (runstate's
+// Manifest.MaxTokens; SpendRunTokens).
+func RunTokensKey(run string) string { return RunKey(run, "tokens") }
 
 // TraceKey holds the trace entries of run's example (internal/trace), in
 // the order they were written.

@@ -224,6 +224,35 @@ func Progress(ctx context.Context, c redis.Cmdable, run, doneKey, takenKey, task
 	return n == 1, err
 }
 
+// runSpendTokensScript adds ARGV[2] tokens to a run's count (KEYS[4]) and,
+// once the count reaches ARGV[3], marks the run cancelled (KEYS[5]: ARGV[4]
+// for ARGV[5] ms) unless it is marked already. Returns {count, reached}.
+var runSpendTokensScript = redis.NewScript(trackLua + `
+local n = redis.call('INCRBY', KEYS[4], ARGV[2])
+track(KEYS[4], false)
+if n < tonumber(ARGV[3]) then return {n, 0} end
+if redis.call('SET', KEYS[5], ARGV[4], 'NX', 'PX', ARGV[5]) then track(KEYS[5], false) end
+return {n, 1}`)
+
+// SpendRunTokens adds tokens to what run's LLM calls have used
+// (RunTokensKey) and reports the count and whether it has reached limit
+// (> 0). The step that reaches it also marks the run cancelled
+// (CancelledKey, CancelTTL) with reason, unless a cancel marked it first
+// (its reason stays): no call can see the count at its cap while the run
+// is not yet stopped, so a check of the mark before a call (the other
+// tasks of the run) sees what the count decided.
+func SpendRunTokens(ctx context.Context, c redis.Cmdable, run string, tokens, limit int64, reason string) (count int64, reached bool, err error) {
+	if limit <= 0 {
+		return 0, false, fmt.Errorf("token count of run %s: limit %d, want > 0", run, limit)
+	}
+	res, err := runScript(ctx, c, runSpendTokensScript, run, []string{RunTokensKey(run), CancelledKey(run)},
+		tokens, limit, reason, CancelTTL.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, false, fmt.Errorf("token count of run %s: %w", run, err)
+	}
+	return res[0], res[1] == 1, nil
+}
+
 var retireRunScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

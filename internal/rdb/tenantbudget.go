@@ -284,6 +284,21 @@ func StartTokenHold(ctx context.Context, c redis.UniversalClient, tenant, id str
 	})
 }
 
+// QuestionTokenHold returns the tokens question id of tenant reserved
+// (its q: field, StartTokenHold): 0 when it holds no reservation (its
+// tenant has no token limit, it was answered from the cache, or its
+// admission's reservation lapsed before it was stored).
+func QuestionTokenHold(ctx context.Context, c redis.UniversalClient, tenant, id string) (int64, error) {
+	v, err := c.HGet(ctx, ReservedKey(tenant), "q:"+id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("token reservation of question %s of tenant %s: %w", id, tenant, err)
+	}
+	return parseHold(v).Tokens, nil
+}
+
 // finishedHolds are the q: fields whose question has left PendingKey:
 // answered or failed, and soon charged.
 func finishedHolds(ctx context.Context, tx *redis.Tx, l *ledger) ([]string, error) {

@@ -694,6 +694,12 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			settle(ctx, 0)
 			return nil, down(attempt - 1)
 		}
+		// Asked last, after any wait for the quota: the caller may have
+		// stopped the work meanwhile (a question at its token cap).
+		if err := meterBefore(ctx); err != nil {
+			settle(ctx, 0)
+			return nil, fail(attempt-1, lastStatus, err)
+		}
 		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
 			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
 		if interactive && remaining < lim.whole {

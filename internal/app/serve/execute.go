@@ -89,14 +89,22 @@ func (s *Server) keeper(lease *rdb.Lease, stop context.CancelFunc, id string) *r
 	r.AfterRenew = func(ctx context.Context) {
 		if q, err := s.store.get(ctx, id); err == nil && q.Status == Cancelled {
 			stop()
+			return
+		}
+		// A worker stops the run at the question's token reservation
+		// (tokens.go): its coordinator would wait for an answer that
+		// never comes.
+		if reason, err := s.cfg.Env.State.CancelReason(ctx, id); err == nil && runstate.StoppedForTokens(reason) {
+			stop()
 		}
 	}
 	return r
 }
 
-// manifest is the question's one-example interactive run.
-func (s *Server) manifest(q *Question) *runstate.Manifest {
-	return &runstate.Manifest{Run: q.ID, Dataset: s.cfg.Dataset, SQLiteDir: s.cfg.SQLiteDir, Seed: s.cfg.Seed, Votes: q.Votes,
+// manifest is the question's one-example interactive run, its LLM tokens
+// capped at maxTokens (0: no cap).
+func (s *Server) manifest(q *Question, maxTokens int64) *runstate.Manifest {
+	return &runstate.Manifest{Run: q.ID, Dataset: s.cfg.Dataset, SQLiteDir: s.cfg.SQLiteDir, Seed: s.cfg.Seed, Votes: q.Votes, MaxTokens: maxTokens,
 		Examples: []string{q.Example}, Created: q.Created, Agent: q.Agent, AgentOptions: q.Options,
 		RoundTimeout: s.cfg.RoundTimeout, QueryTimeout: s.cfg.QueryTimeout, LLM: s.cfg.LLM, Interactive: true,
 		VerifiedExamples: s.cfg.VerifiedExamples, Trace: cmp.Or(s.cfg.Trace, trace.NameSummary), TraceParent: q.TraceParent,
@@ -122,11 +130,18 @@ func (s *Server) drive(ctx context.Context, id string) {
 			return
 		}
 	}
+	maxTokens, err := s.tokenCap(ctx, q) // tokens.go
+	if err != nil {
+		// Never run without its cap: the next adoption tries again.
+		s.cfg.Log.Warn("reading a question's token reservation", zap.String("question", id), zap.Error(err))
+		return
+	}
 	out := filepath.Join(s.cfg.StateDir, "questions", id)
-	rep, err := coordinator.Run(ctx, coordinator.Config{Env: s.cfg.Env, Manifest: s.manifest(q), Out: out, AbortAfter: -1, MaxInFlight: 1, Retain: s.cfg.Retain})
+	rep, err := coordinator.Run(ctx, coordinator.Config{Env: s.cfg.Env, Manifest: s.manifest(q, maxTokens), Out: out, AbortAfter: -1, MaxInFlight: 1, Retain: s.cfg.Retain})
 	if ctx.Err() != nil {
+		s.stoppedForTokens(context.WithoutCancel(ctx), id)
 		s.afterStop(context.WithoutCancel(ctx), id, out)
-		return // cancelled, shutting down or taken over: the record says which
+		return // cancelled, stopped at its tokens, shutting down or taken over: the record says which
 	}
 	fin := func(q *Question) {
 		q.Finished = time.Now().UTC()
@@ -277,15 +292,22 @@ func (s *Server) cancel(ctx context.Context, id string) (*Question, error) {
 	if err != nil || !applied {
 		return q, err // already ended: nothing to stop
 	}
-	// Its running tasks' costs come later: charged as they stop.
+	s.stopped(ctx, q)
+	return q, nil
+}
+
+// stopped accounts a question whose run was stopped before its answer (a
+// cancel, its token reservation reached), once its record says so: what
+// its recorded results cost is charged now, its running tasks' costs as
+// they stop (settle.go).
+func (s *Server) stopped(ctx context.Context, q *Question) {
 	if err := s.charge(ctx, q.Tenant, q.ID, q.Cost.Tokens()); err != nil {
-		s.cfg.Log.Warn("charging a cancelled question", zap.String("question", id), zap.Error(err))
+		s.cfg.Log.Warn("charging a stopped question", zap.String("question", q.ID), zap.Error(err))
 	}
 	s.toSettle(ctx, q.ID)
 	s.logQuestion(q)
 	s.count(q)
-	s.retireRun(ctx, id)
-	return q, nil
+	s.retireRun(ctx, q.ID)
 }
 
 // count adds a finished question to the aggregate metrics.

@@ -180,19 +180,24 @@ func (q *quota) admitRest(ctx context.Context, tenant string, l Limits) (time.Du
 // the mean would pass the limit. With no such history R is all that is
 // left of the limit, so that question runs alone.
 //
+// A question runs capped at its reservation (tokencap.go): its run is
+// stopped once its answered LLM calls reach R, and it ends failed, charged
+// what it spent. So C_q, what q costs, is at most R_q + F_q, F_q being
+// the tokens of q's calls in flight when its count reached R_q (one call
+// with --votes 1; at most one per task running then).
+//
 // The bound: the tokens charged to a tenant for a day are at most
-// L + Σ max(0, C_q − R_q) over the questions q running when its last
-// question of the day was admitted (that one included), C_q being what q
-// cost: a question passes the limit only by what it costs beyond its own
-// reservation. A tenant with no history is served at most max(L, C) before
-// its first question (cost C) ends, and is refused from then on if C ≥ L:
-// at most one question's overrun. What the bound does not cover: a
-// question is not stopped when it passes its reservation (its C_q is
-// whatever its run costs), a question stored over a minute after its
-// admission (rdb.PendingHoldTTL) runs with R_q = 0, and a question
-// admitted before midnight is charged to the day it ends. Nothing is
-// booked for a rerun (no LLM call), which is refused only once the day is
-// spent.
+// L + Σ max(0, C_q − R_q) ≤ L + Σ F_q over the questions q running when
+// its last question of the day was admitted (that one included): a
+// question passes the limit only by what it costs beyond its own
+// reservation. A tenant with no history is served at most L + F before
+// its first question ends, and is refused from then on if that question
+// spent L: at most the calls in flight when it reached the limit. What the
+// bound does not cover: a question stored over a minute after its
+// admission (rdb.PendingHoldTTL) runs with R_q = 0, uncapped, and a
+// question admitted before midnight is charged to the day it ends. Nothing
+// is booked for a rerun (no LLM call), which is refused only once the day
+// is spent.
 
 // reserveRetry is the Retry-After of a question refused because the
 // tenant's running questions hold the rest of its tokens: one may end soon

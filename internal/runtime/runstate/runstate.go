@@ -70,6 +70,13 @@ type Manifest struct {
 	// TraceParent is the W3C traceparent the run's examples' traces
 	// continue (a serve question's HTTP request), if any.
 	TraceParent string `json:"trace_parent,omitempty"`
+	// MaxTokens caps the LLM tokens (prompt and completion) the run's
+	// calls may use; 0 is no cap. Workers count each answered call
+	// (SpendTokens) and, once the count reaches it, the run is cancelled
+	// (StoppedForTokens tells its reason) and its tasks stopped: it passes
+	// the cap by at most the calls in flight then. quorum serve sets a
+	// question's token reservation.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
 }
 
 // ExampleMeta is what the runtime needs about a published example.
@@ -138,6 +145,53 @@ func (s *Store) Cancel(ctx context.Context, run, reason string) error {
 func (s *Store) Cancelled(ctx context.Context, run string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, rdb.CancelledKey(run)).Result()
 	return n > 0, err
+}
+
+// CancelReason returns why run was cancelled, "" if it was not.
+func (s *Store) CancelReason(ctx context.Context, run string) (string, error) {
+	r, err := s.rdb.Get(ctx, rdb.CancelledKey(run)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cancel mark of run %s: %w", run, err)
+	}
+	return r, nil
+}
+
+// tokenLimitPrefix starts the cancel reason of a run stopped at its
+// MaxTokens, which is how StoppedForTokens tells it from a cancel.
+const tokenLimitPrefix = "token limit: "
+
+// TokenLimitReason is the cancel reason of a run stopped at its cap of
+// limit tokens.
+func TokenLimitReason(limit int64) string {
+	return fmt.Sprintf("%sits LLM calls reached the run's cap of %d tokens", tokenLimitPrefix, limit)
+}
+
+// StoppedForTokens reports whether a cancel reason (CancelReason) is that
+// of a run stopped at its MaxTokens.
+func StoppedForTokens(reason string) bool { return strings.HasPrefix(reason, tokenLimitPrefix) }
+
+// SpendTokens adds an answered call's tokens to what run's calls have
+// used and reports whether they have reached limit (the run's MaxTokens,
+// > 0). The call that reaches it marks the run cancelled
+// (TokenLimitReason), in the same step, unless a cancel marked it first.
+func (s *Store) SpendTokens(ctx context.Context, run string, tokens, limit int64) (used int64, reached bool, err error) {
+	return rdb.SpendRunTokens(ctx, s.rdb, run, tokens, limit, TokenLimitReason(limit))
+}
+
+// TokensUsed is what run's answered calls have used (SpendTokens; 0 for a
+// run without a cap).
+func (s *Store) TokensUsed(ctx context.Context, run string) (int64, error) {
+	n, err := s.rdb.Get(ctx, rdb.RunTokensKey(run)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tokens used by run %s: %w", run, err)
+	}
+	return n, nil
 }
 
 // SetMeta records an example's meta.

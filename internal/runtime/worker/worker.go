@@ -93,14 +93,16 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	if err != nil {
 		return err
 	}
-	if run.Manifest.Interactive {
-		// A question can be cancelled while its tasks wait: drop them.
-		if cancelled, err := w.env.State.Cancelled(ctx, t.Run); err != nil || cancelled {
-			if err != nil {
-				return err
-			}
+	if run.Manifest.Interactive || run.Manifest.MaxTokens > 0 {
+		// A question can be cancelled, or stopped at its token cap, while
+		// its tasks wait: drop them.
+		reason, err := w.env.State.CancelReason(ctx, t.Run)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
 			// What the tasks it continues cost is still charged.
-			return w.dropCancelled(ctx, &t, nil)
+			return w.dropCancelled(ctx, &t, nil, reason)
 		}
 	}
 	kind, ok := def.Kind(t.Task.Kind)
@@ -133,9 +135,12 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
 	ectx, stopWatch := w.watchCancel(lctx, run)
-	var used llm.Meter
+	ectx, stopTask := context.WithCancelCause(ectx)
+	used := w.meter(ctx, run, stopTask) // tokens.go
 	tr := w.startTrace(ctx, d, run, &t, kind.Name)
-	out, err := def.Execute(llm.WithMeter(run.Priority(tr.context(ectx)), &used), ag, ac, t.Task)
+	out, err := def.Execute(llm.WithMeter(run.Priority(tr.context(ectx)), used), ag, ac, t.Task)
+	stopped := stoppedByMeter(context.Cause(ectx))
+	stopTask(nil)
 	stopWatch()
 	// The task's own spans parent what it publishes.
 	ctx = tr.context(ctx)
@@ -149,14 +154,15 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 		// redelivery finds the task done or still held.
 		return fmt.Errorf("task %s: %w", t.Task.ID, errLeaseLost)
 	}
-	if err != nil && run.Manifest.Interactive && ectx.Err() != nil && ctx.Err() == nil {
-		// Stopped by the question's cancel: what the task spent is still
-		// charged to its tenant.
+	if err != nil && (stopped || run.Manifest.Interactive && ectx.Err() != nil) && ctx.Err() == nil {
+		// Stopped by the question's cancel or its run's token cap: what
+		// the task spent is still charged to its tenant.
 		// The agent's ledger loses the calls of the step that failed; the
 		// meter has every call the LLM answered.
 		calls, usage := used.Total()
 		tr.outcome = "cancelled"
-		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}})
+		reason, _ := w.env.State.CancelReason(ctx, t.Run) // unread: a client's cancel
+		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}}, reason)
 	}
 	if agent.IsPermanent(err) {
 		return queue.Permanent(err)
@@ -180,16 +186,17 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
 }
 
-// dropCancelled ends a task of a cancelled question as failed results in
+// dropCancelled ends a task of a cancelled question (or a run stopped at
+// its token cap: reason is the run's cancel reason) as failed results in
 // its slots, carrying the cost it inherited and spent (own): serve counts
 // what the question cost from its results, and knows its tasks have all
 // stopped when every slot has one.
-func (w *worker) dropCancelled(ctx context.Context, t *message.Task, own cost.Ledger) error {
+func (w *worker) dropCancelled(ctx context.Context, t *message.Task, own cost.Ledger, reason string) error {
 	ledger := cost.Ledger{}
 	ledger.Merge(t.Upstream)
 	ledger.Merge(own)
 	t.Upstream = ledger
-	return w.env.GiveUp(ctx, t, "cancelled by the client")
+	return w.env.GiveUp(ctx, t, dropReason(reason))
 }
 
 // publish stores and sends a task's results, then logs and sends the tasks
