@@ -86,7 +86,20 @@ func findIn(text string, depth int) []Statement {
 		}
 	}
 	prevEnd := 0 // the prose marking a block final is between it and the last
-	for _, f := range fences(text) {
+	if end, next, ok := leadingQuery(text); ok {
+		// A reply that continues a prefilled "```sql" starts with its
+		// query and closes the fence the prompt opened.
+		sts := explicit(text[:end])
+		for i, st := range sts {
+			st.AtEnd = i == len(sts)-1 && strings.TrimSpace(text[end:]) == ""
+			fs = append(fs, found{pos: 0, st: st})
+		}
+		blank(0, next)
+		prevEnd = next
+	}
+	base := prevEnd // after a leading query, its closing fence is no opening one
+	for _, f := range fences(text[base:]) {
+		f.start, f.end, f.bodyStart, f.bodyEnd = f.start+base, f.end+base, f.bodyStart+base, f.bodyEnd+base
 		body := text[f.bodyStart:f.bodyEnd]
 		if !IsSQLLang(f.lang) && !(f.lang == "" && looksLikeSQL(body)) {
 			continue
@@ -99,7 +112,7 @@ func findIn(text string, depth int) []Statement {
 		}
 		for i, st := range sts {
 			st.AtEnd = !f.closed && i == len(sts)-1
-			st.Final = finalProse.MatchString(text[max(prevEnd, f.start-200):f.start])
+			st.Final = finalProse.MatchString(text[prevEnd:f.start])
 			fs = append(fs, found{pos: f.bodyStart, st: st})
 		}
 		blank(f.start, f.end)
@@ -112,11 +125,15 @@ func findIn(text string, depth int) []Statement {
 	raw := scanText(text)
 	// JSON values outside every statement hold the reply's content in
 	// their strings: read those, and the text without them.
+	regionEnd := 0
 	for _, r := range jsonRegions(text) {
 		if inside(raw, r.start, r.end) {
 			continue
 		}
 		blank(r.start, r.end)
+		// Prose before the value may mark what it holds final.
+		marked := finalProse.MatchString(text[regionEnd:r.start])
+		regionEnd = r.end
 		for _, l := range r.leaves {
 			v := clean(l.value)
 			var sts []Statement
@@ -126,7 +143,7 @@ func findIn(text string, depth int) []Statement {
 				sts = findIn(v, depth+1)
 			}
 			for _, st := range sts {
-				st.Final = st.Final || finalKey.MatchString(l.path)
+				st.Final = st.Final || marked || finalKey.MatchString(l.path)
 				fs = append(fs, found{pos: r.start, st: st})
 			}
 		}
@@ -161,9 +178,12 @@ func hasMarkup(s string) bool {
 	return false
 }
 
+// inside reports a value that a statement holds (a JSON literal in the
+// query's own SQL). A statement the text ends inside holds nothing: it ran
+// on past where its envelope closed.
 func inside(fs []found, start, end int) bool {
 	for _, f := range fs {
-		if f.pos <= start && end <= f.pos+len(f.st.SQL)+1 {
+		if !f.st.Cut && f.pos <= start && end <= f.pos+len(f.st.SQL)+1 {
 			return true
 		}
 	}
@@ -538,4 +558,32 @@ func fences(text string) []fence {
 		}
 	}
 	return out
+}
+
+// leadingQuery reports a text that starts with a query and closes a fence
+// it never opened (the continuation of a prefilled "```sql"): end is
+// where the query's part ends (the closing fence's line, or the text's
+// end), next where the rest starts.
+func leadingQuery(text string) (end, next int, ok bool) {
+	if !looksLikeSQL(text) {
+		return 0, 0, false
+	}
+	for i := 0; i < len(text); {
+		eol := strings.IndexByte(text[i:], '\n')
+		line := text[i:]
+		if eol >= 0 {
+			line = text[i : i+eol]
+		}
+		if m := fenceLine.FindStringSubmatch(line); m != nil {
+			if m[2] != "" || strings.TrimSpace(m[3]) != "" {
+				return 0, 0, false // a fence that opens a block: the lead is no continuation
+			}
+			return i, i + len(line), true
+		}
+		if eol < 0 {
+			break
+		}
+		i += eol + 1
+	}
+	return 0, 0, false
 }

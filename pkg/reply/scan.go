@@ -68,7 +68,7 @@ var keywords = func() map[string]wclass {
 var proseWords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`the this these those which would should could cannot please you your
-		because here's there's i'm i'll let's it's isn't doesn't don't won't can't unfortunately sorry`) {
+		we our because here's there's i'm i'll let's it's isn't doesn't don't won't can't unfortunately sorry`) {
 		m[w] = true
 	}
 	return m
@@ -391,7 +391,14 @@ func (sc *scanner) word(lx sqltext.Lexeme) (int, bool) {
 	case "CASE":
 		sc.cases++
 	case "END":
-		sc.cases = max(0, sc.cases-1)
+		if sc.cases == 0 {
+			return -1, true // "End of the query."
+		}
+		sc.cases--
+	case "WHEN", "THEN", "ELSE":
+		if sc.cases == 0 && up != "WHEN" {
+			return -1, true // "Then we …": a sentence, no CASE is open
+		}
 	}
 	switch cls {
 	case kwEnd:
@@ -431,7 +438,13 @@ func (sc *scanner) aliasLine(i int) bool {
 		return false
 	}
 	_, kw := keywords[strings.ToUpper(sc.s[i:j])]
-	return !kw && followedBy(sc.s, j, "\n")
+	if kw || !followedBy(sc.s, j, "\n") || strings.Count(sc.s[sc.lastTok:i], "\n") != 1 {
+		return false
+	}
+	// The alias is on the line right after the ")" and the query goes on
+	// after it ("JOIN …"); a word alone between blank lines is a heading.
+	k := strings.IndexByte(sc.s[j:], '\n') + j + 1
+	return strings.IndexByte(sc.s[k:min(len(sc.s), k+1)], '\n') < 0 && continuesLine(sc.s, k, sc.closer)
 }
 
 func (sc *scanner) lastKindNotDot() bool {
