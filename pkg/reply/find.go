@@ -89,7 +89,7 @@ func findIn(text string, depth int) []Statement {
 	if end, next, ok := leadingQuery(text); ok {
 		// A reply that continues a prefilled "```sql" starts with its
 		// query and closes the fence the prompt opened.
-		sts := explicit(text[:end])
+		sts := explicit(text[:end], true)
 		for i, st := range sts {
 			st.AtEnd = i == len(sts)-1 && strings.TrimSpace(text[end:]) == ""
 			fs = append(fs, found{pos: 0, st: st})
@@ -106,7 +106,7 @@ func findIn(text string, depth int) []Statement {
 		}
 		var sts []Statement
 		if looksLikeSQL(body) {
-			sts = explicit(body)
+			sts = explicit(body, IsSQLLang(f.lang))
 		} else {
 			sts = findIn(body, depth+1) // markup or JSON inside the fence
 		}
@@ -138,7 +138,7 @@ func findIn(text string, depth int) []Statement {
 			v := clean(l.value)
 			var sts []Statement
 			if looksLikeSQL(v) {
-				sts = explicit(v) // a string holding just a query
+				sts = explicit(v, false) // a string holding just a query
 			} else {
 				sts = findIn(v, depth+1)
 			}
@@ -202,6 +202,14 @@ func scanText(s string) []found {
 		tries++
 		sp, ok := readFrom(s, start)
 		if !ok {
+			if q, end, ok := paragraphQuery(s, start); ok {
+				// A line that starts with SELECT or WITH in capitals, up to
+				// its paragraph's end: the model's query, even misspelt.
+				out = append(out, found{pos: start, st: Statement{SQL: q, AtEnd: strings.TrimSpace(s[end:]) == "",
+					Final: finalProse.MatchString(s[prevEnd:start])}})
+				prevEnd, i = end, end
+				continue
+			}
 			i = start + 1
 			for i < len(s) && isWordByte(s[i]) {
 				i++
@@ -437,13 +445,14 @@ func Readable(text, reasoning string) string {
 // a JSON string that starts with a query): the statements the scanner
 // finds when they cover it, else the text split at its semicolons as it
 // stands, so that a query with a syntax error is still the model's
-// query.
-func explicit(body string) []Statement {
+// query. declared: the envelope says the text is SQL (a ```sql fence, the
+// continuation of one).
+func explicit(body string, declared bool) []Statement {
 	var out []Statement
 	fs := scanText(body)
 	first := strings.TrimLeft(body, " \t\n")
 	leads := len(fs) > 0 && (fs[0].pos == len(body)-len(first) || onlyNoise(body[:fs[0].pos]))
-	if leads || !plausibleQuery(body) {
+	if leads || !plausibleQuery(body, declared) {
 		for _, f := range fs {
 			out = append(out, f.st)
 		}
@@ -465,7 +474,7 @@ var selectCode = regexp.MustCompile(`(?i)\bFROM\b|[(,=*]`)
 // starts as a query does (the scanner refused it, perhaps for a syntax
 // error): WITH's "name AS (", or a SELECT with a FROM or code punctuation
 // and no prose word among its first words.
-func plausibleQuery(body string) bool {
+func plausibleQuery(body string, declared bool) bool {
 	if !looksLikeSQL(body) {
 		return false
 	}
@@ -484,7 +493,8 @@ func plausibleQuery(body string) bool {
 			return false
 		}
 	}
-	return strings.Contains(strings.ToUpper(body), "SELECT") && selectCode.MatchString(body)
+	// In a block declared SQL a query may misspell even its FROM.
+	return declared || strings.Contains(strings.ToUpper(body), "SELECT") && selectCode.MatchString(body)
 }
 
 // onlyNoise reports text with no token but comments, space and ';'.
@@ -586,4 +596,34 @@ func leadingQuery(text string) (end, next int, ok bool) {
 		i += eol + 1
 	}
 	return 0, 0, false
+}
+
+// paragraphQuery reads a paragraph that opens a line with SELECT or WITH
+// written in capitals (a query with a syntax error the scanner refused),
+// up to a blank line or the text's end, if it reads as a query and not as
+// a sentence (plausibleQuery).
+func paragraphQuery(s string, start int) (q string, end int, ok bool) {
+	if !strings.HasPrefix(s[start:], "SELECT") && !strings.HasPrefix(s[start:], "WITH") {
+		return "", 0, false
+	}
+	i := start
+	for i > 0 && (s[i-1] == ' ' || s[i-1] == '\t') {
+		i--
+	}
+	if i > 0 && s[i-1] != '\n' {
+		return "", 0, false
+	}
+	end = len(s)
+	if k := strings.Index(s[start:], "\n\n"); k >= 0 {
+		end = start + k
+	}
+	body := s[start:end]
+	if !plausibleQuery(body, true) {
+		return "", 0, false
+	}
+	sts := sqltext.Split(body, lexOpt)
+	if len(sts) != 1 {
+		return "", 0, false
+	}
+	return strings.TrimSpace(sts[0]), end, true
 }
