@@ -171,7 +171,7 @@ and writes mixed.json.`,
 	f.IntVar(&sc.Votes, "votes", sc.Votes, "candidates per example")
 	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
 	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
-	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating) on the same seed, canonical first; no scaling runs")
+	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating,envelopes) on the same seed, canonical first; no scaling runs")
 	f.StringSliceVar(&traceLevels, "trace", nil, "what each example's trace keeps: full (the default), summary or none; two or more (full,none) compare what tracing costs, one run each, no scaling runs")
 	f.StringSliceVar(&policies, "sampling", nil, "compare candidate sampling policies (fixed,adaptive), one run each per agent (--agents, else --agent) on the same dataset, seed, difficulty mix and quota; no scaling runs")
 	f.StringVar(&sc.Difficulty, "difficulty", sc.Difficulty, "the simulator's mix of easy, medium and hard questions: easy=W,medium=W,hard=W, default, or off (--sampling uses default when unset)")
@@ -236,14 +236,24 @@ func benchConform(cmd *cobra.Command, sc bench.Scenario, names, personas []strin
 		j, _ := json.Marshal(c)
 		fmt.Fprintln(w, string(j))
 	} else {
-		fmt.Fprintf(w, "\n%-9s %-18s %7s %7s %5s %7s %6s %8s %6s %9s  (EX figures are the SIMULATED LLM's)\n", "agent", "persona", "EX", "delta", "lost", "re-asks", "ended", "unread", "errors", "calls/ex")
+		// calls and prompt are against the agent's canonical run; answered
+		// (diff) counts the examples answered, then those answered on one
+		// side only; answers≠ the examples whose final SQL differs.
+		fmt.Fprintf(w, "\n%-9s %-18s %7s %7s %6s %7s %14s %8s %5s %7s %6s %7s %9s %6s %9s  %-7s  (EX figures are the SIMULATED LLM's)\n",
+			"agent", "persona", "EX", "delta", "calls", "prompt", "answered(diff)", "answers≠", "lost", "re-asks", "ended", "unread", "refusals", "errors", "calls/ex", "goal")
 		for _, r := range c.Rows {
-			fmt.Fprintf(w, "%-9s %-18s %7.4f %+7.1f %5d %7d %6d %8d %6d %9.1f\n", r.Agent, r.Persona, r.EX, r.DeltaPoints, r.CandidatesLost, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.LLMErrors, r.CallsPerExample)
+			goal := "met"
+			if !r.Pass {
+				goal = "NOT MET"
+			}
+			fmt.Fprintf(w, "%-9s %-18s %7.4f %+7.1f %6.2f %7.2f %14s %8d %5d %7d %6d %7d %9s %6d %9.1f  %s\n", r.Agent, r.Persona, r.EX, r.DeltaPoints,
+				r.CallsRatio, r.PromptTokensRatio, fmt.Sprintf("%d(%d)", r.Answered, r.AnsweredDiffer), r.AnswersDiffer, r.CandidatesLost, r.FormatReasks,
+				r.EndedEarly, r.VerdictsUnread, fmt.Sprintf("%d/%d", r.Refusals, r.RefusalsSent), r.LLMErrors, r.CallsPerExample, goal)
 		}
 		fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
 	}
 	if !c.Pass {
-		return fmt.Errorf("conformance goal not met: a candidate was lost to format or an EX moved more than %.0f points from canonical (see the table)", c.MaxDeltaPoints)
+		return fmt.Errorf("conformance goal not met: a candidate was lost to format, another example answered, LLM calls or prompt tokens more than %.0f%% from canonical, or an EX more than %.0f points from canonical (see the table)", 100*c.MaxCostRatioDelta, c.MaxDeltaPoints)
 	}
 	return nil
 }

@@ -41,10 +41,12 @@ type memory struct {
 }
 
 type memEntry struct {
-	key  uint64
-	rep  reply
-	cut  bool // the persona cut the reply short (canonical's was whole)
-	size int
+	key uint64
+	rep reply
+	cut bool // the persona cut the reply short (canonical's was whole)
+	// refusal: the persona refused where canonical answered.
+	refusal bool
+	size    int
 }
 
 func newMemory(maxEntries, maxBytes int) *memory {
@@ -59,7 +61,7 @@ func messageKey(prefix uint64, text string, calls []wireToolCall) uint64 {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], prefix)
 	h.Write(b[:])
-	h.Write([]byte(strings.TrimSpace(text)))
+	h.Write([]byte(keyText(text)))
 	for _, c := range calls {
 		h.Write([]byte{1})
 		h.Write([]byte(c.ID))
@@ -69,6 +71,18 @@ func messageKey(prefix uint64, text string, calls []wireToolCall) uint64 {
 		h.Write([]byte(c.Function.Arguments))
 	}
 	return h.Sum64()
+}
+
+// invisible are what a client may drop or rewrite in a reply it echoes
+// (a BOM, zero-width spaces, CRLF, NBSP), so the key does not see them.
+var invisible = strings.NewReplacer("\ufeff", "", "\u200b", "", "\r\n", "\n", "\u00a0", " ")
+
+// keyText is the text a message key hashes.
+func keyText(text string) string {
+	if strings.ContainsAny(text, "\ufeff\u200b\r\u00a0") {
+		text = invisible.Replace(text)
+	}
+	return strings.TrimSpace(text)
 }
 
 var thinkEnd = regexp.MustCompile(`(?i)</think(?:ing)?>`)
@@ -118,6 +132,11 @@ func (m *memory) remember(prefix uint64, dressed, canon reply) {
 	if vis, ok := withoutThink(dressed.text); ok {
 		keys = append(keys, messageKey(prefix, vis, dressed.calls))
 	}
+	if dressed.text == "" && dressed.reasoning != "" {
+		// A reply given only in reasoning_content: an agent may echo it
+		// as the content it read.
+		keys = append(keys, messageKey(prefix, dressed.reasoning, dressed.calls))
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range keys {
@@ -125,7 +144,7 @@ func (m *memory) remember(prefix uint64, dressed, canon reply) {
 			m.bytes -= el.Value.(*memEntry).size
 			m.order.Remove(el)
 		}
-		m.entries[k] = m.order.PushFront(&memEntry{key: k, rep: canon, cut: cut, size: size})
+		m.entries[k] = m.order.PushFront(&memEntry{key: k, rep: canon, cut: cut, refusal: dressed.refusal, size: size})
 		m.bytes += size
 	}
 	for m.order.Len() > 0 && (m.order.Len() > m.maxEntries || m.bytes > m.maxBytes) {
@@ -188,8 +207,8 @@ var exploreReask = regexp.MustCompile(`^You wrote \d+ queries\.`)
 
 // isReask reports whether the messages after an assistant reply only ask
 // for it again: re-ask sentences, tool results saying the reply's
-// arguments could not be read, or (after a cut reply) the same prompt once
-// more.
+// arguments could not be read, or (after a cut reply or a refusal) the
+// same prompt once more; after a refusal, any message of no known kind.
 func isReask(after []wireMessage, prev memEntry, calls []wireToolCall, prevUser string) bool {
 	if len(after) == 0 {
 		return false
@@ -201,7 +220,12 @@ func isReask(after []wireMessage, prev memEntry, calls []wireToolCall, prevUser 
 	for _, m := range after {
 		switch m.Role {
 		case "user":
-			if prev.cut && prevUser != "" && m.Content == prevUser || exploreReask.MatchString(m.Content) {
+			if (prev.cut || prev.refusal) && prevUser != "" && m.Content == prevUser || exploreReask.MatchString(m.Content) {
+				continue
+			}
+			if prev.refusal && Classify(m.Content) == KindUnknown {
+				// After a refusal, a message that asks for no new kind of
+				// answer asks again, in whatever words the agent uses.
 				continue
 			}
 			found := false

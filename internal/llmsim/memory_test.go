@@ -196,7 +196,7 @@ func TestPersonaConversationKeepsTheAnswer(t *testing.T) {
 	if raceEnabled {
 		seeds = 2
 	}
-	for _, p := range PersonaNames()[1:] {
+	for _, p := range listedPersonas() {
 		reasks := 0
 		for _, tc := range cases {
 			for _, e := range examples {

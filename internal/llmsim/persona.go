@@ -34,6 +34,7 @@ const (
 	PersonaDeepSeekReasoner = "deepseek-reasoner"
 	PersonaQwenCoder        = "qwen-coder"
 	PersonaTruncating       = "truncating"
+	PersonaEnvelopes        = "envelopes"
 )
 
 // personaSpecs lists the personas with what each does (a function, so the
@@ -48,6 +49,7 @@ func personaSpecs() [][2]string {
 		{PersonaDeepSeekReasoner, "DeepSeek API deepseek-reasoner: reasoning in reasoning_content (streamed as reasoning deltas), reasoning tokens in usage; content is the answer"},
 		{PersonaQwenCoder, "Qwen2.5-Coder: ```sqlite/```bigquery/```googlesql/```snowflake/```postgresql fences, bare fences or no fence; Python literals and trailing commas in JSON; \"false\" strings and sql for sql_query in tool arguments"},
 		{PersonaTruncating, "a model that runs out of tokens: about 15% of replies end inside their SQL (finish_reason length), cut where the SQL cannot be complete"},
+		{PersonaEnvelopes, "no model in particular: forms composed at random per reply (seeded), not a list; one to three nested wrappers (fences with any info string and attributes, ~~~ and longer runs; tags of random names and attributes, closing tag glued to the query; JSON objects and arrays at random depth under random keys, or the whole reply a JSON object; an indented block; inline backticks), prose before and after, a draft and the answer (last, or the block marked final), CRLF, a BOM, zero-width spaces and NBSPs between SQL tokens; about 10% of replies only in reasoning_content; verdicts nested deeper, sometimes with string booleans; a trailing ; or CRLF in tool arguments' SQL; RAISE commands in <tool_call>, <function=…>, bare JSON calls, backticks, fences or tags, sometimes with a note after; about 2% of SQL answers a refusal in prose that begins with a SQL word (a re-ask gets the answer)"},
 	}
 }
 
@@ -324,6 +326,14 @@ func (s *Server) dress(persona string, req chatRequest, rep *reply, continuing b
 		rep.reasoning = reasoningText(rng, draft)
 	case PersonaQwenCoder:
 		rep.text = qwenText(rng, sh, dialect, single)
+	case PersonaEnvelopes:
+		d := dressEnvelopes(rng, sh, single, draft, rep.again, continuing, opt)
+		rep.text, rep.refusal = d.text, d.refusal
+		if d.reasoning {
+			// As a vLLM reasoning parser leaves it: the whole reply in
+			// reasoning_content, content empty.
+			rep.reasoning, rep.text, rep.inReasoning = d.text, "", true
+		}
 	case PersonaTruncating:
 		// Asked again after a cut ("answer again, briefly"), the answer
 		// fits.
@@ -535,8 +545,9 @@ var sqlQueryKey = regexp.MustCompile(`"sql_query":`)
 // dressCalls rewrites a tool-call reply: gpt-4o and o3 answer content null
 // beside calls (gpt-4o sometimes adds a key the schema lacks), Claude
 // writes a sentence beside them, R1 its reasoning, deepseek-reasoner its
-// reasoning_content, Qwen quotes booleans and says sql for sql_query, and
-// the truncating persona may run out of tokens inside the SQL argument.
+// reasoning_content, Qwen quotes booleans and says sql for sql_query, the
+// truncating persona may run out of tokens inside the SQL argument, and
+// the envelopes persona ends some SQL arguments with ";" or CRLF.
 func (s *Server) dressCalls(persona string, rng *rand.Rand, rep *reply, continuing bool) {
 	c := &rep.calls[0]
 	args := c.Function.Arguments
@@ -561,6 +572,8 @@ func (s *Server) dressCalls(persona string, rng *rand.Rand, rep *reply, continui
 		rep.reasoning = reasoningText(rng, "")
 	case PersonaQwenCoder:
 		args = stringBooleans(sqlQueryKey.ReplaceAllString(args, `"sql":`))
+	case PersonaEnvelopes:
+		args = dressEnvelopeArgs(rng, args)
 	case PersonaTruncating:
 		if !continuing && !rep.again && rng.Float64() < truncateRate {
 			if cut, ok := cutArguments(rng, args); ok {

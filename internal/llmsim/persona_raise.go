@@ -115,8 +115,11 @@ var (
 )
 
 // canonicalCommands rewrites the personas' command forms in a trajectory
-// as "[RUN] cmd(args)"; canonical text comes back unchanged.
+// as "[RUN] cmd(args)"; canonical text comes back unchanged. Calls written
+// as envelopes (persona_envelopes.go) become [RUN] lines first, and their
+// wrappers come off last, once every [RUN] form is the canonical one.
 func canonicalCommands(text string) string {
+	text = envelopeCores(text)
 	if !strings.Contains(text, "[RUN]") {
 		return text
 	}
@@ -129,5 +132,6 @@ func canonicalCommands(text string) string {
 	text = backtickCmd.ReplaceAllString(text, "[RUN] $1")
 	text = semicolonBare.ReplaceAllString(text, "$1$2")
 	text = semicolonCmd.ReplaceAllString(text, "$1$2")
-	return bareNamesCmd.ReplaceAllString(text, "[RUN] read_table_names()$2")
+	text = bareNamesCmd.ReplaceAllString(text, "[RUN] read_table_names()$2")
+	return unwrapCommands(text)
 }

@@ -645,7 +645,12 @@ func TestPExATestcase(t *testing.T) {
 		return p.Probes
 	}
 	fixes := 0
-	for _, e := range ds.Examples {
+	for i, e := range ds.Examples {
+		// Under the race detector, every fourth example (its requests are
+		// several times slower); the run without it (make slow) asks all.
+		if raceEnabled && i%4 != 0 {
+			continue
+		}
 		info := s.know.examples[e.ID]
 		var goldNames []string
 		for _, g := range s.know.goldTables(info) {
@@ -1121,15 +1126,22 @@ func (r *pexaRun) propose(evidence []record) (sql, fb, verdict string) {
 
 // TestPExAEndToEnd runs one pass per demo example with the default noise:
 // every request is recognised, every PExA kind is served and listed in
-// /stats, and the pass has PExA's structure (spec §5.1 item 12).
+// /stats, and the pass has PExA's structure (spec §5.1 item 12). Under the
+// race detector (its requests are several times slower) every fourth
+// example, which serves every kind and keeps the averages in range; the
+// run without it (make slow) passes all.
 func TestPExAEndToEnd(t *testing.T) {
 	t.Parallel()
 	ds := demo(t)
 	db := demoDB(t, ds)
 	s, ts := newSim(t, Config{Dataset: ds, Seed: 21})
 	calls := map[string]int{}
-	rounds, probes, right := 0, 0, 0
+	rounds, probes, right, passes := 0, 0, 0, 0
 	for i, e := range ds.Examples {
+		if raceEnabled && i%4 != 0 {
+			continue
+		}
+		passes++
 		r := &pexaRun{t: t, url: ts.URL, s: s, db: db, e: e, seed: int64(1000 * i), calls: calls}
 		sql := r.pass()
 		rounds += r.rounds
@@ -1138,13 +1150,13 @@ func TestPExAEndToEnd(t *testing.T) {
 			right++
 		}
 	}
-	n := float64(len(ds.Examples))
+	n := float64(passes)
 	total := 0
 	for _, c := range calls {
 		total += c
 	}
 	t.Logf("%d passes: %.2f rounds per pass, %.2f probes per round, %.1f LLM calls per pass %v, %.2f verifications per pass, %d gold answers",
-		len(ds.Examples), float64(rounds)/n, float64(probes)/float64(rounds), float64(total)/n, calls, float64(calls["verify"])/n, right)
+		passes, float64(rounds)/n, float64(probes)/float64(rounds), float64(total)/n, calls, float64(calls["verify"])/n, right)
 	if rp := float64(rounds) / n; rp < 1 || rp > 1.6 {
 		t.Errorf("%.2f generate rounds per pass", rp)
 	}

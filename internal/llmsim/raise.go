@@ -200,7 +200,11 @@ func (s *Server) raiseReply(rep *reply, req chatRequest, msgs []llm.Message, all
 	rng := raiseRNG(s.cfg.Seed, reqSeed, string(rep.kind), model, all)
 	switch rep.kind {
 	case KindRAISEAgent:
-		rep.text = s.raiseAgent(reqSeed, rep.info, msgs, first, model, req.persona)
+		text, inReasoning := s.raiseAgent(reqSeed, rep.info, msgs, first, model, req.persona)
+		rep.text = text
+		if inReasoning {
+			rep.reasoning, rep.text, rep.inReasoning = text, "", true
+		}
 	case KindRAISEFinal:
 		boost := 0.6 + 0.4*s.raiseCoverage(rep.info, prompt)
 		rep.text = sqlBlock("Using what the operations show about the tables and values, the query is:", s.sqlFor(rng, rep.info, s.drawBoosted(rng, rep.info, boost)))
@@ -676,8 +680,9 @@ func (s *Server) raisePlan(rng *rand.Rand, info *exampleInfo) []raiseStep {
 // position (after ~2,000 tokens of filler with probability Ramble, never
 // right after a nudge), or its final answer once the script is done or the
 // trajectory was told to finish; continued after the model's own partial
-// text when there is one.
-func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Message, first int, model, persona string) string {
+// text when there is one. inReasoning: the persona writes the segment in
+// reasoning_content (the envelopes persona, sometimes).
+func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Message, first int, model, persona string) (text string, inReasoning bool) {
 	tr := readTrail(msgs, first)
 	opening := ""
 	if tr.position > 0 {
@@ -694,7 +699,14 @@ func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Messag
 	}
 	if persona != PersonaCanonical && persona != "" {
 		prng := raiseRNG(s.cfg.Seed, reqSeed, "raise_persona", persona, info.ex.ID, opening, strconv.Itoa(tr.position), strconv.FormatBool(tr.nudged))
-		seg = dressSegment(prng, persona, seg, string(info.ex.Dialect))
+		if persona == PersonaEnvelopes {
+			seg = envelopeSegment(prng, seg, info.ex.Dialect.LexOptions())
+			// A segment that continues the model's own text stays where
+			// that text is.
+			inReasoning = tr.partial == "" && prng.Float64() < envReasoningRate
+		} else {
+			seg = dressSegment(prng, persona, seg, string(info.ex.Dialect))
+		}
 	}
 	if ramble {
 		seg = s.filler(rng, model) + "\n\n" + seg
@@ -707,7 +719,7 @@ func (s *Server) raiseAgent(reqSeed uint64, info *exampleInfo, msgs []llm.Messag
 			seg = strings.TrimSpace(phrase) + "\n" + seg
 		}
 	}
-	return continueSegment(seg, tr.partial)
+	return continueSegment(seg, tr.partial), inReasoning
 }
 
 // continueSegment is what follows the model's partial text in seg. The

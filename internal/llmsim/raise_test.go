@@ -394,7 +394,9 @@ func checkRun(t *testing.T, label string, r run, least, most int) {
 // transports, two rounds each: every command parses and runs on the demo
 // database, each ends with an answer after 4 to 12 commands; the final,
 // retry and column prompts get one SQL block each; /stats counts every
-// request under its RAISE kind and none as unknown.
+// request under its RAISE kind and none as unknown. Every fourth example;
+// every eighth under the race detector (its requests are several times
+// slower), the run without it (make slow) asks them all.
 func TestRAISETrajectories(t *testing.T) {
 	t.Parallel()
 	ds := demoSet(t)
@@ -404,7 +406,11 @@ func TestRAISETrajectories(t *testing.T) {
 	agentCalls, finals, refines, columns := 0, 0, 0, 0
 	distinctRuns := map[string]bool{}
 	total, runs := 0, 0
-	for i := 0; i < len(ds.Examples); i += 4 {
+	step := 4
+	if llmsim.RaceEnabled {
+		step = 8
+	}
+	for i := 0; i < len(ds.Examples); i += step {
 		e := ds.Examples[i]
 		for _, multi := range []bool{false, true} {
 			for round := range 2 {
@@ -611,7 +617,9 @@ func TestRAISEAgentContinuation(t *testing.T) {
 // TestRAISEFinalCoverage: the final models' gold rate grows with the gold
 // tables the operations' commands name (read_table_names' output, which
 // lists every table, does not count), and the three models answer
-// differently.
+// differently. 60 seeds an example; 20 under the race detector (its
+// requests are several times slower), the run without it (make slow) asks
+// all 60.
 func TestRAISEFinalCoverage(t *testing.T) {
 	t.Parallel()
 	ds := demoSet(t)
@@ -625,9 +633,13 @@ func TestRAISEFinalCoverage(t *testing.T) {
 	listing := raise.Op{Command: "read_table_names()", Output: strings.Join(names, "\n")}
 	gold := map[bool]int{}
 	differ := 0
+	seeds := 60
+	if llmsim.RaceEnabled {
+		seeds = 20
+	}
 	for id, table := range tables {
 		e := example(t, ds, id)
-		for i := range 60 {
+		for i := range seeds {
 			sd := int64(i)
 			for _, covered := range []bool{false, true} {
 				ops := []raise.Op{listing}

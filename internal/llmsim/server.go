@@ -217,6 +217,10 @@ type reply struct {
 	nullContent     bool
 	// again: the reply answers a re-ask of an earlier one (memory.go).
 	again bool
+	// refusal: the persona wrote a refusal instead of the SQL answer;
+	// inReasoning: it wrote the whole reply in reasoning (text empty), so
+	// the stop sequences and the completion bound apply there.
+	refusal, inReasoning bool
 	// cachedTokens of the prompt came from the prompt cache (cache.go).
 	cachedTokens int
 }
@@ -289,6 +293,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.stats.count(rep.kind, rep.info == nil, len(rep.calls) > 0, prompt, completion)
+	if rep.refusal {
+		s.stats.refusals.Add(1)
+	}
 	if stall {
 		s.stats.faults.Add(1)
 	}
@@ -385,6 +392,15 @@ func (s *Server) personaReply(req chatRequest, choice toolChoice) (reply, *reply
 // complete applies the stop sequences and the completion bound to a reply
 // and returns its completion tokens.
 func (s *Server) complete(req chatRequest, rep *reply) int {
+	if rep.inReasoning && rep.text == "" && len(rep.calls) == 0 {
+		// A reasoning parser splits what the model generated, which the
+		// stop and the bound cut as they would the text.
+		moved := *rep
+		moved.text, moved.reasoning, moved.inReasoning, moved.reasoningTokens = rep.reasoning, "", false, 0
+		n := s.complete(req, &moved)
+		rep.reasoning, rep.finish, rep.reasoningTokens = moved.text, moved.finish, n
+		return n
+	}
 	if len(rep.calls) == 0 {
 		cut := -1
 		for _, stop := range req.Stop {
@@ -718,10 +734,14 @@ type Stats struct {
 	CompletionTokens int64          `json:"completion_tokens"`
 	// ToolCalls counts, by kind, the requests answered with a tool call.
 	ToolCalls map[Kind]int64 `json:"tool_calls_by_kind"`
+	// Refusals counts the replies a persona wrote as refusals (prose, no
+	// query) where canonical's held the SQL answer.
+	Refusals int64 `json:"refusals_sent"`
 }
 
 type stats struct {
 	requests, rateLimited, faults atomic.Int64
+	refusals                      atomic.Int64
 	mu                            sync.Mutex
 	byKind, toolCalls             map[Kind]int64
 	unknownExample                int64
@@ -747,7 +767,8 @@ func (s *Server) Stats() Stats {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
 	out := Stats{Requests: s.stats.requests.Load(), RateLimited: s.stats.rateLimited.Load(), Faults: s.stats.faults.Load(),
-		ByKind: map[Kind]int64{}, ToolCalls: map[Kind]int64{}, UnknownExample: s.stats.unknownExample, PromptTokens: s.stats.prompt, CompletionTokens: s.stats.completion}
+		ByKind: map[Kind]int64{}, ToolCalls: map[Kind]int64{}, UnknownExample: s.stats.unknownExample, PromptTokens: s.stats.prompt, CompletionTokens: s.stats.completion,
+		Refusals: s.stats.refusals.Load()}
 	for k, v := range s.stats.byKind {
 		out.ByKind[k] = v
 	}

@@ -256,8 +256,13 @@ type Report struct {
 	Paper PaperFigures `json:"paper"`
 	// Redis is what Redis held before the run and once it ended.
 	Redis *RedisFigures `json:"redis,omitempty"`
-	// Run is the run's run.json, for the HTML report.
+	// RefusalsSent are the replies the simulator wrote as refusals (a
+	// persona's; canonical writes none).
+	RefusalsSent int64 `json:"refusals_sent,omitempty"`
+	// Run is the run's run.json, for the HTML report; Out the folder
+	// holding its answers (<instance_id>.sql), which conformance compares.
 	Run *outputs.Report `json:"-"`
+	Out string          `json:"-"`
 }
 
 // RedisFigures is what Redis held before runs and once they ended. The
@@ -440,6 +445,7 @@ func runTimed(ctx context.Context, sc Scenario, examples, generators int, limite
 	clk.lap("coordinator")
 	st := r.sim.Stats()
 	rep := measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited)
+	rep.Out = cfg.Out
 	if rep.Redis, err = redisFigures(ctx, r.cl.Redis, before, cfg.Manifest.Run); err != nil {
 		return nil, err
 	}
@@ -623,7 +629,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 	r := &Report{Scenario: sc, Examples: t.Examples, Wall: t.WallSeconds, RateLimited: st.RateLimited, Redeliveries: cn.redeliveries,
 		FailedExamples: t.Failed, LLMCalls: st.Requests - st.RateLimited - st.Faults, PromptTokens: st.PromptTokens,
 		CompletionTokens: st.CompletionTokens, WarehouseQueries: t.Cost.Queries, HighConf: t.HighConf, LowConf: t.LowConf,
-		PerStage: map[string]StageCost{}, Run: out}
+		PerStage: map[string]StageCost{}, Run: out, RefusalsSent: st.Refusals}
 	n := float64(max(1, t.Examples))
 	for _, e := range out.Examples {
 		r.Candidates += e.Candidates

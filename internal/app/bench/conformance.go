@@ -6,16 +6,24 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
-// MaxDeltaPoints is the conformance goal: under every persona an agent's
-// simulated EX stays within this many points of its canonical EX.
-const MaxDeltaPoints = 2.0
+// The conformance goal: under every persona an agent's simulated EX
+// stays within MaxDeltaPoints points of its canonical EX, and its LLM calls
+// and prompt tokens within MaxCostRatioDelta of its canonical run's (a
+// reply read as it was meant costs what canonical's costs; a re-ask, a
+// lost trajectory or a re-sent envelope shows here first).
+const (
+	MaxDeltaPoints    = 2.0
+	MaxCostRatioDelta = 0.05
+)
 
 // Conformance is every agent run under every persona of the simulator on
 // the same dataset and seed: whether the agents read what real models
@@ -28,11 +36,11 @@ type Conformance struct {
 	// Rows are agent × persona, personas in the order given, canonical
 	// first.
 	Rows []ConformanceRow `json:"rows"`
-	// Pass: no candidate lost to format and every delta within
-	// MaxDeltaPoints.
-	Pass           bool      `json:"pass"`
-	MaxDeltaPoints float64   `json:"max_delta_points"`
-	Runs           []*Report `json:"-"`
+	// Pass: every row's goal met (ConformanceRow.Pass).
+	Pass              bool      `json:"pass"`
+	MaxDeltaPoints    float64   `json:"max_delta_points"`
+	MaxCostRatioDelta float64   `json:"max_cost_ratio_delta"`
+	Runs              []*Report `json:"-"`
 }
 
 // ConformanceRow is one agent under one persona.
@@ -55,7 +63,29 @@ type ConformanceRow struct {
 	LLMErrors       int     `json:"llm_errors"`
 	CallsPerExample float64 `json:"llm_calls_per_example"`
 	FailedExamples  int     `json:"failed_examples"`
-	Pass            bool    `json:"pass"`
+	// The run's LLM calls and prompt tokens (the simulator's counts), and
+	// each against the same agent's canonical run (1 = the same; 0 when
+	// canonical's is 0).
+	LLMCalls          int64   `json:"llm_calls"`
+	PromptTokens      int64   `json:"prompt_tokens"`
+	CallsRatio        float64 `json:"llm_calls_ratio"`
+	PromptTokensRatio float64 `json:"prompt_tokens_ratio"`
+	// Answered examples; AnsweredDiffer are those answered in this run or
+	// the canonical one but not both; AnswersDiffer those whose final SQL,
+	// normalized (sqltext.Normalize: spacing, keyword case, comments,
+	// trailing ;), differs from canonical's, an unanswered side included.
+	Answered       int `json:"answered"`
+	AnsweredDiffer int `json:"answered_differ"`
+	AnswersDiffer  int `json:"answers_differ"`
+	// Refusals are the replies the agent recorded as refusals (pkg/cost),
+	// RefusalsSent those the simulator wrote: fewer recorded than sent
+	// means a refusal was read as something else, such as a query to run.
+	Refusals     int   `json:"refusals"`
+	RefusalsSent int64 `json:"refusals_sent"`
+	// Pass: no candidate lost to format, the same examples answered as
+	// canonical, calls and prompt tokens within MaxCostRatioDelta of
+	// canonical's and EX within MaxDeltaPoints.
+	Pass bool `json:"pass"`
 }
 
 // Conform runs sc once per agent per persona (no scaling runs), canonical
@@ -75,8 +105,8 @@ func Conform(ctx context.Context, sc Scenario, agentNames, personas []string, wo
 	if len(agentNames) == 0 {
 		agentNames = []string{sc.agent()}
 	}
-	c := &Conformance{Scenario: sc, Agents: agentNames, Personas: ps, Pass: true, MaxDeltaPoints: MaxDeltaPoints}
-	canonical := map[string]float64{}
+	c := &Conformance{Scenario: sc, Agents: agentNames, Personas: ps, Pass: true, MaxDeltaPoints: MaxDeltaPoints, MaxCostRatioDelta: MaxCostRatioDelta}
+	canonical := map[string]baseline{}
 	for _, p := range ps {
 		s := sc
 		s.Persona = p
@@ -86,11 +116,14 @@ func Conform(ctx context.Context, sc Scenario, agentNames, personas []string, wo
 		}
 		for i, r := range cmp.Runs {
 			row := conformanceRow(cmp.Agents[i].Agent, p, r)
-			if p == llmsim.PersonaCanonical {
-				canonical[row.Agent] = row.EX
+			answers, err := finalAnswers(r)
+			if err != nil {
+				return nil, fmt.Errorf("persona %s, agent %s: %w", p, row.Agent, err)
 			}
-			row.DeltaPoints = 100 * (row.EX - canonical[row.Agent])
-			row.Pass = row.CandidatesLost == 0 && math.Abs(row.DeltaPoints) <= MaxDeltaPoints+1e-9
+			if p == llmsim.PersonaCanonical {
+				canonical[row.Agent] = baseline{row, answers}
+			}
+			judge(&row, answers, canonical[row.Agent])
 			c.Pass = c.Pass && row.Pass
 			c.Rows = append(c.Rows, row)
 			c.Runs = append(c.Runs, r)
@@ -99,17 +132,96 @@ func Conform(ctx context.Context, sc Scenario, agentNames, personas []string, wo
 	return c, nil
 }
 
+// baseline is an agent's canonical run: its row and its final answers.
+type baseline struct {
+	row     ConformanceRow
+	answers map[string]string
+}
+
+// judge sets a row's figures against its agent's canonical run, and
+// whether it meets the goal.
+func judge(row *ConformanceRow, answers map[string]string, base baseline) {
+	row.DeltaPoints = 100 * (row.EX - base.row.EX)
+	row.CallsRatio = ratio(row.LLMCalls, base.row.LLMCalls)
+	row.PromptTokensRatio = ratio(row.PromptTokens, base.row.PromptTokens)
+	row.AnsweredDiffer, row.AnswersDiffer = compareAnswers(answers, base.answers)
+	row.Pass = row.CandidatesLost == 0 && row.AnsweredDiffer == 0 &&
+		withinRatio(row.CallsRatio) && withinRatio(row.PromptTokensRatio) &&
+		math.Abs(row.DeltaPoints) <= MaxDeltaPoints+1e-9
+}
+
+// ratio is x against base (1 when both are 0, 0 when only base is).
+func ratio(x, base int64) float64 {
+	switch {
+	case base > 0:
+		return float64(x) / float64(base)
+	case x == 0:
+		return 1
+	}
+	return 0
+}
+
+func withinRatio(r float64) bool { return math.Abs(r-1) <= MaxCostRatioDelta+1e-9 }
+
+// finalAnswers are a run's answered examples' final SQL, normalized, by
+// instance id (the answers folder's <id>.sql).
+func finalAnswers(r *Report) (map[string]string, error) {
+	out := map[string]string{}
+	if r.Run == nil {
+		return out, nil
+	}
+	for _, e := range r.Run.Examples {
+		if e.Status != "answered" {
+			continue
+		}
+		sql := ""
+		if r.Out != "" {
+			b, err := os.ReadFile(filepath.Join(r.Out, e.InstanceID+".sql"))
+			if err != nil {
+				return nil, fmt.Errorf("answer of %s: %w", e.InstanceID, err)
+			}
+			sql = string(b)
+		}
+		out[e.InstanceID] = sqltext.Normalize(sql, sqltext.DialectOptions(sqltext.Dialect(e.Dialect)))
+	}
+	return out, nil
+}
+
+// compareAnswers counts the examples answered on one side only, and those
+// whose answers differ (the one-sided ones included).
+func compareAnswers(got, want map[string]string) (answered, differ int) {
+	for id, sql := range got {
+		w, ok := want[id]
+		if !ok {
+			answered++
+		}
+		if !ok || w != sql {
+			differ++
+		}
+	}
+	for id := range want {
+		if _, ok := got[id]; !ok {
+			answered++
+			differ++
+		}
+	}
+	return answered, differ
+}
+
 func conformanceRow(agent, persona string, r *Report) ConformanceRow {
 	row := ConformanceRow{Agent: agent, Persona: persona, Examples: r.Examples, EX: r.EX,
-		CallsPerExample: r.CallsPerExample, FailedExamples: r.FailedExamples}
+		CallsPerExample: r.CallsPerExample, FailedExamples: r.FailedExamples,
+		LLMCalls: r.LLMCalls, PromptTokens: r.PromptTokens, RefusalsSent: r.RefusalsSent}
 	if r.Run == nil {
 		return row
 	}
+	row.Answered = r.Run.Totals.Answered
 	for _, e := range r.Run.Examples {
 		row.CandidatesLost += e.Cost.FormatLost
 		row.FormatReasks += e.Cost.FormatReasks
 		row.EndedEarly += e.Cost.FormatEnded
 		row.VerdictsUnread += e.Cost.VerdictsUnread
+		row.Refusals += e.Cost.Refusals
 		row.LLMErrors += e.Cost.LLMErrors
 	}
 	return row
@@ -122,15 +234,16 @@ func ConformanceHTML(w io.Writer, c *Conformance) error {
 	}
 	var b strings.Builder
 	b.WriteString(`<p class="note">Every figure here comes from the <b>simulated LLM</b> (llmsim) speaking as each persona: the forms are real models', the answers are the simulator's. It shows whether an agent reads what real models write, not how accurate a real model is.</p>`)
-	b.WriteString(`<table id="conformance-table"><tr><th>agent</th><th>persona</th><th>EX (simulated)</th><th>Δ vs canonical</th><th>candidates lost to format</th><th>format re-asks</th><th>ended early</th><th>verdicts unread</th><th>LLM errors</th><th>calls / example</th><th>goal</th></tr>`)
+	b.WriteString(`<table id="conformance-table"><tr><th>agent</th><th>persona</th><th>EX (simulated)</th><th>Δ vs canonical</th><th>LLM calls vs canonical</th><th>prompt tokens vs canonical</th><th>answered (≠ canonical)</th><th>answers ≠ canonical</th><th>candidates lost to format</th><th>format re-asks</th><th>ended early</th><th>verdicts unread</th><th>refusals recorded / sent</th><th>LLM errors</th><th>calls / example</th><th>goal</th></tr>`)
 	for _, r := range c.Rows {
 		verdict := "met"
 		if !r.Pass {
 			verdict = "NOT MET"
 		}
-		fmt.Fprintf(&b, `<tr class="conformance-row"><td>%s</td><td>%s</td><td>%.1f%%</td><td>%+.1f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%.1f</td><td>%s</td></tr>`,
-			template.HTMLEscapeString(r.Agent), template.HTMLEscapeString(r.Persona), 100*r.EX, r.DeltaPoints, r.CandidatesLost, r.FormatReasks,
-			r.EndedEarly, r.VerdictsUnread, r.LLMErrors, r.CallsPerExample, verdict)
+		fmt.Fprintf(&b, `<tr class="conformance-row"><td>%s</td><td>%s</td><td>%.1f%%</td><td>%+.1f</td><td>×%.2f</td><td>×%.2f</td><td>%d (%d)</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d / %d</td><td>%d</td><td>%.1f</td><td>%s</td></tr>`,
+			template.HTMLEscapeString(r.Agent), template.HTMLEscapeString(r.Persona), 100*r.EX, r.DeltaPoints, r.CallsRatio, r.PromptTokensRatio,
+			r.Answered, r.AnsweredDiffer, r.AnswersDiffer, r.CandidatesLost, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.Refusals, r.RefusalsSent,
+			r.LLMErrors, r.CallsPerExample, verdict)
 	}
 	b.WriteString(`</table>`)
 	last := c.Runs[len(c.Runs)-1]
@@ -139,5 +252,5 @@ func ConformanceHTML(w io.Writer, c *Conformance) error {
 		rep = last.Run
 	}
 	return outputs.WriteHTML(w, rep, &outputs.Extra{Title: "conformance of " + strings.Join(c.Agents, ", ") + " under " + strings.Join(c.Personas, ", ") + "; the run below is the last",
-		Lead: []outputs.Section{{ID: "conformance", Heading: fmt.Sprintf("Agents under real models' forms (goal: 0 candidates lost, EX within %.0f points of canonical)", c.MaxDeltaPoints), HTML: template.HTML(b.String())}}})
+		Lead: []outputs.Section{{ID: "conformance", Heading: fmt.Sprintf("Agents under real models' forms (goal: 0 candidates lost, the same examples answered, LLM calls and prompt tokens within %.0f%% and EX within %.0f points of canonical)", 100*c.MaxCostRatioDelta, c.MaxDeltaPoints), HTML: template.HTML(b.String())}}})
 }

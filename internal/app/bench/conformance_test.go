@@ -3,11 +3,15 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 // TestConformanceUnderPersonas runs every agent under personas that write
@@ -42,8 +46,12 @@ func TestConformanceUnderPersonas(t *testing.T) {
 		if r.CandidatesLost != 0 {
 			t.Errorf("%s under %s lost %d candidates to the form of its replies", r.Agent, r.Persona, r.CandidatesLost)
 		}
-		if r.Persona == llmsim.PersonaCanonical && (r.FormatReasks != 0 || r.EndedEarly != 0 || r.VerdictsUnread != 0 || r.DeltaPoints != 0) {
-			t.Errorf("%s under canonical: %d re-asks, %d ended early, %d verdicts unread, delta %.1f; want all 0", r.Agent, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.DeltaPoints)
+		if r.Persona == llmsim.PersonaCanonical && (r.FormatReasks != 0 || r.EndedEarly != 0 || r.VerdictsUnread != 0 || r.DeltaPoints != 0 ||
+			r.AnswersDiffer != 0 || r.AnsweredDiffer != 0 || r.RefusalsSent != 0 || r.CallsRatio != 1 || r.PromptTokensRatio != 1 || r.LLMCalls == 0) {
+			t.Errorf("%s under canonical: %+v; want no re-ask, early end, unread verdict, delta, differing answer or refusal, and ratios of 1", r.Agent, r)
+		}
+		if r.Answered == 0 || r.CallsRatio <= 0 || r.PromptTokensRatio <= 0 {
+			t.Errorf("%s under %s: %d answered, ratios %.2f %.2f", r.Agent, r.Persona, r.Answered, r.CallsRatio, r.PromptTokensRatio)
 		}
 		if r.LLMErrors != 0 {
 			t.Errorf("%s under %s: %d LLM calls failed", r.Agent, r.Persona, r.LLMErrors)
@@ -60,5 +68,78 @@ func TestConformanceUnderPersonas(t *testing.T) {
 	}
 	if n := strings.Count(html.String(), `class="conformance-row"`); n != len(c.Rows) {
 		t.Errorf("report.html has %d conformance rows, want %d", n, len(c.Rows))
+	}
+}
+
+// TestConformanceJudge: a row against its agent's canonical run: the
+// ratios, the answers compared normalized, and the goal.
+func TestConformanceJudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(sub string, answers map[string]string) *Report {
+		out := filepath.Join(dir, sub)
+		if err := os.MkdirAll(out, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		run := &outputs.Report{}
+		for id, sql := range answers {
+			run.Examples = append(run.Examples, outputs.Example{InstanceID: id, Dialect: "sqlite", Status: "answered"})
+			if err := os.WriteFile(filepath.Join(out, id+".sql"), []byte(sql+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run.Examples = append(run.Examples, outputs.Example{InstanceID: "none", Dialect: "sqlite", Status: "no_answer"})
+		run.Totals.Answered = len(answers)
+		return &Report{Run: run, Out: out, LLMCalls: 100, PromptTokens: 10000, EX: 0.5}
+	}
+	canonRep := write("canon", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"})
+	canonAnswers, err := finalAnswers(canonRep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := baseline{conformanceRow("reforce", "canonical", canonRep), canonAnswers}
+	tests := []struct {
+		name                    string
+		answers                 map[string]string
+		calls, prompt           int64
+		lost                    int
+		ex                      float64
+		wantAnswered, wantDiffs int
+		wantPass                bool
+	}{
+		{"same, written otherwise", map[string]string{"a": "select x\r\nFROM t;", "b": "-- answer\nSELECT  y FROM u"}, 103, 10400, 0, 0.5, 0, 0, true},
+		{"another answer", map[string]string{"a": "SELECT z FROM t", "b": "SELECT y FROM u"}, 100, 10000, 0, 0.5, 0, 1, true},
+		{"one example fewer", map[string]string{"a": "SELECT x FROM t"}, 100, 10000, 0, 0.5, 1, 1, false},
+		{"calls 6% more", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 106, 10000, 0, 0.5, 0, 0, false},
+		{"prompt tokens 6% fewer", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 9400, 0, 0.5, 0, 0, false},
+		{"a candidate lost", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 10000, 1, 0.5, 0, 0, false},
+		{"EX 3 points lower", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 10000, 0, 0.47, 0, 0, false},
+	}
+	for i, tt := range tests {
+		rep := write(fmt.Sprint("p", i), tt.answers)
+		rep.LLMCalls, rep.PromptTokens, rep.EX = tt.calls, tt.prompt, tt.ex
+		row := conformanceRow("reforce", llmsim.PersonaEnvelopes, rep)
+		row.CandidatesLost = tt.lost
+		answers, err := finalAnswers(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		judge(&row, answers, base)
+		if row.AnsweredDiffer != tt.wantAnswered || row.AnswersDiffer != tt.wantDiffs || row.Pass != tt.wantPass ||
+			row.CallsRatio != float64(tt.calls)/100 || row.PromptTokensRatio != float64(tt.prompt)/10000 {
+			t.Errorf("%s: answered differ %d, answers differ %d, ratios %.2f %.2f, pass %v; want %d, %d, %v",
+				tt.name, row.AnsweredDiffer, row.AnswersDiffer, row.CallsRatio, row.PromptTokensRatio, row.Pass, tt.wantAnswered, tt.wantDiffs, tt.wantPass)
+		}
+	}
+	c := &Conformance{Rows: []ConformanceRow{base.row}, Runs: []*Report{canonRep}, Agents: []string{"reforce"}, Personas: []string{"canonical"},
+		MaxDeltaPoints: MaxDeltaPoints, MaxCostRatioDelta: MaxCostRatioDelta}
+	var html bytes.Buffer
+	if err := ConformanceHTML(&html, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"LLM calls vs canonical", "prompt tokens vs canonical", "answers ≠ canonical", "refusals recorded / sent", "within 5%"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
 	}
 }
