@@ -527,8 +527,7 @@ func fences(text string) []fence {
 			line = text[i : i+eol]
 		}
 		m := fenceLine.FindStringSubmatch(line)
-		if m == nil || strings.TrimSpace(m[3]) != "" && !strings.HasPrefix(strings.TrimSpace(m[3]), "{") &&
-			!strings.Contains(m[3], "=") && !strings.HasPrefix(m[3], " ") {
+		if m == nil {
 			if eol < 0 {
 				break
 			}
@@ -536,11 +535,31 @@ func fences(text string) []fence {
 			continue
 		}
 		f := fence{start: i, lang: strings.ToLower(m[2])}
+		rest := m[3]
+		if k := strings.Index(rest, m[1][:3]); k >= 0 {
+			// "```sql SELECT 1 ```": the block opens and closes on its line.
+			at := i + len(line) - len(rest)
+			f.bodyStart, f.bodyEnd, f.end, f.closed = at, at+k, i+len(line), true
+			if f.lang != "" && !IsSQLLang(f.lang) && looksLikeSQL(m[2]+rest) {
+				f.bodyStart, f.lang = at-len(m[2]), "" // "```SELECT 1```"
+			}
+			out = append(out, f)
+			if eol < 0 {
+				break
+			}
+			i += eol + 1
+			continue
+		}
 		if eol < 0 {
 			break // a fence opening the last line: no body
 		}
 		f.bodyStart = i + eol + 1
 		j := f.bodyStart
+		if looksLikeSQL(rest) {
+			f.bodyStart = i + len(line) - len(rest) // the code starts on the fence's line
+		} else if f.lang != "" && !IsSQLLang(f.lang) && looksLikeSQL(m[2]+rest) {
+			f.bodyStart, f.lang = i+len(line)-len(rest)-len(m[2]), ""
+		}
 		f.bodyEnd, f.end = len(text), len(text)
 		for j < len(text) {
 			e := strings.IndexByte(text[j:], '\n')
