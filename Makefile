@@ -10,7 +10,7 @@ REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo check test slow deps deps-demo race plain bench chaos lint generate clean deploy-check jaeger web-vendor
+.PHONY: all build demo check test slow deps deps-demo race plain bench chaos lint generate clean deploy-check jaeger web-vendor fuzz
 
 all: build
 
@@ -85,10 +85,12 @@ web-vendor:
 	(cd $$tmp && grep -v '^#\|^package' $(CURDIR)/$(WEB_VENDOR)/PIN | sha256sum -c -) && rm -rf $$tmp && echo "$$pkg: the vendored copy is the package's"
 
 # RACE are the packages with concurrency: make test runs each of them once,
-# under the race detector; every other package once, plain (PLAIN).
+# under the race detector; every other package once, plain (PLAIN). The
+# roles (internal/runtime/...) renew leases, fetch and vote in goroutines of
+# their own.
 MODULE := github.com/quorumsql/quorum
 RACE   := internal/service internal/rdb pkg/warehouse pkg/eval internal/ratelimit pkg/llm \
-	internal/llmsim pkg/agents internal/queue pkg/runtime internal/app/serve
+	internal/llmsim pkg/agents internal/queue pkg/runtime internal/runtime internal/app/serve
 empty  :=
 space  := $(empty) $(empty)
 RACE_PKGS  = $(addprefix ./,$(addsuffix /...,$(RACE)))
@@ -104,9 +106,10 @@ LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 check: lint
 	$(GO) test -short -timeout 10m ./...
 
-# test runs three steps, each even when an earlier one failed: go test
+# test runs four steps, each even when an earlier one failed: go test
 # over the packages without concurrency (plain), the race detector over
-# those with it, and the deploy files' check: every package once (a line
+# those with it, the deploy files' check and the reader's fuzz targets
+# (fuzz): every package once (a line
 # per package as it finishes; the roles' JSON logs are kept out). Its last
 # lines give each step's outcome and the ten slowest packages; it fails if
 # any step fails.
@@ -119,6 +122,7 @@ test: deps lint
 	  step "go test:" $(MAKE) --no-print-directory plain; \
 	  step "race:" $(MAKE) --no-print-directory race; \
 	  step "deploy-check:" $(MAKE) --no-print-directory deploy-check; \
+	  step "fuzz:" $(MAKE) --no-print-directory fuzz; \
 	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \
 	  echo "slowest packages:"; grep -E "^(ok|FAIL)[[:space:]]" $$log | awk -F"\t" "{t=\$$3; sub(/s\$$/, \"\", t); printf \"  %8.1fs  %s\\n\", t, \$$2}" | sort -rn | head -10; \
 	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s; steps:$$summary"; \
@@ -129,6 +133,14 @@ test: deps lint
 # slower).
 plain:
 	$(GO) test -count=1 -timeout 20m -skip '^$(LEAK)$$' $(PLAIN_PKGS)
+
+# fuzz runs the reply reader's fuzz targets for a bounded time each (make
+# test): envelopes composed around every gold query must give the query
+# back, and arbitrary bytes must not panic. FUZZTIME longer finds more.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./pkg/reply/
+	$(GO) test -run '^$$' -fuzz '^FuzzReaderNoPanic$$' -fuzztime $(FUZZTIME) ./pkg/reply/
 
 # deploy-check decodes the Kubernetes manifests strictly into the Kubernetes
 # and KEDA API types, loads docker-compose.yml with the compose-spec loader
@@ -148,11 +160,13 @@ race:
 # packages with concurrency once more without the race detector (the
 # experiments the race detector's slowness cuts to a subset run whole
 # there: raceEnabled), the timing experiments and rate figures
-# (QUORUM_SLOW), serve's 2,000-question cancel soak and 1,000 cancel cycles
-# (QUORUM_SOAK, QUORUM_CANCEL_CYCLES), and the long chaos scenarios (make
-# chaos).
+# (QUORUM_SLOW; pkg/outputs: the report page's time to interactive;
+# internal/cli: no 429 from three endpoints behind their quotas), serve's
+# 2,000-question cancel soak and 1,000 cancel cycles (QUORUM_SOAK,
+# QUORUM_CANCEL_CYCLES), and the long chaos scenarios (make chaos).
 slow: deps
-	QUORUM_SLOW=1 QUORUM_SOAK=1 QUORUM_CANCEL_CYCLES=1000 $(GO) test -count=1 -timeout 30m $(RACE_PKGS) ./internal/app/bench/
+	QUORUM_SLOW=1 QUORUM_SOAK=1 QUORUM_CANCEL_CYCLES=1000 $(GO) test -count=1 -timeout 30m $(RACE_PKGS) ./internal/app/bench/ ./pkg/outputs/
+	QUORUM_SLOW=1 $(GO) test -count=1 -run '^TestRAISEOnThreeEndpoints$$' ./internal/cli/
 	$(MAKE) --no-print-directory chaos
 
 # bench runs the standard scenario (Spider 2.0's size, 547 examples x 8

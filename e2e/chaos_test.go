@@ -22,6 +22,7 @@ import (
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
+	twait "github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
 // natsProcess is a nats-server process with JetStream on a file store, so
@@ -60,14 +61,15 @@ func (n *natsProcess) start() {
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	for i := 0; i < 100; i++ {
-		if nc, err := nats.Connect(n.url()); err == nil {
+	if !twait.Until(30*time.Second, func() bool {
+		nc, err := nats.Connect(n.url())
+		if err == nil {
 			nc.Close()
-			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	}) {
+		n.t.Fatal("nats-server did not start within 30 s")
 	}
-	n.t.Fatal("nats-server did not start")
 }
 
 func (n *natsProcess) kill() {
@@ -299,7 +301,7 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 				killed = append(killed, "voter")
 			case 3:
 				rsrv.Stop()
-				time.Sleep(plan.outage)
+				time.Sleep(plan.outage) //clock:ok the scenario: Redis down this long; the check is the answers
 				if rsrv, err = localredis.Start(localredis.Options{Dir: rdir, AppendOnly: true, Port: rport}); err != nil {
 					t.Fatal(err)
 				}

@@ -26,6 +26,7 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	twait "github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
@@ -235,13 +236,7 @@ func (c *cluster) killInFlight(held map[string]<-chan struct{}, procs map[string
 // waitFor polls cond (a state another process changes) until it holds.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	twait.For(t, d, what, cond)
 }
 
 func newCluster(t *testing.T) *cluster {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
@@ -73,9 +74,14 @@ func interruptAndResume(t *testing.T, mix llmsim.Difficulty, extra ...string) (s
 	}
 	ts := httptest.NewServer(sim)
 	defer ts.Close()
+	// The tasks the interrupted run held come back to the resumed one
+	// after --ack-wait: 10 s, not the default minute the resume would
+	// otherwise wait out (a task heartbeats, so a slow machine does not
+	// see one redelivered early).
 	args := func(runID, out string) []string {
 		return append([]string{"run", "--dataset", demo, "--limit", "16", "--run-id", runID, "--out", out,
-			"--llm-base-url", ts.URL + "/v1", "--llm-api-key", "test", "--max-in-flight", "4", "--log-level", "error"}, extra...)
+			"--llm-base-url", ts.URL + "/v1", "--llm-api-key", "test", "--max-in-flight", "4", "--log-level", "error",
+			"--ack-wait", "10s"}, extra...)
 	}
 	clean := filepath.Join(t.TempDir(), "clean")
 	if log, err := run(t, args("clean", clean)...); err != nil {
@@ -92,15 +98,10 @@ func interruptAndResume(t *testing.T, mix llmsim.Difficulty, extra ...string) (s
 	cmd.SetErr(&buf)
 	cmd.SetArgs(args("interrupted", out))
 	go func() {
-		// Interrupt once some examples are final, others not.
-		for {
-			entries, _ := os.ReadDir(out)
-			if len(entries) >= 6 {
-				cancel()
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// Interrupt once some examples are final, others not (or after
+		// the wait's bound: the checks below then say what went wrong).
+		wait.Until(5*time.Minute, func() bool { entries, _ := os.ReadDir(out); return len(entries) >= 6 })
+		cancel()
 	}()
 	err = cmd.ExecuteContext(ctx)
 	var ee *exitError

@@ -25,6 +25,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -130,7 +131,7 @@ func TestClusterRoleProcessesLeaveNoGoroutine(t *testing.T) {
 	start, before := time.Now(), goleak.IgnoreCurrent()
 	defer func() {
 		goleak.VerifyNone(t, before)
-		t.Logf("%d lives of each role process in %s", lives, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("%d lives of each role process in %s", lives, time.Since(start).Round(100*time.Millisecond)) //clock:ok logged, not asserted
 	}()
 
 	join := []string{"--nats-url", natsSrv, "--redis-url", redisSrv.URL(), "--log-level", "error", "--ack-wait", "5s"}
@@ -157,12 +158,12 @@ func TestClusterRoleProcessesLeaveNoGoroutine(t *testing.T) {
 			// Interrupted once its example's first round is published.
 			run := fmt.Sprintf("leak-%d", i)
 			published := func() {
-				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-					if tasks, err := state.Tasks(context.Background(), run, ds.Examples[0].ID, "reforce"); err == nil && len(tasks) > 0 {
-						return
-					}
+				if !wait.Until(30*time.Second, func() bool {
+					tasks, err := state.Tasks(context.Background(), run, ds.Examples[0].ID, "reforce")
+					return err == nil && len(tasks) > 0
+				}) {
+					t.Errorf("coordinator life %d published no task within 30s", i)
 				}
-				t.Errorf("coordinator life %d published no task within 30s", i)
 			}
 			roleLifeFor(t, published, interrupted, append([]string{"coordinator", "--run-id", run, "--dataset", demo,
 				"--limit", "1", "--votes", "2", "--out", filepath.Join(out, "coordinator", fmt.Sprint(i))}, coordJoin...)...)
@@ -206,6 +207,7 @@ func interrupted(err error) bool { return exitCode(err) == exitAborted }
 // it work a moment, interrupts it and checks how it ended (or how it
 // ended by itself first).
 func roleLife(t *testing.T, ok func(error) bool, args ...string) {
+	//clock:ok the scenario: the role works a moment before its interrupt; the check is what it leaves
 	roleLifeFor(t, func() { time.Sleep(100 * time.Millisecond) }, ok, args...)
 }
 
@@ -317,13 +319,24 @@ func serveLife(t *testing.T, args []string, question string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streamed := make(chan error, 1)
+	// serve stops once the stream has sent its first event: it is
+	// following the question.
+	streamed, first := make(chan error, 1), make(chan struct{})
 	go func() {
 		defer resp.Body.Close()
-		_, err := io.Copy(io.Discard, resp.Body)
+		b := make([]byte, 1)
+		_, err := io.ReadFull(resp.Body, b)
+		close(first)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
 		streamed <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the event stream sent nothing within 30 s")
+	}
 	s.close()
 	select {
 	case err := <-streamed:

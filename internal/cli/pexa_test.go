@@ -12,11 +12,13 @@ import (
 // simulated LLM, through the embedded NATS and a real redis-server,
 // answers every example; run.json accounts PExA's four stages; the summary
 // prints EX and EX@4. quorum solve --agent pexa runs the same tasks in
-// process and reaches the same answers.
+// process and reaches the same answers. Six examples: each check is per
+// example, and PExA over the whole demo is internal/llmsim's
+// TestPExAEndToEnd.
 func TestPExAAnswersTheDemo(t *testing.T) {
 	t.Parallel()
 	runOut := filepath.Join(t.TempDir(), "run")
-	log, err := run(t, "run", "--dataset", demo, "--agent", "pexa", "--limit", "12", "--out", runOut, "--run-id", "pexa", "--log-level", "error")
+	log, err := run(t, "run", "--dataset", demo, "--agent", "pexa", "--limit", "6", "--out", runOut, "--run-id", "pexa", "--log-level", "error")
 	if err != nil {
 		t.Fatalf("quorum run --agent pexa: %v\n%s", err, log)
 	}
@@ -27,7 +29,7 @@ func TestPExAAnswersTheDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Agent != "pexa" || rep.Totals.Examples != 12 || rep.Totals.Answered != 12 {
+	if rep.Agent != "pexa" || rep.Totals.Examples != 6 || rep.Totals.Answered != 6 {
 		t.Fatalf("run.json: agent %s, %+v", rep.Agent, rep.Totals)
 	}
 	for _, e := range rep.Examples {
@@ -41,7 +43,7 @@ func TestPExAAnswersTheDemo(t *testing.T) {
 		}
 	}
 	solveOut := filepath.Join(t.TempDir(), "solve")
-	log, err = run(t, "solve", "--dataset", demo, "--agent", "pexa", "--limit", "12", "--out", solveOut)
+	log, err = run(t, "solve", "--dataset", demo, "--agent", "pexa", "--limit", "6", "--out", solveOut)
 	if err != nil {
 		t.Fatalf("quorum solve --agent pexa: %v\n%s", err, log)
 	}

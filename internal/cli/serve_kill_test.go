@@ -24,6 +24,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )
 
@@ -89,23 +90,19 @@ func TestServeKillAnswersEveryQuestionOnce(t *testing.T) {
 	// (about 28 calls), so that some rounds are done and others in flight.
 	const killAfterCalls = 12
 	var before map[string]*serve.Question
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	if !wait.Until(2*time.Minute, func() bool {
 		before = killGetAll(t, hc, base, ids)
 		running, finished := killCount(before)
 		if finished > 0 && running == 0 {
 			t.Fatalf("every question finished before serve could be killed (%d LLM calls): the simulated LLM is too fast for this test", calls.Load())
 		}
-		if running > 0 && running+finished == len(ids) && calls.Load() >= int64(killAfterCalls) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("questions did not start within 2 minutes (%d running, %d finished, %d LLM calls)\n%s", running, finished, calls.Load(), first.logTail())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return running > 0 && running+finished == len(ids) && calls.Load() >= int64(killAfterCalls)
+	}) {
+		running, finished := killCount(before)
+		t.Fatalf("questions did not start within 2 minutes (%d running, %d finished, %d LLM calls)\n%s", running, finished, calls.Load(), first.logTail())
 	}
 	callsAtKill := calls.Load()
-	killedAfter := time.Since(asked)
+	killedAfter := time.Since(asked) //clock:ok logged, not asserted
 	orphans := first.kill(t)
 	running, finished := killCount(before)
 	loggedAtKill := killLogLines(t, filepath.Join(stateDir, "questions.jsonl"))
@@ -119,28 +116,24 @@ func TestServeKillAnswersEveryQuestionOnce(t *testing.T) {
 	restarted := time.Now()
 	second := startKillServe(t, bin, args, filepath.Join(logs, "serve-2.log"))
 	second.waitReady(t, hc, base)
-	readyAfter := time.Since(restarted)
+	readyAfter := time.Since(restarted) //clock:ok logged, not asserted
 	var after map[string]*serve.Question
-	deadline = time.Now().Add(3 * time.Minute)
-	for {
+	if !wait.Until(3*time.Minute, func() bool {
 		after = killGetAll(t, hc, base, ids)
-		if _, fin := killCount(after); fin == len(ids) {
-			break
-		}
-		if time.Now().After(deadline) {
-			var pending []string
-			for _, id := range ids {
-				if !after[id].Terminal() {
-					pending = append(pending, id+" "+after[id].Status)
-				}
+		_, fin := killCount(after)
+		return fin == len(ids)
+	}) {
+		var pending []string
+		for _, id := range ids {
+			if !after[id].Terminal() {
+				pending = append(pending, id+" "+after[id].Status)
 			}
-			t.Fatalf("%d of %d questions still unfinished 3 minutes after the restart: %v\n%s", len(pending), len(ids), pending, second.logTail())
 		}
-		time.Sleep(100 * time.Millisecond)
+		t.Fatalf("%d of %d questions still unfinished 3 minutes after the restart: %v\n%s", len(pending), len(ids), pending, second.logTail())
 	}
-	recovered := time.Since(restarted)
+	recovered := time.Since(restarted) //clock:ok logged, not asserted
 	t.Logf("restarted serve ready in %v; every question finished %v after the restart (%v after they were asked); %d LLM calls after the kill",
-		readyAfter.Round(time.Millisecond), recovered.Round(time.Millisecond), time.Since(asked).Round(time.Millisecond), calls.Load()-callsAtKill)
+		readyAfter.Round(time.Millisecond), recovered.Round(time.Millisecond), time.Since(asked).Round(time.Millisecond), calls.Load()-callsAtKill) //clock:ok logged, not asserted
 
 	// Every question answered, with SQL and rows.
 	for i, id := range ids {
@@ -173,26 +166,21 @@ func TestServeKillAnswersEveryQuestionOnce(t *testing.T) {
 	// is stored: wait for every id's, then stop serve so that nothing more
 	// can be written, and count.
 	logPath := filepath.Join(stateDir, "questions.jsonl")
-	deadline = time.Now().Add(time.Minute)
-	for {
+	missing := 0
+	if !wait.Until(time.Minute, func() bool {
 		count := map[string]int{}
 		for _, l := range killLogLines(t, logPath) {
 			count[l.ID]++
 		}
-		missing := 0
+		missing = 0
 		for _, id := range ids {
 			if count[id] == 0 {
 				missing++
 			}
 		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d of %d answered questions are still not in the question log a minute after their answer", missing, len(ids))
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return missing == 0
+	}) {
+		t.Errorf("%d of %d answered questions are still not in the question log a minute after their answer", missing, len(ids))
 	}
 	second.stop()
 	logged := killLogLines(t, logPath)
@@ -410,24 +398,21 @@ func startKillServe(t *testing.T, bin string, args []string, log string) *killSe
 // waitReady polls until the API answers, failing early if serve exits.
 func (s *killServe) waitReady(t *testing.T, hc *http.Client, base string) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var err error
+	if !wait.Until(90*time.Second, func() bool {
 		select {
 		case <-s.exited:
 			t.Fatalf("quorum serve exited before it was ready: %v\n%s", s.cmd.ProcessState, s.logTail())
 		default:
 		}
-		resp, err := hc.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		var resp *http.Response
+		if resp, err = hc.Get(base + "/readyz"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("quorum serve not ready after 90 s (last: %v)\n%s", err, s.logTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("quorum serve not ready after 90 s (last: %v)\n%s", err, s.logTail())
 	}
 }
 
@@ -454,13 +439,9 @@ func (s *killServe) kill(t *testing.T) []string {
 	}
 	// The children are reparented on serve's death: wait until they are
 	// gone (or zombies, which hold no port or file).
-	deadline := time.Now().Add(30 * time.Second)
 	for _, k := range kids {
-		for killAlive(k) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d did not die of SIGKILL within 30 s", k)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !wait.Until(30*time.Second, func() bool { return !killAlive(k) }) {
+			t.Fatalf("process %d did not die of SIGKILL within 30 s", k)
 		}
 	}
 	return names

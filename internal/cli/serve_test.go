@@ -20,6 +20,7 @@ import (
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
 
@@ -130,17 +131,11 @@ func (c *client) get(id string) *serve.Question {
 // wait polls until the question is finished.
 func (c *client) wait(id string) *serve.Question {
 	c.t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		q := c.get(id)
-		if q.Terminal() {
-			return q
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("question %s still %s after 3 minutes", id, q.Status)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var q *serve.Question
+	if !wait.Until(3*time.Minute, func() bool { q = c.get(id); return q.Terminal() }) {
+		c.t.Fatalf("question %s still %s after 3 minutes", id, q.Status)
 	}
+	return q
 }
 
 const (
@@ -230,13 +225,16 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 		if again := a.ask(body, "Idempotency-Key", "order-30"); again != id {
 			t.Fatalf("the resend got id %s, want %s", again, id)
 		}
-		time.Sleep(time.Second)
-		if n := calls.Load(); n != before {
-			t.Errorf("the resend made %d LLM calls", n-before)
+		// Without the key, the same question is new work. Its whole life
+		// is the window in which work the resend started would call the
+		// LLM: every call since the resend must be the new question's.
+		other := a.ask(body)
+		if other == id {
+			t.Fatal("a question without the key reused the keyed one's id")
 		}
-		// Without the key, the same question is new work.
-		if other := a.ask(body); other == id {
-			t.Error("a question without the key reused the keyed one's id")
+		q := a.wait(other)
+		if n := calls.Load() - before; n != int64(q.Cost.LLMCalls) {
+			t.Errorf("%d LLM calls since the resend, %d of them the new question's: the resend did work", n, q.Cost.LLMCalls)
 		}
 	})
 
@@ -253,18 +251,23 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 	t.Run("cancel stops the tasks", func(t *testing.T) {
 		e := demoDS.Examples[40]
 		id := a.ask(map[string]any{"db": e.DB, "question": e.Question, "external_knowledge": e.ExternalKnowledge, "votes": 8, "cache": false})
-		for a.get(id).Status == serve.Queued {
-			time.Sleep(20 * time.Millisecond)
-		}
+		wait.For(t, 3*time.Minute, "the question to start", func() bool { return a.get(id).Status != serve.Queued })
 		code, _, out := a.do("DELETE", "/v1/questions/"+id, nil)
 		if code != http.StatusOK || !strings.Contains(string(out), `"status":"cancelled"`) {
 			t.Fatalf("DELETE: %d %s", code, out)
 		}
-		time.Sleep(2 * time.Second) // running calls end; queued tasks are dropped
+		// Two questions asked after the cancel, one after the other, are
+		// its windows: the workers reach their tasks only past the
+		// cancelled one's (running calls end, queued tasks are dropped,
+		// during the first); every call during the second is its own.
+		fresh := func(e *dataset.Example) *serve.Question {
+			return a.wait(a.ask(map[string]any{"db": e.DB, "question": e.Question, "external_knowledge": e.ExternalKnowledge, "cache": false}))
+		}
+		fresh(demoDS.Examples[41])
 		settled := calls.Load()
-		time.Sleep(2 * time.Second)
-		if n := calls.Load() - settled; n != 0 {
-			t.Errorf("%d LLM calls after the cancel settled: its tasks go on", n)
+		q := fresh(demoDS.Examples[42])
+		if n := calls.Load() - settled; n != int64(q.Cost.LLMCalls) {
+			t.Errorf("%d LLM calls after the cancel settled, %d of them another question's: its tasks go on", n, q.Cost.LLMCalls)
 		}
 		if q := a.get(id); q.Status != serve.Cancelled {
 			t.Errorf("status %s after the cancel", q.Status)
@@ -457,14 +460,7 @@ func TestServeLiveSchema(t *testing.T) {
 	}
 	rw.Close()
 	newTable := filepath.Join(state, "live", "resource", "databases", "sqlite", "shop", "gift_cards.json")
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := os.Stat(newTable); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new table was not read within 30 s")
-		}
-	}
+	wait.For(t, 30*time.Second, "the new table to be read", func() bool { _, err := os.Stat(newTable); return err == nil })
 	if q := c.wait(c.ask(body)); q.Cached || q.Status != serve.Answered {
 		t.Errorf("after the schema changed: %s cached=%v, want a fresh answer", q.Status, q.Cached)
 	}

@@ -15,4 +15,9 @@
 //     neither the warehouses nor the evaluator.
 //   - the seam imports no machinery, and an agent reaches the runtime only
 //     through it.
+//
+// Its other test (clock_test.go) keeps the wall clock out of the tests
+// (issue 51): no time.Sleep, time.Since, time.Until or compared Sub in a
+// *_test.go file outside a synctest bubble, unless a //clock:ok comment
+// says why it asserts nothing about elapsed time.
 package layout

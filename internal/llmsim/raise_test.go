@@ -504,6 +504,9 @@ func TestRAISETrajectories(t *testing.T) {
 
 // TestRAISEAgentCommandsBound: the script keeps within AgentCommands,
 // padding short scripts and cutting long ones (local025 reads 14 tables).
+// Under the race detector (its requests are several times slower) the
+// shortest and the longest script only; the run without it (make slow)
+// adds local008.
 func TestRAISEAgentCommandsBound(t *testing.T) {
 	t.Parallel()
 	ds := demoSet(t)
@@ -524,7 +527,11 @@ func TestRAISEAgentCommandsBound(t *testing.T) {
 		}
 		_, url := startSim(t, ds, 4, noise)
 		c := raiseClient(t, url)
-		for _, id := range []string{"local001", "local008", "local025"} {
+		ids := []string{"local001", "local008", "local025"}
+		if llmsim.RaceEnabled {
+			ids = []string{"local001", "local025"}
+		}
+		for _, id := range ids {
 			r := trajectory(t, c, tools, example(t, ds, id), false, 0)
 			checkRun(t, fmt.Sprintf("%s with %s", id, name), r, bound[0], bound[1])
 		}
@@ -534,7 +541,10 @@ func TestRAISEAgentCommandsBound(t *testing.T) {
 // TestRAISERamble: with Ramble 1 every step is first cut at 1,400 tokens
 // ("length", usage = the cut count, no command in it); after the nudge the
 // script continues at the same position, without rambling again, so the
-// commands are those of the script and each position has one nudge.
+// commands are those of the script and each position has one nudge. Each
+// example through both transports; under the race detector (its requests
+// are several times slower) through one, alternating, so both are still
+// run; the run without it (make slow) runs both for each.
 func TestRAISERamble(t *testing.T) {
 	t.Parallel()
 	ds := demoSet(t)
@@ -542,8 +552,11 @@ func TestRAISERamble(t *testing.T) {
 	c := raiseClient(t, url)
 	tools, _ := demoTools(t, ds)
 	tok := llm.NewTokenizer()
-	for _, id := range []string{"local002", "local007", "local016"} {
+	for i, id := range []string{"local002", "local007", "local016"} {
 		for _, multi := range []bool{false, true} {
+			if llmsim.RaceEnabled && multi != (i%2 == 1) {
+				continue
+			}
 			label := fmt.Sprintf("%s multi=%v", id, multi)
 			r := trajectory(t, c, tools, example(t, ds, id), multi, 0)
 			checkRun(t, label, r, 4, 12)

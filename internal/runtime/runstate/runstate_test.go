@@ -32,10 +32,11 @@ func TestOnceComputesOnce(t *testing.T) {
 				defer wg.Done()
 				// The scenario: callers arrive over a few milliseconds,
 				// some just as the holder lets go of its lease.
+				//clock:ok staggers the arrivals (the scenario); the check is the count of computations
 				time.Sleep(time.Duration(i%4) * time.Millisecond)
 				v, err := s.Once(ctx, "run", "ex", "agent", name, func(context.Context) (string, error) {
 					computed.Add(1)
-					time.Sleep(2 * time.Millisecond) // the scenario: a computation that takes a while
+					time.Sleep(2 * time.Millisecond) //clock:ok the scenario: a computation that holds the lease a while
 					return name + "!", nil
 				})
 				if err != nil || v != name+"!" {

@@ -54,6 +54,22 @@ func TestFor(t *testing.T) {
 	}
 }
 
+func TestUntil(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	go func() {
+		for range 3 {
+			n.Add(1)
+		}
+	}()
+	if !wait.Until(10*time.Second, func() bool { return n.Load() == 3 }) {
+		t.Error("a condition that comes true: Until returned false")
+	}
+	if wait.Until(30*time.Millisecond, func() bool { return false }) {
+		t.Error("a condition that never holds: Until returned true")
+	}
+}
+
 func TestRecv(t *testing.T) {
 	t.Parallel()
 	ch := make(chan int, 1)

@@ -22,6 +22,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -150,20 +151,18 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 	}
 }
 
-// waitDrained waits until the consumers have nothing pending.
+// waitDrained waits until the consumers have nothing pending (ctx, the
+// test's, bounds the wait: Pending fails once it ends).
 func waitDrained(t *testing.T, ctx context.Context, cl *cluster.Cluster, consumers ...string) {
 	t.Helper()
 	for _, consumer := range consumers {
-		for {
+		wait.For(t, 2*time.Minute, consumer+" to have nothing pending", func() bool {
 			n, err := cl.Env.Queue.Pending(ctx, consumer)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n == 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return n == 0
+		})
 	}
 }
 
@@ -308,14 +307,12 @@ func TestRedisOutageSpendsNoDeliveries(t *testing.T) {
 	}()
 	// Take Redis away once work is under way, bring it back on its port
 	// with its append-only file.
-	for {
-		if entries, _ := os.ReadDir(out); len(entries) >= 2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, "work under way (2 entries in the output folder)", func() bool {
+		entries, _ := os.ReadDir(out)
+		return len(entries) >= 2
+	})
 	srv.Stop()
-	time.Sleep(6 * time.Second)
+	time.Sleep(6 * time.Second) //clock:ok the scenario: Redis down 6 s; the checks are the answers and deliveries
 	if srv, err = localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Port: port}); err != nil {
 		t.Fatal(err)
 	}
