@@ -597,6 +597,11 @@ func dressEnvelopes(rng *rand.Rand, sh shape, single bool, draft string, again, 
 // answer last; or the answer introduced as final, then the draft.
 func (e *envelope) blocks(body, draft, intro, after string) string {
 	ws := e.chain(payloadSQL, body+e.nl+draft)
+	for try := 0; try < 8 && strings.Contains(strings.ToLower(wrap(ws, "")), "final"); try++ {
+		// The draft shares the answer's wrappers: one named "final" would
+		// mark the draft final too, which no model means.
+		ws = e.chain(payloadSQL, body+e.nl+draft)
+	}
 	if e.chance(2) {
 		return e.join(intro, wrap(ws, draft),
 			pick(e.rng, []string{"Actually, ", "Wait, ", "On second thought, ", "Hmm, "})+

@@ -21,6 +21,9 @@ type Statement struct {
 	// AtEnd: nothing follows it but space (a reply cut by the token limit
 	// may have stopped inside it, at a point that happens to be complete).
 	AtEnd bool
+	// keyFinal: a JSON key names it final ("final_sql"); weaker than prose
+	// ("For comparison, my first attempt was: {"final": …}").
+	keyFinal bool
 }
 
 // Find returns the statements of a reply in order: its visible text
@@ -101,14 +104,14 @@ func findIn(text string, depth int) []Statement {
 	for _, f := range fences(text[base:]) {
 		f.start, f.end, f.bodyStart, f.bodyEnd = f.start+base, f.end+base, f.bodyStart+base, f.bodyEnd+base
 		body := text[f.bodyStart:f.bodyEnd]
-		if !IsSQLLang(f.lang) && !(f.lang == "" && looksLikeSQL(body)) {
-			continue
-		}
 		var sts []Statement
-		if looksLikeSQL(body) {
-			sts = explicit(body, IsSQLLang(f.lang))
-		} else {
-			sts = findIn(body, depth+1) // markup or JSON inside the fence
+		switch declared := IsSQLLang(f.lang); {
+		case looksLikeSQL(body):
+			sts = explicit(body, declared)
+		case declared && looksLikeSQL(peel(body)):
+			sts = explicit(peel(body), true) // <output>…</output> in a ```sql block
+		default:
+			sts = findIn(body, depth+1) // another language, markup, JSON, a fence inside
 		}
 		for i, st := range sts {
 			st.AtEnd = !f.closed && i == len(sts)-1
@@ -137,13 +140,14 @@ func findIn(text string, depth int) []Statement {
 		for _, l := range r.leaves {
 			v := clean(l.value)
 			var sts []Statement
-			if looksLikeSQL(v) {
-				sts = explicit(v, false) // a string holding just a query
+			if p := peel(v); looksLikeSQL(p) {
+				sts = explicit(p, false) // a string holding just a query
 			} else {
 				sts = findIn(v, depth+1)
 			}
 			for _, st := range sts {
-				st.Final = st.Final || marked || finalKey.MatchString(l.path)
+				st.Final = st.Final || marked
+				st.keyFinal = st.keyFinal || finalKey.MatchString(l.path)
 				fs = append(fs, found{pos: r.start, st: st})
 			}
 		}
@@ -202,9 +206,14 @@ func scanText(s string) []found {
 		tries++
 		sp, ok := readFrom(s, start)
 		if !ok {
-			if q, end, ok := paragraphQuery(s, start); ok {
+			q, end, ok := paragraphQuery(s, start)
+			if !ok {
+				q, end, ok = taggedQuery(s, start)
+			}
+			if ok {
 				// A line that starts with SELECT or WITH in capitals, up to
-				// its paragraph's end: the model's query, even misspelt.
+				// its paragraph's end, or a tag's whole content: the model's
+				// query, even misspelt.
 				out = append(out, found{pos: start, st: Statement{SQL: q, AtEnd: strings.TrimSpace(s[end:]) == "",
 					Final: finalProse.MatchString(s[prevEnd:start])}})
 				prevEnd, i = end, end
@@ -536,6 +545,9 @@ func fences(text string) []fence {
 		}
 		f := fence{start: i, lang: strings.ToLower(m[2])}
 		rest := m[3]
+		if strings.HasPrefix(rest, "=") {
+			f.lang, rest = "", m[2]+rest // "``` linenums=\"3\"": attributes, no language
+		}
 		if k := strings.Index(rest, m[1][:3]); k >= 0 {
 			// "```sql SELECT 1 ```": the block opens and closes on its line.
 			at := i + len(line) - len(rest)
@@ -567,7 +579,7 @@ func fences(text string) []fence {
 			if e >= 0 {
 				l = text[j : j+e]
 			}
-			if isClosing(l, m[1]) {
+			if isClosing(l, m[1]) || isClosing(tagsOff(l), m[1]) {
 				f.bodyEnd, f.closed = j, true
 				f.end = j + len(l)
 				break
@@ -636,6 +648,17 @@ func paragraphQuery(s string, start int) (q string, end int, ok bool) {
 	if k := strings.Index(s[start:], "\n\n"); k >= 0 {
 		end = start + k
 	}
+	for j := start; j < end; {
+		nl := strings.IndexByte(s[j:end], '\n')
+		if nl < 0 {
+			break
+		}
+		j += nl + 1
+		if l := strings.TrimLeft(s[j:end], " \t"); strings.HasPrefix(l, "```") || strings.HasPrefix(l, "~~~") {
+			end = j - 1 // a fence closes the paragraph
+			break
+		}
+	}
 	body := s[start:end]
 	if !plausibleQuery(body, true) {
 		return "", 0, false
@@ -645,4 +668,75 @@ func paragraphQuery(s string, start int) (q string, end int, ok bool) {
 		return "", 0, false
 	}
 	return strings.TrimSpace(sts[0]), end, true
+}
+
+// peel removes what wraps a whole text: markup tags at its start and end,
+// backquotes, quotes, CDATA, fences, so that a declared SQL block's query
+// inside them is read as declared.
+func peel(s string) string {
+	for {
+		t := strings.TrimSpace(s)
+		switch {
+		case strings.HasPrefix(t, "<![CDATA[") && strings.HasSuffix(t, "]]>"):
+			t = t[len("<![CDATA[") : len(t)-len("]]>")]
+		case strings.HasPrefix(t, "<") && tagLen(t) > 0:
+			t = t[tagLen(t):]
+			if k := strings.LastIndex(t, "</"); k >= 0 && tagLen(t[k:]) == len(t)-k {
+				t = t[:k]
+			}
+		case len(t) >= 2 && strings.IndexByte("`'\"", t[0]) >= 0 && t[len(t)-1] == t[0]:
+			t = strings.Trim(t, t[:1])
+		case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
+			if nl := strings.IndexByte(t, '\n'); nl >= 0 {
+				t = strings.TrimRight(t[nl+1:], " \t\n")
+				t = strings.TrimSuffix(strings.TrimSuffix(t, "```"), "~~~")
+			}
+		default:
+			return t
+		}
+		if t == strings.TrimSpace(s) {
+			return t
+		}
+		s = t
+	}
+}
+
+var tagRun = regexp.MustCompile(`</?[A-Za-z][A-Za-z0-9_:.-]*(?:[ \t][^<>\n]*)?>`)
+
+// tagsOff is a line without its markup tags ("~~~</answer>" closes a
+// fence).
+func tagsOff(line string) string { return tagRun.ReplaceAllString(line, "") }
+
+// taggedQuery reads the whole content of a markup tag that starts with a
+// query (<answer>SELECT … FORM t</answer>), if it reads as one query
+// (plausibleQuery) that the scanner refused.
+func taggedQuery(s string, start int) (q string, end int, ok bool) {
+	k := start
+	for k > 0 && (s[k-1] == ' ' || s[k-1] == '\t' || s[k-1] == '\n') {
+		k--
+	}
+	if k == 0 || s[k-1] != '>' {
+		return "", 0, false
+	}
+	lt := strings.LastIndexByte(s[:k], '<')
+	if lt < 0 || tagLen(s[lt:]) != k-lt || s[lt+1] == '/' {
+		return "", 0, false
+	}
+	name := s[lt+1 : k-1]
+	if i := strings.IndexAny(name, " \t=/>"); i >= 0 {
+		name = name[:i]
+	}
+	closeAt := strings.Index(s[start:], "</"+name+">")
+	if closeAt < 0 {
+		return "", 0, false
+	}
+	body := s[start : start+closeAt]
+	if !plausibleQuery(body, false) {
+		return "", 0, false
+	}
+	sts := sqltext.Split(body, lexOpt)
+	if len(sts) != 1 {
+		return "", 0, false
+	}
+	return strings.TrimSpace(sts[0]), start + closeAt, true
 }

@@ -216,7 +216,7 @@ func SQLWithReasoning(text, reasoning, finish string) (string, error) {
 }
 
 func pick(sts []Statement, text, finish string) (string, error) {
-	var last, final *Statement
+	var last, final, keyFinal *Statement
 	for i := range sts {
 		if sts[i].Cut {
 			continue
@@ -225,6 +225,12 @@ func pick(sts []Statement, text, finish string) (string, error) {
 		if sts[i].Final {
 			final = &sts[i]
 		}
+		if sts[i].keyFinal {
+			keyFinal = &sts[i]
+		}
+	}
+	if final == nil {
+		final = keyFinal
 	}
 	// Cut by the token limit: the last statement runs to the end, or the
 	// reply ends inside a fence.
