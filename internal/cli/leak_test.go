@@ -334,7 +334,7 @@ func serveLife(t *testing.T, args []string, question string) {
 	}()
 	select {
 	case <-first:
-	case <-time.After(2 * time.Minute): // a hang guard: the stream waits on its first byte:
+	case <-time.After(2 * time.Minute): // a hang guard: the stream waits on its first byte
 		t.Fatal("the event stream sent nothing within 2 minutes")
 	}
 	s.close()
