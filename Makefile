@@ -98,6 +98,22 @@ PLAIN_PKGS = $(shell $(GO) list ./... | grep -vE '^$(MODULE)/($(subst $(space),|
 # LEAK starts and stops every role process 20 times and finds no goroutine
 # left: it runs once, in the race step.
 LEAK := TestClusterRoleProcessesLeaveNoGoroutine
+# NORACE are tests of the RACE packages that compute over data in one
+# goroutine (every gold query through a persona, 1.5 MB hostile CSVs, long
+# tokenizer runs): the race detector makes them 5-15x slower and checks
+# nothing their packages' concurrent tests do not. The race step skips
+# them and the plain step runs them in NORACE_PKGS, so each runs once
+# (a name that matches nothing runs under race, as before);
+# internal/layout checks that every name is a test of NORACE_PKGS.
+NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/
+NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLongRunsIsLinear \
+	TestTrajectoryThroughTheSimulator TestPersonaForms TestRAISETrajectories TestPersonaKeepsTheAnswer \
+	TestCanonicalGolden TestPExATestcase TestRAISEColumns TestEnvelopesForms \
+	TestPersonaConversationKeepsTheAnswer TestPExAPlannerNoProposer TestRAISEAgentCommandsBound \
+	TestRAISERamble TestPExAEndToEnd TestRAISEFinalCoverage TestPersonasReadByTheReader \
+	TestRAISETrajectoryUnderPersonas TestEnvelopeCommands TestPExAPlanner TestPExAMostPromising \
+	TestRAISECommandForms TestCanonicalPersonaIsCanonical
+NORACE_RE = ^($(subst $(space),|,$(strip $(NORACE))))$$
 
 # check is the fast tier, for every change: gofmt, vet, the layout rules and
 # every test that starts no server, process, browser or long experiment
@@ -106,33 +122,37 @@ LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 check: lint
 	$(GO) test -short -timeout 10m ./...
 
-# test runs four steps, each even when an earlier one failed: go test
-# over the packages without concurrency (plain), the race detector over
-# those with it, the deploy files' check and the reader's fuzz targets
-# (fuzz): every package once (a line
-# per package as it finishes; the roles' JSON logs are kept out). Its last
-# lines give each step's outcome and the ten slowest packages; it fails if
-# any step fails.
+# test runs four steps in two lanes at once, each step even when an
+# earlier one failed: the race detector over the packages with concurrency
+# (race) beside go test over those without (plain), then the deploy
+# files' check and the reader's fuzz targets (fuzz). The race lane is CPU
+# bound; the plain lane's longest package (e2e) mostly waits on its
+# processes, so side by side they finish well before one after the other.
+# Every package runs once (a line per package as it finishes; the roles'
+# JSON logs are kept out). Its last lines give each step's outcome and the
+# ten slowest packages; it fails if any step fails.
 test: deps lint
-	@bash -c 'start=$$(date +%s); log=$$(mktemp); rc=0; summary=; \
-	  step() { name=$$1; shift; s=$$(date +%s); \
-	    { "$$@" 2>&1; echo "$$?" >$$log.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$log; \
-	    r=$$(cat $$log.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; rc=1; fi; \
-	    summary="$$summary $$name $$o in $$(( $$(date +%s) - s ))s;"; }; \
-	  step "go test:" $(MAKE) --no-print-directory plain; \
-	  step "race:" $(MAKE) --no-print-directory race; \
-	  step "deploy-check:" $(MAKE) --no-print-directory deploy-check; \
-	  step "fuzz:" $(MAKE) --no-print-directory fuzz; \
-	  ok=$$(grep -c "^ok " $$log); failed=$$(grep -c "^FAIL	" $$log); \
-	  echo "slowest packages:"; grep -E "^(ok|FAIL)[[:space:]]" $$log | awk -F"\t" "{t=\$$3; sub(/s\$$/, \"\", t); printf \"  %8.1fs  %s\\n\", t, \$$2}" | sort -rn | head -10; \
-	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s; steps:$$summary"; \
-	  rm -f $$log $$log.rc; exit $$rc'
+	@bash -c 'start=$$(date +%s); dir=$$(mktemp -d); \
+	  step() { name=$$1; lane=$$2; shift 2; s=$$(date +%s); \
+	    { "$$@" 2>&1; echo "$$?" >$$dir/$$lane.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$dir/log; \
+	    r=$$(cat $$dir/$$lane.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; fi; \
+	    echo "$$name $$o in $$(( $$(date +%s) - s ))s;" >>$$dir/$$lane.steps; }; \
+	  { step "go test:" plain $(MAKE) --no-print-directory plain; \
+	    step "deploy-check:" plain $(MAKE) --no-print-directory deploy-check; \
+	    step "fuzz:" plain $(MAKE) --no-print-directory fuzz; } & \
+	  step "race:" race $(MAKE) --no-print-directory race; wait; \
+	  ok=$$(grep -c "^ok " $$dir/log); failed=$$(grep -c "^FAIL	" $$dir/log); \
+	  echo "slowest packages:"; grep -E "^(ok|FAIL)[[:space:]]" $$dir/log | awk -F"\t" "{t=\$$3; sub(/s\$$/, \"\", t); printf \"  %8.1fs  %s\\n\", t, \$$2}" | sort -rn | head -10; \
+	  rc=0; grep -q FAILED $$dir/*.steps && rc=1; \
+	  echo "make test: $$ok package runs ok, $$failed failed, in $$(( $$(date +%s) - start ))s; steps: $$(cat $$dir/plain.steps $$dir/race.steps | tr "\n" " ")"; \
+	  rm -rf $$dir; exit $$rc'
 
 # plain runs the packages without concurrency once, without the race
 # detector (20 minutes a package, as a loaded machine runs internal/cli 2-3x
 # slower).
 plain:
 	$(GO) test -count=1 -timeout 20m -skip '^$(LEAK)$$' $(PLAIN_PKGS)
+	$(GO) test -count=1 -timeout 20m -run '$(NORACE_RE)' $(NORACE_PKGS)
 
 # fuzz runs the reply reader's fuzz targets for a bounded time each (make
 # test): envelopes composed around every gold query must give the query
@@ -153,7 +173,7 @@ deploy-check:
 # test that starts and stops every role process 20 times and finds no
 # goroutine left.
 race:
-	$(GO) test -count=1 -timeout 20m -race $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 20m -race -skip '$(NORACE_RE)' $(RACE_PKGS)
 	$(GO) test -count=1 -race -run '^$(LEAK)$$' ./internal/cli/
 
 # slow runs what make test leaves out, for whoever changes those areas: the
