@@ -10,7 +10,7 @@ REDOCLY_VERSION := 2.77.0
 REDOCLY := bin/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 GOLD    := $(DEMO)/evaluation_suite/gold
 
-.PHONY: all build demo check test slow deps deps-demo race plain bench chaos lint generate clean deploy-check jaeger web-vendor fuzz
+.PHONY: all build demo check test slow deps deps-demo race race-pkgs leak plain bench chaos lint generate clean deploy-check jaeger web-vendor fuzz
 
 all: build
 
@@ -122,10 +122,11 @@ NORACE_RE = ^($(subst $(space),|,$(strip $(NORACE))))$$
 check: lint
 	$(GO) test -short -timeout 10m ./...
 
-# test runs four steps in two lanes at once, each step even when an
+# test runs five steps in two lanes at once, each step even when an
 # earlier one failed: the race detector over the packages with concurrency
 # (race) beside go test over those without (plain), then the deploy
-# files' check and the reader's fuzz targets (fuzz). The race lane is CPU
+# files' check, the reader's fuzz targets (fuzz) and the leak test under
+# the race detector (leak), which balance the lanes. The race lane is CPU
 # bound; the plain lane's longest package (e2e) mostly waits on its
 # processes, so side by side they finish well before one after the other.
 # Every package runs once (a line per package as it finishes; the roles'
@@ -139,8 +140,9 @@ test: deps lint
 	    echo "$$name $$o in $$(( $$(date +%s) - s ))s;" >>$$dir/$$lane.steps; }; \
 	  { step "go test:" plain $(MAKE) --no-print-directory plain; \
 	    step "deploy-check:" plain $(MAKE) --no-print-directory deploy-check; \
-	    step "fuzz:" plain $(MAKE) --no-print-directory fuzz; } & \
-	  step "race:" race $(MAKE) --no-print-directory race; wait; \
+	    step "fuzz:" plain $(MAKE) --no-print-directory fuzz; \
+	    step "leak:" plain $(MAKE) --no-print-directory leak; } & \
+	  step "race:" race $(MAKE) --no-print-directory race-pkgs; wait; \
 	  ok=$$(grep -c "^ok " $$dir/log); failed=$$(grep -c "^FAIL	" $$dir/log); \
 	  echo "slowest packages:"; grep -E "^(ok|FAIL)[[:space:]]" $$dir/log | awk -F"\t" "{t=\$$3; sub(/s\$$/, \"\", t); printf \"  %8.1fs  %s\\n\", t, \$$2}" | sort -rn | head -10; \
 	  rc=0; grep -q FAILED $$dir/*.steps && rc=1; \
@@ -172,8 +174,12 @@ deploy-check:
 # race runs the race detector on the packages with concurrency, and the
 # test that starts and stops every role process 20 times and finds no
 # goroutine left.
-race:
+race: race-pkgs leak
+
+race-pkgs:
 	$(GO) test -count=1 -timeout 20m -race -skip '$(NORACE_RE)' $(RACE_PKGS)
+
+leak:
 	$(GO) test -count=1 -race -run '^$(LEAK)$$' ./internal/cli/
 
 # slow runs what make test leaves out, for whoever changes those areas: the

@@ -10,19 +10,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/pkg/agents/reforce"
 )
 
-// TestLastDeliveryKilledKeepsTheAnswers: with one delivery per task, a
-// generator process SIGKILLed while its LLM requests are held (every task
-// it holds is on its last delivery, no process is left to give them up)
-// has its tasks published again by the voter (JetStream's max-deliveries
-// advisory) as a new generation, counted queued, not taken, while no
-// generator is left to take them, so that their rounds are not decided
-// short even with a round timeout far shorter than the wait; a generator
-// started then runs them, and every example ends with the undisturbed
-// run's answers and candidates.
+// TestLastDeliveryKilledKeepsTheAnswers: with one run per task
+// (--max-deliver 1), a generator process SIGKILLed while its LLM requests
+// are held (no process is left to give its tasks up) leaves them queued
+// in JetStream, free of their dead holder's leases, while no generator is
+// left to take them, and their rounds are not decided short even with a
+// round timeout far shorter than the wait; a generator started then runs
+// them, and every example ends with the undisturbed run's answers and
+// candidates. (The voter's new generation after JetStream's last delivery
+// is TestDeliveriesThatNeverStartSpendNothing's.)
 func TestLastDeliveryKilledKeepsTheAnswers(t *testing.T) {
 	flags := []string{"--max-deliver", "1", "--ack-wait", "6s"}
 	run := []string{"--limit", "3", "--votes", "4", "--seed", "3"}
@@ -67,9 +70,12 @@ func lastDeliveryRun(t *testing.T, flags, args []string, kill bool) snapshot {
 }
 
 // requeued finds the generate-pool tasks the killed generator held (taken,
-// not done) and waits until the voter has published them again: they are
-// then queued, not taken (State.Waiting lists them), and their rounds are
-// undecided whatever the round timeout.
+// not done) and waits until they are queued again: their dead holder's
+// leases expired and JetStream holds them, to deliver again (their
+// deliveries were not their last: --max-deliver counts runs, and a
+// delivery may die before its run) or published again by the voter as a
+// new generation. Their rounds must then be undecided whatever the round
+// timeout.
 func (c *cluster) requeued(t *testing.T, runID string) {
 	t.Helper()
 	ctx := context.Background()
@@ -77,9 +83,9 @@ func (c *cluster) requeued(t *testing.T, runID string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	st := runstate.New(rdb)
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	st := runstate.New(rc)
 	m, err := st.Manifest(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +102,7 @@ func (c *cluster) requeued(t *testing.T, runID string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		taken, err := rdb.SMembersMap(ctx, fmt.Sprintf("quorum:run:%s:ex:%s:%s:taken", runID, ex, m.Agent)).Result()
+		taken, err := rc.SMembersMap(ctx, rdb.ExampleKey(runID, ex, m.Agent, "taken")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,18 +121,25 @@ func (c *cluster) requeued(t *testing.T, runID string) {
 	if len(killed) == 0 {
 		t.Fatal("the killed generator held no task: nothing was in flight")
 	}
+	q, err := queue.Connect(ctx, c.natsURL, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
 	for r, ids := range killed {
-		waitFor(t, time.Minute, fmt.Sprintf("the killed tasks %v of %s published again and queued", ids, r.Example), func() bool {
-			waiting, err := st.Waiting(ctx, r)
+		waitFor(t, time.Minute, fmt.Sprintf("the killed tasks %v of %s free of their dead holder and queued again", ids, r.Example), func() bool {
+			held := map[string]bool{}
+			err := q.Held(ctx, queue.RunSubjects(runID), func(_ string, data []byte) {
+				var tk message.Task
+				if queue.Decode(data, &tk) == nil && tk.Example == r.Example {
+					held[tk.Task.ID] = true
+				}
+			})
 			if err != nil {
 				return false
 			}
-			in := map[string]bool{}
-			for _, id := range waiting {
-				in[id] = true
-			}
 			for _, id := range ids {
-				if !in[id] {
+				if n, err := rc.Exists(ctx, rdb.TaskLeaseKey(runID, r.Example, m.Agent, id)).Result(); err != nil || n != 0 || !held[id] {
 					return false
 				}
 			}

@@ -9,15 +9,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/blob"
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
@@ -26,6 +30,7 @@ import (
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
+	waitfor "github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
@@ -140,11 +145,12 @@ func TestToyAgentThroughTheRuntime(t *testing.T) {
 	t.Logf("victim killed inside %s of %s; every example answered from 3 candidates", taskID, ex)
 }
 
-// TestLastDeliveryKilledIsAccountedFor: with one delivery allowed, a worker
+// TestLastDeliveryKilledIsAccountedFor: with one run allowed, a worker
 // process SIGKILLed while holding a task leaves no process to give it up;
-// JetStream's max-deliveries advisory reaches the voter, which publishes
-// the task again as a new generation, so the example is answered from all
-// its candidates at once instead of waiting out the round deadline.
+// the task is delivered again (a run killed is not a failed run, and the
+// consumer allows deliveries beyond --max-deliver for those that die), so
+// the example is answered from all its candidates at once instead of
+// waiting out the round deadline.
 func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
 	natsURL, redisURL := natstest.Start(t).URL(), redistest.Start(t).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -189,14 +195,134 @@ func TestLastDeliveryKilledIsAccountedFor(t *testing.T) {
 	}
 }
 
+// TestDeliveriesThatNeverStartSpendNothing: with one delivery per task,
+// generator processes SIGKILLed one after another while the answer tasks'
+// leases are held by a holder that died (each delivery waits for the
+// lease, runs nothing and dies) spend none of the tasks' budget: more
+// kills than the old count of deliveries allowed (3, then recorded
+// failed) with both tasks held at each, and once the leases are free every candidate is answered, by
+// the generator started last.
+func TestDeliveriesThatNeverStartSpendNothing(t *testing.T) {
+	natsURL, redisURL := natstest.Start(t).URL(), redistest.Start(t).URL()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a hang guard
+	defer cancel()
+	env, closeEnv := toyEnv(t, natsURL, redisURL, "survivor", 50*time.Millisecond, 1)
+	defer closeEnv()
+	startGenerator := survivor(t, ctx, env)
+	const run, ex = "unstarted", "local001"
+	// Two answer tasks: a generator (of concurrency 2) holds both at once.
+	m := &runstate.Manifest{Run: run, Dataset: demoDir(t), Seed: 1, Votes: 2, Examples: []string{ex}, Agent: "toy",
+		RoundTimeout: time.Hour, Created: time.Now()}
+	done := make(chan error, 1)
+	var rep *outputs.Report
+	var ended atomic.Bool
+	go func() {
+		var err error
+		rep, err = coordinator.Run(ctx, coordinator.Config{Env: env, Manifest: m, Out: filepath.Join(t.TempDir(), "out")})
+		ended.Store(true)
+		done <- err
+	}()
+	// The answer tasks, once the count task continued into them, get a
+	// holder that died: their leases held, never renewed by anyone.
+	var answers []string
+	waitfor.For(t, 2*time.Minute, "the answer tasks logged", func() bool {
+		tasks, err := env.State.Tasks(ctx, run, ex, "toy")
+		answers = answers[:0]
+		for _, x := range tasks {
+			if x.Task.Kind == "answer" {
+				answers = append(answers, x.Task.ID)
+			}
+		}
+		return err == nil && len(answers) == 2
+	})
+	rc := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(redisURL, "redis://")})
+	defer rc.Close()
+	leases := make([]string, len(answers))
+	for i, id := range answers {
+		leases[i] = rdb.TaskLeaseKey(run, ex, "toy", id)
+		if err := rc.Set(ctx, leases[i], "dead/holder", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const kills = 4
+	for k := range kills {
+		before := deliveries(t, natsURL, string(agent.Generator)+"-")
+		victim := startVictimNamed(t, natsURL, redisURL, 1, fmt.Sprintf("waiter-%d", k))
+		waitfor.For(t, 2*time.Minute, "the new generator given both answer tasks", func() bool {
+			if ended.Load() {
+				t.Fatalf("the run ended after %d generators died waiting for the leases: their deliveries, which never started the tasks, spent the tasks' budget", k)
+			}
+			return deliveries(t, natsURL, string(agent.Generator)+"-") >= before+2
+		})
+		if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = victim.Wait()
+	}
+	for _, id := range answers {
+		if n, err := env.State.TaskRuns(ctx, run, ex, "toy", id); err != nil || n != 0 {
+			t.Errorf("task %s: %d runs counted (%v), want 0: no delivery started it", id, n, err)
+		}
+	}
+	if err := rc.Del(ctx, leases...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	startGenerator()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Examples {
+		if e.Status != "answered" || e.Candidates != 2 || e.ValidCandidates != 2 {
+			t.Errorf("%s: %s from %d candidates, %d valid (%s); want answered from 2 valid after %d deliveries each that never started",
+				e.InstanceID, e.Status, e.Candidates, e.ValidCandidates, e.Error, kills)
+		}
+	}
+	results, err := env.State.Results(ctx, run, ex, "toy", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Worker != "survivor" {
+			t.Errorf("candidate %d recorded by %s (%s), want the survivor's answer", r.Index, r.Worker, r.Error)
+		}
+	}
+}
+
+// deliveries counts the deliveries made by the work stream's consumers
+// whose names begin with prefix.
+func deliveries(t *testing.T, url, prefix string) uint64 {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(context.Background(), queue.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for info := range st.ListConsumers(context.Background()).Info() {
+		if strings.HasPrefix(info.Name, prefix) {
+			n += info.Delivered.Consumer
+		}
+	}
+	return n
+}
+
 // startVictim re-executes the test binary as a generator worker running the
 // toy agent, holding every answer task it takes, to be SIGKILLed.
 func startVictim(t *testing.T, natsURL, redisURL string, maxDeliver int) *exec.Cmd {
+	return startVictimNamed(t, natsURL, redisURL, maxDeliver, "victim")
+}
+
+func startVictimNamed(t *testing.T, natsURL, redisURL string, maxDeliver int, name string) *exec.Cmd {
 	t.Helper()
 	victim := exec.Command(os.Args[0], "-test.run=^$")
 	victim.Env = append(os.Environ(), "QUORUM_E2E_TOY_WORKER=1", "TOY_NATS_URL="+natsURL, "TOY_REDIS_URL="+redisURL,
-		"TOY_WORKER=victim", "TOY_MAX_DELIVER="+strconv.Itoa(maxDeliver))
-	logf, err := os.Create(filepath.Join(t.TempDir(), "victim.log"))
+		"TOY_WORKER="+name, "TOY_MAX_DELIVER="+strconv.Itoa(maxDeliver))
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}

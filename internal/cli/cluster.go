@@ -66,7 +66,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
-	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "deliveries of a task before it is recorded as failed")
+	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "runs of a task before it is recorded as failed (a delivery that died before starting it, waiting for a dead holder's lease, is not a run)")
 	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP to this collector (http://host:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for gRPC); default OTEL_EXPORTER_OTLP_ENDPOINT, none when unset")
 	fl.BoolVar(&f.otlpContent, "otlp-content", false, "put prompts, replies and SQL in the exported spans (they may hold data); also OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true")

@@ -68,6 +68,13 @@ type WorkConfig struct {
 	// consumer; -1 delivers until the message is handled (the voter must
 	// never drop a result).
 	MaxDeliver int
+	// Unstarted, when positive, is how many deliveries beyond MaxDeliver a
+	// message may have: deliveries that died before starting its work (a
+	// worker killed while it waited for a dead holder's lease) are not the
+	// message's fault. The handler then counts the runs itself and returns
+	// Permanent when its last allowed run fails; Delivery.Last is the
+	// final of the MaxDeliver+Unstarted deliveries.
+	Unstarted int
 	// Transient tells an error of the infrastructure (Redis or NATS down)
 	// from the task's own. A transient error does not use up a delivery:
 	// the worker keeps the message (heartbeating), waits with WaitReady
@@ -119,6 +126,9 @@ func (q *Queue) work(ctx context.Context, st jetstream.Stream, wc WorkConfig) er
 	}
 	if wc.HoldFor <= 0 {
 		wc.HoldFor = 15 * time.Minute
+	}
+	if wc.MaxDeliver > 0 && wc.Unstarted > 0 {
+		wc.MaxDeliver += wc.Unstarted
 	}
 	cons, err := q.consumer(ctx, st, wc.Consumer, wc.MaxDeliver, wc.Filters...)
 	if err != nil {

@@ -21,7 +21,7 @@
 //	run:<run>:tokens                  runstate (the worker's     LLM tokens a run with a token cap         none; retired: state
 //	                                  calls, SpendRunTokens)     (Manifest.MaxTokens) has used
 //	run:<run>:trace:<ex>              runstate (internal/trace)  list of the example's trace entries       none; retired: state
-//	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, reissued,       none; retired: state
+//	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, ran, reissued,  none; retired: state
 //	                                                             current, expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
 //	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed

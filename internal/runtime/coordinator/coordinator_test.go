@@ -84,7 +84,7 @@ func TestExhaustedTaskFailsItsExampleAndTheRunGoesOn(t *testing.T) {
 	got := map[string]string{}
 	for _, e := range rep.Examples {
 		got[e.InstanceID] = e.Status
-		if e.InstanceID == "local002" && (!strings.Contains(e.Error, "4 of 4 candidates failed") || !strings.Contains(e.Error, "after 2 deliveries")) {
+		if e.InstanceID == "local002" && (!strings.Contains(e.Error, "4 of 4 candidates failed") || !strings.Contains(e.Error, "after 2 runs (2 deliveries)")) {
 			t.Errorf("local002 error %q", e.Error)
 		}
 	}

@@ -408,6 +408,28 @@ func (s *Store) MarkDone(ctx context.Context, run, ex, agentName, taskID string)
 	return rdb.SAddRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "done"), taskID)
 }
 
+// Ran counts a delivery that starts running a task (it holds the task's
+// lease and has taken it) and returns how many have, this one included.
+// A delivery that died before that (its worker killed while it waited
+// for a dead holder's lease) is not counted: the task's give-up budget
+// is spent by runs, not by deliveries.
+func (s *Store) Ran(ctx context.Context, run, ex, agentName, taskID string) (int, error) {
+	n, err := rdb.HIncrRunKey(ctx, s.rdb, run, exKey(run, ex, agentName, "ran"), taskID, 1)
+	if err != nil {
+		return 0, fmt.Errorf("count a run of task %s of %s: %w", taskID, ex, err)
+	}
+	return int(n), nil
+}
+
+// TaskRuns is how many deliveries of a task have started running it (Ran).
+func (s *Store) TaskRuns(ctx context.Context, run, ex, agentName, taskID string) (int, error) {
+	n, err := s.rdb.HGet(ctx, exKey(run, ex, agentName, "ran"), taskID).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("runs of task %s of %s: %w", taskID, ex, err)
+	}
+	return n, nil
+}
+
 // Done reports whether a task finished.
 func (s *Store) Done(ctx context.Context, run, ex, agentName, taskID string) (bool, error) {
 	return s.rdb.SIsMember(ctx, exKey(run, ex, agentName, "done"), taskID).Result()

@@ -13,10 +13,17 @@ import (
 )
 
 // Republishes is how many times a task whose last delivery died with its
-// worker is published again before it is recorded failed: a killed worker
-// is not the task's fault, but a task that kills every worker that takes
-// it must end.
+// worker is published again after it has run (runstate's Ran) its
+// deliveries' worth each time, before it is recorded failed: a killed
+// worker is not the task's fault, but a task that kills every worker that
+// takes it must end. Deliveries that never started the task (each worker
+// killed while it waited for a dead holder's lease) do not count, up to
+// MaxGenerations publications in all.
 const Republishes = 2
+
+// MaxGenerations bounds the publications of a task whose deliveries keep
+// dying before they start it.
+const MaxGenerations = 10
 
 // advisories accounts for the tasks whose deliveries ran out while their
 // last holder died (no worker was left to give them up), from JetStream's
@@ -54,7 +61,12 @@ func (v *Voter) exhausted(ctx context.Context, m queue.Exhausted) error {
 	}
 	log := v.env.Log.With(zap.String("run", t.Run), zap.String("example", t.Example), zap.String("task", t.Task.ID),
 		zap.String("consumer", m.Consumer), zap.Int("generation", t.Generation))
-	if t.Generation < Republishes {
+	runs, err := v.env.State.TaskRuns(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+	if err != nil {
+		return err
+	}
+	log = log.With(zap.Int("runs", runs))
+	if v.republish(t.Generation, runs) {
 		run, err := v.env.Run(ctx, t.Run)
 		if err != nil {
 			return err
@@ -77,5 +89,21 @@ func (v *Voter) exhausted(ctx context.Context, m queue.Exhausted) error {
 		return v.env.State.Progress(ctx, r, "", v.env.Deadline(run.Manifest))
 	}
 	log.Warn("a task's last delivery died with its worker again: recording it failed")
-	return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out %d times with its worker dying", t.Task.Kind, t.Generation+1))
+	return v.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task's deliveries ran out %d times with its worker dying (%d runs)", t.Task.Kind, t.Generation+1, runs))
+}
+
+// republish says whether a task whose deliveries ran out in generation
+// gen, after runs runs in all, is published again: while its runs are
+// within Republishes+1 generations of the queue's deliveries (every
+// generation, when deliveries are not limited), and gen is below
+// MaxGenerations.
+func (v *Voter) republish(gen, runs int) bool {
+	if gen+1 >= MaxGenerations {
+		return false
+	}
+	per := v.env.Queue.Config().MaxDeliver
+	if per <= 0 {
+		return gen < Republishes
+	}
+	return runs < per*(Republishes+1)
 }

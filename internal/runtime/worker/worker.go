@@ -57,8 +57,14 @@ func (wk *Worker) Start(ctx context.Context) error { return wk.Go(ctx, wk.run) }
 
 func (wk *Worker) run(ctx context.Context) error {
 	cfg := wk.cfg
-	w := &worker{env: cfg.Env, pool: cfg.Pool}
 	wc := cfg.WorkConfig
+	if wc.MaxDeliver == 0 {
+		wc.MaxDeliver = cfg.Env.Queue.Config().MaxDeliver
+	}
+	if wc.MaxDeliver > 0 && wc.Unstarted == 0 {
+		wc.Unstarted = Unstarted(wc.MaxDeliver)
+	}
+	w := &worker{env: cfg.Env, pool: cfg.Pool, runs: wc.MaxDeliver}
 	wc.Concurrency, wc.Handler, wc.OnGiveUp = cfg.Concurrency, w.handle, w.giveUp
 	return cfg.Env.Serve(ctx, string(cfg.Pool), cfg.Warehouses, wc)
 }
@@ -75,7 +81,17 @@ func Run(ctx context.Context, cfg Config) error {
 type worker struct {
 	env  *runenv.Env
 	pool agent.Pool
+	// runs is how many times a task may run and fail before it is given
+	// up (the queue's MaxDeliver; 0 or less: without limit).
+	runs int
 }
+
+// Unstarted is how many deliveries beyond maxDeliver a task may have
+// that never started it: each worker killed while it waited for a dead
+// holder's lease (rdb.TaskLeaseTTL) spends a delivery that ran nothing.
+// Past them JetStream gives the message up and the voter's advisory
+// reader accounts for it, by runs too.
+func Unstarted(maxDeliver int) int { return 2 * maxDeliver }
 
 func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	start := time.Now()
@@ -131,6 +147,16 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	if err != nil || done {
 		return err // done: a redelivery of finished work, acknowledged
 	}
+	// Only a delivery that runs the task spends its budget.
+	ran, err := w.env.State.Ran(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && w.runs > 0 && ran >= w.runs && !queue.IsPermanent(err) && !errors.Is(err, errLeaseLost) {
+			err = queue.Permanent(err) // its last run: giveUp records it
+		}
+	}()
 	stopBeat := w.beat(ctx, round, run.Manifest)
 	ac := w.env.Context(run, e, t.Agent)
 	executed := time.Now()
@@ -281,8 +307,17 @@ func (w *worker) giveUp(ctx context.Context, d queue.Delivery, cause error) {
 	if queue.Decode(d.Msg.Data(), &t) != nil {
 		return
 	}
-	if err := w.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task failed after %d deliveries: %v", t.Task.Kind, d.Attempt, cause)); err != nil {
+	ran, _ := w.env.State.TaskRuns(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+	if err := w.env.GiveUp(ctx, &t, fmt.Sprintf("the %s task failed after %s (%s): %v", t.Task.Kind, count(ran, "run", "runs"), count(d.Attempt, "delivery", "deliveries"), cause)); err != nil {
 		w.env.Log.Error("recording a failed task", zap.String("run", t.Run), zap.String("example", t.Example),
 			zap.String("task", t.Task.ID), zap.Error(err))
 	}
+}
+
+// count is n with its noun, singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

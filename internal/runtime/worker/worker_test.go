@@ -230,11 +230,11 @@ func TestWorkerRunsTasks(t *testing.T) {
 		}, []string{"ok " + count}, map[string]int{"a": 1}, []string{"answer"}},
 		{"a permanent failure fails every slot at once", func(t *testing.T) []agent.Task {
 			return []agent.Task{task(t, "answer", "p", []int{0, 1}, job{Fail: "permanent"})}
-		}, []string{"failed the answer task failed after 1 deliveries: task p cannot run", "failed the answer task failed after 1 deliveries: task p cannot run"},
+		}, []string{"failed the answer task failed after 1 run (1 delivery): task p cannot run", "failed the answer task failed after 1 run (1 delivery): task p cannot run"},
 			map[string]int{"p": 1}, nil},
 		{"a task failing every delivery fails after the last", func(t *testing.T) []agent.Task {
 			return []agent.Task{task(t, "answer", "f", []int{0}, job{Fail: "always"})}
-		}, []string{"failed the answer task failed after 2 deliveries: task f failed on delivery 2"}, map[string]int{"f": 2}, nil},
+		}, []string{"failed the answer task failed after 2 runs (2 deliveries): task f failed on delivery 2"}, map[string]int{"f": 2}, nil},
 		{"a failed delivery is followed by another", func(t *testing.T) []agent.Task {
 			return []agent.Task{task(t, "answer", "r", []int{0}, job{SQL: count, Flaky: 1})}
 		}, []string{"ok " + count}, map[string]int{"r": 2}, []string{"answer"}},

@@ -77,7 +77,7 @@ func TestRuntimeRunsAnyAgent(t *testing.T) {
 	for _, e := range rep.Examples {
 		switch {
 		case e.InstanceID == "local003":
-			if e.Status != "failed" || e.Candidates != 3 || !strings.Contains(e.Error, "3 of 3 candidates failed: the answer task failed after 1 deliveries: toy: local003 always fails") {
+			if e.Status != "failed" || e.Candidates != 3 || !strings.Contains(e.Error, "3 of 3 candidates failed: the answer task failed after 1 run (1 delivery): toy: local003 always fails") {
 				t.Errorf("local003: %s, %d candidates, error %q", e.Status, e.Candidates, e.Error)
 			}
 		case e.Status != "answered" || e.Confidence != "high" || e.Method != "toy_majority" || e.Candidates != 3 || len(e.AgreedCandidates) != 3:
