@@ -19,6 +19,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/internal/redisconn"
 	"github.com/quorumsql/quorum/pkg/agents"
@@ -40,6 +41,7 @@ type clusterFlags struct {
 	concurrency, maxHeld       int
 	warehouses                 []string
 	ackWait                    time.Duration
+	redisFailover              time.Duration
 	maxDeliver                 int
 	streamReplicas             int
 	llmRPM, llmTPM             float64
@@ -66,6 +68,7 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
+	fl.DurationVar(&f.redisFailover, "redis-failover-time", 0, "the longest a Redis failover takes (Sentinel's down-after-milliseconds plus failover time); task leases last twice it, at least 15 s, so a task outlives a failover")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "runs of a task before it is recorded as failed (a delivery that died before starting it, waiting for a dead holder's lease, is not a run)")
 	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP to this collector (http://host:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for gRPC); default OTEL_EXPORTER_OTLP_ENDPOINT, none when unset")
@@ -250,7 +253,7 @@ func (f *clusterFlags) process(role string) (cluster.Config, error) {
 	return cluster.Config{Role: role, Name: f.name, NATSURL: f.natsURL, RedisURL: f.redisURL, NATSOptions: natsOpts, RedisTLS: redisTLS,
 		Queue: queue.Config{AckWait: f.ackWait, MaxDeliver: f.maxDeliver, Replicas: f.streamReplicas}, LLMQuota: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}, MaxHeld: f.maxHeld,
 		WarehousesFile: file, Serve: f.warehouses, HTTPAddr: f.httpAddr, Agents: agents.Builtin(), Log: log,
-		OTLPEndpoint: f.otlpEndpoint, OTLPContent: f.otlpContent}, nil
+		OTLPEndpoint: f.otlpEndpoint, OTLPContent: f.otlpContent, TaskLeaseTTL: rdb.TaskLeaseTTLFor(f.redisFailover)}, nil
 }
 
 // role is the configuration of a role binary's process: it joins the

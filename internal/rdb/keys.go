@@ -27,7 +27,9 @@
 //	run:<run>:ex:…:once:<name>:lock   runstate (Store.Once)      a Lease while one process computes        15 s, renewed
 //	run:<run>:ex:…:checkpoint:<name>  runstate (checkpoint.go)   a long task's chain state (agent.Store    CheckpointTTL (24 h) from
 //	                                                             checkpoints), or a blob reference to it   each save; dropped when done
-//	run:<run>:ex:…:lease:<task>       worker (TaskLease)         a Lease: the worker running the task      TaskLeaseTTL (15 s), renewed
+//	run:<run>:ex:…:lease:<task>       worker (TaskLease)         a Lease: the worker running the task      TaskLeaseTTLFor(--redis-failover-time),
+//	                                                                                                       at least 15 s; renewed, or taken
+//	                                                                                                       again when a failover lost it
 //	runkeys:<run>                     runstate (the write        set of the run's keys, which retirement,  none; retired: answers
 //	                                  scripts of scripts.go)     deletion and listing read (never SCAN)
 //	retired:<run>                     runstate (RetireRun)       hash state, answers → their expiry (ms)   answers retention
@@ -155,6 +157,16 @@ func TaskLeaseKey(run, ex, agent, task string) string {
 // TaskLeaseTTL is how long a task lease lasts without a renewal: a holder
 // that died frees its task within it.
 const TaskLeaseTTL = 15 * time.Second
+
+// TaskLeaseTTLFor is the task lease for a Redis whose failover takes up
+// to failover (Sentinel's down-after-milliseconds plus its failover
+// time): renewed every third of it, a lease must outlast a failover
+// begun just after a renewal, so it is at least twice the failover, and
+// never under TaskLeaseTTL. A longer lease keeps a dead holder's task
+// waiting longer, so it follows the failover the deployment configures.
+func TaskLeaseTTLFor(failover time.Duration) time.Duration {
+	return max(TaskLeaseTTL, 2*failover)
+}
 
 // RunIndexKey is the set of run's keys, kept by every script that writes
 // one: retirement, deletion and description read it instead of scanning

@@ -266,3 +266,67 @@ func TestRenewer(t *testing.T) {
 		t.Fatalf("the other holder's lease was touched: %q", v)
 	}
 }
+
+// TestRenewOrRetake: a lease still ours is renewed; one Redis lost (the
+// key gone, as after a failover to a replica that had not seen it) is
+// taken back under the same token unless the work is done meanwhile; one
+// another holder took is not.
+func TestRenewOrRetake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Start(t).Client(t)
+	const key, done, task = "quorum:test:retake", "quorum:test:retake:done", "t1"
+	for _, tc := range []struct {
+		name        string
+		before      func()
+		ok, retaken bool
+		holder      string // "ours": the lease's token; "": none
+	}{
+		{"still ours: renewed", func() {}, true, false, "ours"},
+		{"lost to a failover: taken back", func() { c.Del(ctx, key) }, true, true, "ours"},
+		{"lost, the work done meanwhile: left free", func() { c.Del(ctx, key); c.SAdd(ctx, done, task) }, false, false, ""},
+		{"taken by another: not ours", func() { c.Set(ctx, key, "other/1", time.Hour) }, false, false, "other/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.Del(ctx, key, done)
+			l := rdb.NewLease(c, key, "proc", time.Hour)
+			if ok, err := l.Acquire(ctx); err != nil || !ok {
+				t.Fatalf("acquire: %v %v", ok, err)
+			}
+			tc.before()
+			ok, retaken, err := rdb.RenewOrRetake(ctx, c, l, done, task)
+			if err != nil || ok != tc.ok || retaken != tc.retaken {
+				t.Fatalf("RenewOrRetake: ok %v retaken %v (%v), want %v %v", ok, retaken, err, tc.ok, tc.retaken)
+			}
+			v, err := c.Get(ctx, key).Result()
+			want := tc.holder
+			if want == "ours" {
+				want = l.Token()
+			}
+			if errors.Is(err, redis.Nil) {
+				v = ""
+			}
+			if v != want {
+				t.Errorf("the key holds %q, want %q", v, want)
+			}
+			if want != "" {
+				if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 {
+					t.Errorf("the key has no expiry (%v)", ttl)
+				}
+			}
+		})
+	}
+}
+
+// TestTaskLeaseTTLFor: a task lease outlasts the configured failover
+// (twice it: renewed every third, it survives one begun just after a
+// renewal), never under the default.
+func TestTaskLeaseTTLFor(t *testing.T) {
+	for _, tc := range []struct{ failover, want time.Duration }{
+		{0, rdb.TaskLeaseTTL}, {5 * time.Second, rdb.TaskLeaseTTL}, {30 * time.Second, time.Minute},
+	} {
+		if got := rdb.TaskLeaseTTLFor(tc.failover); got != tc.want {
+			t.Errorf("TaskLeaseTTLFor(%v) = %v, want %v", tc.failover, got, tc.want)
+		}
+	}
+}

@@ -41,6 +41,28 @@ func ExpireIfEquals(ctx context.Context, c redis.Cmdable, key, value string, ttl
 	return n == 1, err
 }
 
+// renewOrRetakeScript renews the lease KEYS[1] (token ARGV[1], ttl ARGV[2]
+// ms) if it is still ARGV[1]'s; if the key is gone and ARGV[3] is not a
+// member of the set KEYS[2], it takes it again (2).
+var renewOrRetakeScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not v and redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
+end
+return 0`)
+
+// RenewOrRetake renews a lease as Renew does; when its key is gone (a
+// Redis failover to a replica that had not seen it, or its TTL passed
+// while Redis was away) and member is not in the set doneKey (the work it
+// guards did not finish meanwhile), it takes the lease again, since no
+// other holder exists. retaken says it did.
+func RenewOrRetake(ctx context.Context, c redis.Cmdable, l *Lease, doneKey, member string) (ok, retaken bool, err error) {
+	n, err := renewOrRetakeScript.Run(ctx, c, []string{l.key, doneKey}, l.token, l.ttl.Milliseconds(), member).Int()
+	return n > 0, n == 2, err
+}
+
 // ---- Runs: internal/runtime/runstate ----
 //
 // Every write to a run's key goes through a script starting with

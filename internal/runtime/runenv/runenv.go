@@ -56,6 +56,9 @@ type Env struct {
 	Metrics *metrics.Metrics
 	// Name identifies the process in results and logs.
 	Name string
+	// TaskLeaseTTL is how long a task's lease lasts without a renewal
+	// (rdb.TaskLeaseTTLFor the Redis failover time; 0: rdb.TaskLeaseTTL).
+	TaskLeaseTTL time.Duration
 	// Warehouses routes examples to the configured warehouses and opens
 	// them within their quotas; nil serves SQLite files only.
 	Warehouses *registry.Registry

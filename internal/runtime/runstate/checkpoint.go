@@ -48,3 +48,11 @@ func (s *Store) TaskLease(run, ex, agentName, task, owner string, ttl time.Durat
 	}
 	return rdb.NewLease(s.rdb, rdb.TaskLeaseKey(run, ex, agentName, task), owner, ttl)
 }
+
+// RenewTaskLease renews a task's lease l, or takes it again when Redis
+// lost it (a failover to a replica that had not seen it) and the task is
+// not done: no other holder exists then. False: another holds it.
+func (s *Store) RenewTaskLease(ctx context.Context, l *rdb.Lease, run, ex, agentName, task string) (bool, error) {
+	ok, _, err := rdb.RenewOrRetake(ctx, s.rdb, l, exKey(run, ex, agentName, "done"), task)
+	return ok, err
+}

@@ -65,9 +65,9 @@ const leaseWait = 250 * time.Millisecond
 // lease takes the task's lease, waiting while another delivery holds it
 // (its message is kept meanwhile, heartbeating, so no delivery is spent);
 // done when the holder finished the task meanwhile. A holder that died
-// frees it within rdb.TaskLeaseTTL.
+// frees it within its TTL (Env.TaskLeaseTTL).
 func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done bool, err error) {
-	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, w.env.Name, 0)
+	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, w.env.Name, w.env.TaskLeaseTTL)
 	logged := false
 	// Waiting for the holder leaves this delivery's slot to others: the
 	// holder may be in this process, needing one to finish.
@@ -97,12 +97,16 @@ func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done
 	}
 }
 
-// keepLease renews the task's lease while it runs; the returned context
-// ends with errLeaseLost if another delivery took it. stop ends the
-// renewal and returns once it has ended.
+// keepLease renews the task's lease while it runs, taking it again if
+// Redis lost it (a failover: no other holder exists then); the returned
+// context ends with errLeaseLost if another delivery took it. stop ends
+// the renewal and returns once it has ended.
 func (w *worker) keepLease(ctx context.Context, l *rdb.Lease, t *message.Task) (context.Context, func()) {
 	lctx, cancel := context.WithCancelCause(ctx)
 	r := l.Renewer()
+	r.Renew = func(ctx context.Context) (bool, error) {
+		return w.env.State.RenewTaskLease(ctx, l, t.Run, t.Example, t.Agent, t.Task.ID)
+	}
 	r.OnLost = func() {
 		w.env.Log.Warn("a task's lease was lost while it ran; stopping it", zap.String("run", t.Run),
 			zap.String("example", t.Example), zap.String("task", t.Task.ID))

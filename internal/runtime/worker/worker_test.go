@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
@@ -31,17 +34,24 @@ type job struct {
 	// delivery); Flaky fails the first Flaky deliveries.
 	Fail  string `json:"fail,omitempty"`
 	Flaky int    `json:"flaky,omitempty"`
+	// Hold makes an answer task say it runs (tasker.running) and wait for
+	// tasker.release.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // tasker is the agent the workers run; it counts each task's executions.
 type tasker struct {
-	mu    sync.Mutex
-	execs map[string]int
+	mu      sync.Mutex
+	execs   map[string]int
+	running chan string
+	release chan struct{}
 }
 
 func taskerDef() *agent.Definition {
 	d := &agent.Definition{Name: "tasker", Doc: "tasks for the worker's tests",
-		New: func(agent.Config) (agent.Agent, error) { return &tasker{execs: map[string]int{}}, nil }}
+		New: func(agent.Config) (agent.Agent, error) {
+			return &tasker{execs: map[string]int{}, running: make(chan string, 16), release: make(chan struct{})}, nil
+		}}
 	agent.Register(&d.Kinds, "answer", agent.Generator, "run the payload's SQL as the slot's candidate", (*tasker).answer)
 	agent.Register(&d.Kinds, "expand", agent.Explorer, "continue into an answer task", (*tasker).expand)
 	agent.Register(&d.Kinds, "part", agent.Explorer, "one part of a fan-out", (*tasker).part)
@@ -78,6 +88,14 @@ func (a *tasker) executions(id string) int {
 func (a *tasker) answer(ctx context.Context, c *agent.Context, t agent.Task, p job) (*agent.Outcome, error) {
 	if err := a.executed(t, p); err != nil {
 		return nil, err
+	}
+	if p.Hold {
+		a.running <- t.ID
+		select {
+		case <-a.release:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 	}
 	wh, err := c.Warehouse(ctx)
 	if err != nil {
@@ -133,20 +151,27 @@ var llmUsage = llm.Usage{PromptTokens: 10, CompletionTokens: 5, Attempts: 1}
 // fixture is a generator and an explorer worker over real NATS and Redis,
 // and the dataset their runs are on.
 type fixture struct {
-	env  *runenv.Env
-	root string
+	env   *runenv.Env
+	redis *redis.Client
+	root  string
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T) *fixture { return startLeasing(t, 0) }
+
+// startLeasing starts the fixture with task leases of ttl (0: the
+// default).
+func startLeasing(t *testing.T, ttl time.Duration) *fixture {
 	t.Helper()
 	tier.Servers(t, "NATS and redis-server")
 	reg, err := agent.NewRegistry(taskerDef())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{env: envtest.Start(t, reg, envtest.Options{Queue: queue.Config{MaxDeliver: 2, AckWait: 5 * time.Second}}),
+	env, rc := envtest.StartRedis(t, reg, envtest.Options{Queue: queue.Config{MaxDeliver: 2, AckWait: 5 * time.Second}})
+	f := &fixture{env: env, redis: rc,
 		root: agenttest.NewDataset(t, "shop", "CREATE TABLE t (id INTEGER); INSERT INTO t VALUES (1), (2), (3);",
 			agenttest.Question{ID: "local001", Question: "How many?"}).Dataset.Root}
+	f.env.TaskLeaseTTL = ttl
 	for _, pool := range []agent.Pool{agent.Generator, agent.Explorer} {
 		envtest.Go(t, string(pool)+" worker", func(ctx context.Context) error {
 			return worker.Run(ctx, worker.Config{Env: f.env, Pool: pool, Warehouses: []string{"sqlite"}, Concurrency: 4,
@@ -342,5 +367,40 @@ func TestWorkerRefusesAnUnknownPool(t *testing.T) {
 	err := worker.Run(context.Background(), worker.Config{Pool: agent.Pool("gpu")})
 	if err == nil || !strings.Contains(err.Error(), `worker pool "gpu"`) {
 		t.Errorf("pool gpu: %v", err)
+	}
+}
+
+// TestWorkerTakesBackALeaseRedisLost: a running task whose lease Redis
+// lost (a failover to a replica that had not seen it) takes it back at its
+// next renewal, under the same token, and runs on to its result, once.
+func TestWorkerTakesBackALeaseRedisLost(t *testing.T) {
+	t.Parallel()
+	f := startLeasing(t, 900*time.Millisecond) // renewed every 300 ms
+	ctx := context.Background()
+	const count = "SELECT COUNT(*) AS n FROM t"
+	run, results := f.run(t, "lostlease", false)
+	f.open(t, run, 1, task(t, "answer", "h", []int{0}, job{SQL: count, Hold: true}))
+	tk := run.Agent.(*tasker)
+	wait.Recv(t, time.Minute, "the task running", (<-chan string)(tk.running))
+	rc := f.redis
+	key := rdb.TaskLeaseKey("lostlease", "local001", "tasker", "h")
+	token, err := rc.Get(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, time.Minute, "the lease taken back under its token", func() bool {
+		v, err := rc.Get(ctx, key).Result()
+		return err == nil && v == token
+	})
+	close(tk.release)
+	r := wait.Recv(t, time.Minute, "the result", results)
+	if r.Status != agent.StatusOK || r.Worker != "test" {
+		t.Errorf("result %+v, want ok from the worker that held the task", r)
+	}
+	if n := tk.executions("h"); n != 1 {
+		t.Errorf("the task ran %d times, want once: losing its lease to a failover stopped it", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/blob"
@@ -32,6 +33,14 @@ type Options struct {
 // Start returns an environment running agents over servers of its own.
 func Start(t testing.TB, agents *agent.Registry, opt Options) *runenv.Env {
 	t.Helper()
+	env, _ := StartRedis(t, agents, opt)
+	return env
+}
+
+// StartRedis is Start, also returning a client of the environment's Redis,
+// for a test that changes what it holds (a failover's lost keys).
+func StartRedis(t testing.TB, agents *agent.Registry, opt Options) (*runenv.Env, *redis.Client) {
+	t.Helper()
 	q, err := queue.Connect(context.Background(), natstest.Start(t).URL(), opt.Queue)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +50,7 @@ func Start(t testing.TB, agents *agent.Registry, opt Options) *runenv.Env {
 	env := &runenv.Env{Queue: q, Blobs: blob.New(rdb, 0), State: runstate.New(rdb), LLM: opt.LLM, Agents: agents,
 		Cache: runstate.NewCache(rdb), Log: zap.NewNop(), Name: "test"}
 	t.Cleanup(env.Close)
-	return env
+	return env, rdb
 }
 
 // Go runs a role (voter.Run, worker.Run, a watcher) until the test ends:

@@ -105,6 +105,9 @@ type Config struct {
 	// concurrencies bound the CPU work and MaxHeld the memory; the quotas
 	// bound the throughput.
 	MaxHeld int
+	// TaskLeaseTTL is how long a task's lease lasts without a renewal
+	// (0: 15 s); the role binaries derive it from --redis-failover-time.
+	TaskLeaseTTL time.Duration
 	// VoterConcurrency is how many results the voter records at once
 	// (default 8).
 	VoterConcurrency int
@@ -353,7 +356,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.exporter = exp
 	blobs, state := blob.New(rdb, 0), runstate.New(rdb)
 	c.Env = &runenv.Env{Queue: q, Blobs: blobs, State: state, LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: cfg.Name, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
+		Metrics: c.Metrics, Name: cfg.Name, TaskLeaseTTL: cfg.TaskLeaseTTL, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
 		Traces: &trace.Store{Lists: state, Blobs: blobs}, Exporter: exp}
 	if cfg.HTTPAddr != "" {
 		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
