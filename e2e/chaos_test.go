@@ -409,20 +409,27 @@ func standing(t *testing.T, logs, redisAddr, natsURL string, tails ...string) st
 	return b.String()
 }
 
-// streamMessages counts the messages left in the work stream.
-func streamMessages(t *testing.T, url string) uint64 {
+// workStream is the work stream on the NATS server at url, over a
+// connection closed when the test ends.
+func workStream(t *testing.T, url string) jetstream.Stream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	st, err := js.Stream(context.Background(), queue.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(context.Background())
+	return st
+}
+
+// streamMessages counts the messages left in the work stream.
+func streamMessages(t *testing.T, url string) uint64 {
+	t.Helper()
+	info, err := workStream(t, url).Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -245,14 +244,15 @@ func TestDeliveriesThatNeverStartSpendNothing(t *testing.T) {
 		}
 	}
 	const kills = 4
+	st := workStream(t, natsURL)
 	for k := range kills {
-		before := deliveries(t, natsURL, string(agent.Generator)+"-")
+		before := deliveries(t, st, string(agent.Generator)+"-")
 		victim := startVictimNamed(t, natsURL, redisURL, 1, fmt.Sprintf("waiter-%d", k))
 		waitfor.For(t, 2*time.Minute, "the new generator given both answer tasks", func() bool {
 			if ended.Load() {
 				t.Fatalf("the run ended after %d generators died waiting for the leases: their deliveries, which never started the tasks, spent the tasks' budget", k)
 			}
-			return deliveries(t, natsURL, string(agent.Generator)+"-") >= before+2
+			return deliveries(t, st, string(agent.Generator)+"-") >= before+2
 		})
 		if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -290,18 +290,8 @@ func TestDeliveriesThatNeverStartSpendNothing(t *testing.T) {
 
 // deliveries counts the deliveries made by the work stream's consumers
 // whose names begin with prefix.
-func deliveries(t *testing.T, url, prefix string) uint64 {
+func deliveries(t *testing.T, st jetstream.Stream, prefix string) uint64 {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(context.Background(), queue.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n uint64
 	for info := range st.ListConsumers(context.Background()).Info() {
 		if strings.HasPrefix(info.Name, prefix) {
