@@ -82,8 +82,10 @@ func toyRun(t *testing.T, ctx context.Context, natsURL, redisURL, id string, dur
 		open, oerr := env.State.OpenRounds(ctx, id)
 		var held []string
 		herr := env.Queue.Held(ctx, queue.RunSubjects(id), func(subject string, _ []byte) { held = append(held, subject) })
-		t.Fatalf("waited 2m0s for the run to finish: %d of %d finals in Redis (%v), open rounds %+v (%v), the stream holds %d messages %v (%v)",
-			len(got), len(examples), ferr, open, oerr, len(held), held, herr)
+		// Progress lines the coordinator wrote and no one read yet: with
+		// those during read, how many finals it accepted.
+		t.Fatalf("waited 2m0s for the run to finish: %d of %d finals in Redis (%v), %d accepted by the coordinator and unread, open rounds %+v (%v), the stream holds %d messages %v (%v)",
+			len(got), len(examples), ferr, len(finals), open, oerr, len(held), held, herr)
 	}
 	if r.err != nil {
 		t.Fatal(r.err)
