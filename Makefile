@@ -100,19 +100,24 @@ PLAIN_PKGS = $(shell $(GO) list ./... | grep -vE '^$(MODULE)/($(subst $(space),|
 LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 # NORACE are tests of the RACE packages that compute over data in one
 # goroutine (every gold query through a persona, 1.5 MB hostile CSVs, long
-# tokenizer runs): the race detector makes them 5-15x slower and checks
-# nothing their packages' concurrent tests do not. The race step skips
+# tokenizer runs) or compare whole runs' decisions (the agents' adaptive
+# sampling, which plain runs over the whole demo, not the subset they take
+# under race): the race detector makes them 3-15x slower and checks
+# nothing their packages' concurrent tests (TestSeamThroughTheSimulator,
+# the runtime's) do not. The race step skips
 # them and the plain step runs them in NORACE_PKGS, so each runs once
 # (a name that matches nothing runs under race, as before);
 # internal/layout checks that every name is a test of NORACE_PKGS.
-NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/
+NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/ \
+	./pkg/agents/pexa/ ./pkg/agents/reforce/
 NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLongRunsIsLinear \
 	TestTrajectoryThroughTheSimulator TestPersonaForms TestRAISETrajectories TestPersonaKeepsTheAnswer \
 	TestCanonicalGolden TestPExATestcase TestRAISEColumns TestEnvelopesForms \
 	TestPersonaConversationKeepsTheAnswer TestPExAPlannerNoProposer TestRAISEAgentCommandsBound \
 	TestRAISERamble TestPExAEndToEnd TestRAISEFinalCoverage TestPersonasReadByTheReader \
 	TestRAISETrajectoryUnderPersonas TestEnvelopeCommands TestPExAPlanner TestPExAMostPromising \
-	TestRAISECommandForms TestCanonicalPersonaIsCanonical
+	TestRAISECommandForms TestCanonicalPersonaIsCanonical TestLongTextsCountedInChunks \
+	TestAdaptiveSamplingPasses TestAdaptiveSamplingRounds TestAdaptiveSamplingWaves
 NORACE_RE = ^($(subst $(space),|,$(strip $(NORACE))))$$
 
 # check is the fast tier, for every change: gofmt, vet, the layout rules and
