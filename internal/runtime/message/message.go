@@ -47,6 +47,31 @@ type Task struct {
 	// ids, lets them through. Its value is unique per reissue (the
 	// voter's clock, in ms).
 	Reissue int64 `json:"reissue,omitempty"`
+	// Parent is the envelope of the task whose outcome published this one
+	// (nil for a round's first tasks and a join's continuation): when the
+	// inputs it left in the blob store are gone, it is run again
+	// (agent.ErrBlobLost). It keeps its own parents up to MaxAncestors.
+	Parent *Task `json:"parent,omitempty"`
+}
+
+// MaxAncestors bounds the parents a task carries: a producer further up
+// is not run again, and its continuation fails as before.
+const MaxAncestors = 4
+
+// AsParent is t as its continuations carry it, its ancestors beyond
+// MaxAncestors-1 left out.
+func (t *Task) AsParent() *Task {
+	head := *t
+	for p, depth := &head, 1; p.Parent != nil; depth++ {
+		if depth >= MaxAncestors {
+			p.Parent = nil
+			break
+		}
+		cp := *p.Parent
+		p.Parent = &cp
+		p = &cp
+	}
+	return &head
 }
 
 // ID is the task's message id: the same task published twice is one task;

@@ -68,6 +68,21 @@ func (t *Task) Validate() error {
 			return fmt.Errorf("invalid task: join part %d of %d", j.Part, j.Of)
 		}
 	}
+	// A parent is run again on the task's word: it must be of the same
+	// example and agent, and valid itself.
+	for p, depth := t.Parent, 1; p != nil; p, depth = p.Parent, depth+1 {
+		if depth > MaxAncestors {
+			return fmt.Errorf("invalid task: more than %d parents", MaxAncestors)
+		}
+		if p.Run != t.Run || p.Example != t.Example || p.Agent != t.Agent {
+			return fmt.Errorf("invalid task: its parent %.60q is of %s/%s/%s, not the task's own example and agent", p.Task.ID, p.Run, p.Example, p.Agent)
+		}
+		head := *p
+		head.Parent = nil
+		if err := head.Validate(); err != nil {
+			return fmt.Errorf("parent: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -31,6 +31,18 @@ func TestValidateRefusesHostileFields(t *testing.T) {
 		{"huge task id", func() *Task { t := good(); t.Task.ID = strings.Repeat("a", 300); return t }(), "task id"},
 		{"negative round", func() *Task { t := good(); t.Task.Round = -1; return t }(), "negative"},
 		{"bad join", func() *Task { t := good(); t.Task.Join = &agent.Join{Group: "g", Part: 3, Of: 2}; return t }(), "join part"},
+		{"a task with its parent", func() *Task { t := good(); t.Parent = good(); return t }(), ""},
+		{"parent of another run", func() *Task { t := good(); t.Parent = good(); t.Parent.Run = "r2"; return t }(), "parent"},
+		{"parent of another example", func() *Task { t := good(); t.Parent = good(); t.Parent.Example = "local002"; return t }(), "parent"},
+		{"hostile parent", func() *Task { t := good(); t.Parent = good(); t.Parent.Task.Kind = "a b"; return t }(), "parent: invalid task: task kind"},
+		{"too many parents", func() *Task {
+			t := good()
+			for p, i := t, 0; i <= MaxAncestors; i++ {
+				p.Parent = good()
+				p = p.Parent
+			}
+			return t
+		}(), "parents"},
 		{"warehouse with a dot", func() *Task { t := good(); t.Warehouse = "a.b"; return t }(), "warehouse"},
 		{"a good result", &CandidateResult{Run: "r1", Example: "local001", Agent: "reforce", Status: agent.StatusOK, CSVRef: ref}, ""},
 		{"an agent's own status", &CandidateResult{Run: "r1", Example: "local001", Agent: "reforce", Status: "vote"}, ""},
@@ -52,6 +64,33 @@ func TestValidateRefusesHostileFields(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: %v, want an error about %s", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestAsParentKeepsFewAncestors: a continuation carries its parent with at
+// most MaxAncestors generations in all, and the parent it was given is
+// not changed.
+func TestAsParentKeepsFewAncestors(t *testing.T) {
+	t.Parallel()
+	depth := func(t *Task) int {
+		n := 0
+		for ; t != nil; t = t.Parent {
+			n++
+		}
+		return n
+	}
+	for _, n := range []int{1, 2, MaxAncestors, MaxAncestors + 3} {
+		var chain *Task
+		for i := range n {
+			chain = &Task{Run: "r1", Example: "local001", Agent: "a", Task: agent.Task{Kind: "k", ID: "t" + strings.Repeat("x", i)}, Parent: chain}
+		}
+		p := chain.AsParent()
+		if got, want := depth(p), min(n, MaxAncestors); got != want {
+			t.Errorf("a chain of %d: the parent carries %d generations, want %d", n, got, want)
+		}
+		if got := depth(chain); got != n {
+			t.Errorf("a chain of %d: AsParent changed the task's own chain to %d", n, got)
 		}
 	}
 }

@@ -363,7 +363,11 @@ func (s *store) PutBlob(ctx context.Context, b []byte) (string, error) {
 	return s.env.Blobs.Put(ctx, b)
 }
 func (s *store) GetBlob(ctx context.Context, ref string) ([]byte, error) {
-	return s.env.Blobs.Get(ctx, ref)
+	b, err := s.env.Blobs.Get(ctx, ref)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", agent.ErrBlobLost, err)
+	}
+	return b, err
 }
 
 // inlineCheckpoint is the largest checkpoint kept in its Redis key; a
@@ -470,6 +474,58 @@ func Envelopes(m *runstate.Manifest, ex, agentName, wh string, tasks []agent.Tas
 		out[i] = &message.Task{V: message.Version, Run: m.Run, Example: ex, Agent: agentName, Warehouse: wh, Task: t, Seed: m.Seed}
 	}
 	return out
+}
+
+// Reissues bounds how often one task is reissued: a task that finishes
+// without the results its slots owe (an agent's bug) looks as if Redis
+// lost them, and one whose inputs stay lost would lose them again; neither
+// may run forever. Past it, the task fails, or the round's deadline
+// decides the round with what is in.
+const Reissues = 2
+
+// Reissue publishes tasks of round r again, queued and unfinished, under
+// new message ids (stamp, unique per reissue, becomes their Reissue), so
+// JetStream's deduplication, which may remember the originals' ids, lets
+// them through; role labels the metric. Each reissue is counted
+// (runstate.CountReissue) and the round's deadline moved on.
+func (e *Env) Reissue(ctx context.Context, role string, r runstate.Round, tasks []*message.Task, stamp int64) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	run, err := e.Run(ctx, r.Run)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.Task.ID
+		t.Reissue = stamp
+		if t.Warehouse == "" {
+			meta, err := e.State.Meta(ctx, r.Run, r.Example)
+			if err != nil {
+				return err
+			}
+			t.Warehouse = meta.Warehouse
+		}
+	}
+	for _, id := range ids {
+		if _, err := e.State.CountReissue(ctx, r.Run, r.Example, r.Agent, id); err != nil {
+			return err
+		}
+	}
+	if err := e.State.LogTasks(ctx, r.Run, r.Example, r.Agent, tasks); err != nil {
+		return err
+	}
+	if err := e.State.Untake(ctx, r.Run, r.Example, r.Agent, true, ids...); err != nil {
+		return err
+	}
+	if err := e.PublishTasks(ctx, run, tasks); err != nil {
+		return err
+	}
+	if e.Metrics != nil {
+		e.Metrics.Tasks.WithLabelValues(role, tasks[0].Warehouse, "reissued").Add(float64(len(tasks)))
+	}
+	return e.State.Progress(ctx, r, "", e.Deadline(run.Manifest))
 }
 
 // Open records a round (its expected results, its tasks, its deadline)

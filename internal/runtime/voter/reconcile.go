@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/message"
+	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 )
 
@@ -190,11 +191,8 @@ func (v *Voter) examine(ctx context.Context, r runstate.Round, h *held) (*roundS
 	return st, nil
 }
 
-// Reissues bounds how often one task is reissued: a task that finishes
-// without the results its slots owe (an agent's bug) looks as if Redis
-// lost them, and must not run forever. Past it, the round's deadline
-// decides the round with what is in.
-const Reissues = 2
+// Reissues bounds how often one task is reissued (runenv.Reissues).
+const Reissues = runenv.Reissues
 
 // reconciler remembers the tasks seen lost, so that one is reissued only
 // when found lost still at least a pass later. It is the sweeper's: one
@@ -297,38 +295,11 @@ func (v *Voter) reissue(ctx context.Context, r runstate.Round, tasks []*message.
 	if len(tasks) == 0 {
 		return nil
 	}
-	run, err := v.env.Run(ctx, r.Run)
-	if err != nil {
-		return err
-	}
 	ids := make([]string, len(tasks))
-	stamp := time.Now().UnixMilli()
 	for i, t := range tasks {
 		ids[i] = t.Task.ID
-		t.Reissue = stamp
-		if t.Warehouse == "" {
-			meta, err := v.env.State.Meta(ctx, r.Run, r.Example)
-			if err != nil {
-				return err
-			}
-			t.Warehouse = meta.Warehouse
-		}
 	}
 	v.env.Log.Warn("reconcile: tasks neither finished nor in the stream (Redis lost their state): publishing them again",
 		zap.String("run", r.Run), zap.String("example", r.Example), zap.Int("round", r.Round), zap.Strings("tasks", ids))
-	for _, id := range ids {
-		if _, err := v.env.State.CountReissue(ctx, r.Run, r.Example, r.Agent, id); err != nil {
-			return err
-		}
-	}
-	if err := v.env.State.Untake(ctx, r.Run, r.Example, r.Agent, true, ids...); err != nil {
-		return err
-	}
-	if err := v.env.PublishTasks(ctx, run, tasks); err != nil {
-		return err
-	}
-	if v.env.Metrics != nil {
-		v.env.Metrics.Tasks.WithLabelValues("voter", tasks[0].Warehouse, "reissued").Add(float64(len(tasks)))
-	}
-	return v.env.State.Progress(ctx, r, "", v.env.Deadline(run.Manifest))
+	return v.env.Reissue(ctx, "voter", r, tasks, time.Now().UnixMilli())
 }

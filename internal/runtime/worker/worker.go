@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"go.uber.org/zap"
@@ -190,6 +191,11 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 		reason, _ := w.env.State.CancelReason(ctx, t.Run) // unread: a client's cancel
 		return w.dropCancelled(ctx, &t, cost.Ledger{"cancelled": &cost.Cost{LLMCalls: calls, LLM: usage}}, reason)
 	}
+	if errors.Is(err, agent.ErrBlobLost) && t.Parent != nil && ctx.Err() == nil {
+		if rerr := w.rerunParent(ctx, &t, err); rerr != errNoRerun {
+			return rerr
+		}
+	}
 	if agent.IsPermanent(err) {
 		return queue.Permanent(err)
 	}
@@ -210,6 +216,45 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	marked := time.Now()
 	defer m.Since("redis", marked)
 	return w.env.State.MarkDone(ctx, t.Run, t.Example, t.Agent, t.Task.ID)
+}
+
+// errNoRerun: the parent may not run again; the task fails as any other.
+var errNoRerun = errors.New("the parent is not run again")
+
+// rerunParent answers a continuation whose inputs the blob store lost
+// (Redis lost its last writes after they were published): the task that
+// wrote them runs again, as a reissue, and publishes the continuation
+// anew, so the continuation ends here without a result and is not marked
+// done. The dropped continuation's inherited cost moves to the parent's
+// new run. Its siblings finding the same loss publish the same reissue
+// (one stamp per loss), which JetStream's deduplication keeps to one.
+func (w *worker) rerunParent(ctx context.Context, t *message.Task, cause error) error {
+	p := *t.Parent
+	reissued, err := w.env.State.Reissues(ctx, t.Run, t.Example, t.Agent)
+	if err != nil {
+		return err
+	}
+	if reissued[p.Task.ID] >= runenv.Reissues {
+		return errNoRerun
+	}
+	p.Upstream, p.UpstreamSeconds = t.Upstream, t.UpstreamSeconds
+	w.env.Log.Warn("a task's inputs are lost (Redis lost its last writes): running the task that wrote them again",
+		zap.String("run", t.Run), zap.String("example", t.Example), zap.String("task", t.Task.ID),
+		zap.String("parent", p.Task.ID), zap.Error(cause))
+	round := runstate.Round{Run: t.Run, Example: t.Example, Agent: t.Agent, Round: p.Task.Round}
+	if err := w.env.Reissue(ctx, string(w.pool), round, []*message.Task{&p}, lostInputStamp(t)); err != nil {
+		return fmt.Errorf("task %s: running its parent %s again: %w", t.Task.ID, p.Task.ID, err)
+	}
+	return w.env.State.Untake(ctx, t.Run, t.Example, t.Agent, false, t.Task.ID)
+}
+
+// lostInputStamp is the reissue stamp of the parent of t: the same for
+// every continuation of one run of the parent, so they publish one
+// message, and never the stamp the parent ran under.
+func lostInputStamp(t *message.Task) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%s|%s|%s|%d", t.Run, t.Example, t.Agent, t.Parent.Task.ID, t.Reissue)
+	return int64(h.Sum64()>>1) | 1
 }
 
 // dropCancelled ends a task of a cancelled question (or a run stopped at
@@ -265,10 +310,11 @@ func (w *worker) publish(ctx context.Context, run *runenv.Run, t *message.Task, 
 		if !carried {
 			next[0].Upstream, next[0].UpstreamSeconds, carried = ledger, elapsed, true
 		}
+		parent := t.AsParent()
 		for _, n := range next {
 			// A reissued task's continuations are reissued with it: the
 			// originals' ids may still be in JetStream's memory.
-			n.UpstreamChain, n.Reissue = chain, t.Reissue
+			n.UpstreamChain, n.Reissue, n.Parent = chain, t.Reissue, parent
 		}
 		if err := w.publishNext(ctx, run, t, next); err != nil {
 			return err

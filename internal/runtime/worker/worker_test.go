@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/quorumsql/quorum/internal/blob"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/message"
@@ -37,6 +38,8 @@ type job struct {
 	// Hold makes an answer task say it runs (tasker.running) and wait for
 	// tasker.release.
 	Hold bool `json:"hold,omitempty"`
+	// Ref is the blob a fetch task reads (stash writes SQL there).
+	Ref string `json:"ref,omitempty"`
 }
 
 // tasker is the agent the workers run; it counts each task's executions.
@@ -56,6 +59,8 @@ func taskerDef() *agent.Definition {
 	agent.Register(&d.Kinds, "expand", agent.Explorer, "continue into an answer task", (*tasker).expand)
 	agent.Register(&d.Kinds, "part", agent.Explorer, "one part of a fan-out", (*tasker).part)
 	agent.Register(&d.Kinds, "gather", agent.Generator, "what the fan-out gathered", (*tasker).gather)
+	agent.Register(&d.Kinds, "stash", agent.Explorer, "store the SQL as a blob and continue into a fetch", (*tasker).stash)
+	agent.Register(&d.Kinds, "fetch", agent.Generator, "answer with the SQL of a stash's blob", (*tasker).fetch)
 	return d
 }
 
@@ -89,6 +94,11 @@ func (a *tasker) answer(ctx context.Context, c *agent.Context, t agent.Task, p j
 	if err := a.executed(t, p); err != nil {
 		return nil, err
 	}
+	return a.query(ctx, c, t, p)
+}
+
+// query answers the slot with the payload's SQL.
+func (a *tasker) query(ctx context.Context, c *agent.Context, t agent.Task, p job) (*agent.Outcome, error) {
 	if p.Hold {
 		a.running <- t.ID
 		select {
@@ -143,6 +153,39 @@ func (a *tasker) gather(ctx context.Context, c *agent.Context, t agent.Task, p j
 		got = append(got, string(pt.Value))
 	}
 	return &agent.Outcome{Results: []agent.Result{{Index: t.Slots[0], SQL: strings.Join(got, ","), Status: agent.StatusEmpty}}}, nil
+}
+
+func (a *tasker) stash(ctx context.Context, c *agent.Context, t agent.Task, p job) (*agent.Outcome, error) {
+	if err := a.executed(t, p); err != nil {
+		return nil, err
+	}
+	c.Ledger.Stage("stash").Call(llmUsage, false)
+	ref, err := c.Store.PutBlob(ctx, []byte(p.SQL))
+	if err != nil {
+		return nil, err
+	}
+	next, err := agent.NewTask("fetch", t.ID+".fetch", t.Round, t.Slots, job{Ref: ref, Hold: p.Hold})
+	return &agent.Outcome{Next: []agent.Task{next}}, err
+}
+
+// fetch holds on its first run only, when the payload says so.
+func (a *tasker) fetch(ctx context.Context, c *agent.Context, t agent.Task, p job) (*agent.Outcome, error) {
+	if err := a.executed(t, p); err != nil {
+		return nil, err
+	}
+	if p.Hold && a.executions(t.ID) == 1 {
+		a.running <- t.ID
+		select {
+		case <-a.release:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	b, err := c.Store.GetBlob(ctx, p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	return a.query(ctx, c, t, job{SQL: string(b)})
 }
 
 // llmUsage is what a handler's one LLM call cost.
@@ -402,5 +445,45 @@ func TestWorkerTakesBackALeaseRedisLost(t *testing.T) {
 	}
 	if n := tk.executions("h"); n != 1 {
 		t.Errorf("the task ran %d times, want once: losing its lease to a failover stopped it", n)
+	}
+}
+
+// TestWorkerRerunsTheProducerOfALostInput: a continuation whose input blob
+// Redis lost (a rollback after the continuation was published) does not
+// fail its slot: the task that wrote the blob runs again and publishes the
+// continuation anew, which answers; the slot gets one result, carrying
+// what both runs of the producer cost.
+func TestWorkerRerunsTheProducerOfALostInput(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	ctx := context.Background()
+	const count = "SELECT COUNT(*) AS n FROM t"
+	run, results := f.run(t, "lostblob", false)
+	f.open(t, run, 1, task(t, "stash", "s", []int{0}, job{SQL: count, Hold: true}))
+	tk := run.Agent.(*tasker)
+	wait.Recv(t, time.Minute, "the continuation running", (<-chan string)(tk.running))
+	if err := f.redis.Del(ctx, rdb.BlobKey(blob.Ref([]byte(count)))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	close(tk.release)
+	r := wait.Recv(t, time.Minute, "the result", results)
+	if r.Status != agent.StatusOK || r.SQL != count || r.Rows != 1 {
+		t.Errorf("result %+v, want the stashed query's ok result", r)
+	}
+	if r.Reissue == 0 {
+		t.Errorf("the result carries no reissue stamp: it did not come from the producer's new run")
+	}
+	if got := r.Cost["stash"]; got == nil || got.LLMCalls != 2 {
+		t.Errorf("the result carries the stash stage's cost %+v, want both runs' 2 calls", got)
+	}
+	for id, want := range map[string]int{"s": 2, "s.fetch": 2} {
+		if n := tk.executions(id); n != want {
+			t.Errorf("task %s ran %d times, want %d", id, n, want)
+		}
+	}
+	select {
+	case extra := <-results:
+		t.Errorf("a second result for the slot: %+v", extra)
+	default:
 	}
 }

@@ -332,6 +332,8 @@ type Store interface {
 	Get(ctx context.Context, name string) (string, bool, error)
 	Set(ctx context.Context, name, value string) error
 	// PutBlob stores content-addressed bytes and returns their reference.
+	// GetBlob's error wraps ErrBlobLost when the store no longer holds
+	// ref: a task that returns it (wrapped) has its producer run again.
 	PutBlob(ctx context.Context, b []byte) (string, error)
 	GetBlob(ctx context.Context, ref string) ([]byte, error)
 	// Parts returns a join's recorded parts by index.
@@ -560,6 +562,13 @@ type permanent struct{ err error }
 
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
+
+// ErrBlobLost is what Store.GetBlob wraps for a reference the store no
+// longer holds (Redis lost its last writes: a restart from an older
+// snapshot, a lagging replica promoted). A continuation whose Execute
+// returns it, wrapped, is not failed: the runtime runs the task that
+// published it again, which writes its inputs again and publishes it anew.
+var ErrBlobLost = errors.New("blob lost: the store no longer holds it")
 
 // Permanent marks an Execute error that redelivery cannot fix (a malformed
 // payload, an example whose warehouse cannot open): the task gives up at

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -78,7 +78,7 @@ func (s *Store) GetBlob(_ context.Context, ref string) ([]byte, error) {
 	defer s.mu.Unlock()
 	b, ok := s.blobs[ref]
 	if !ok {
-		return nil, errors.New("blob " + ref + " not found")
+		return nil, fmt.Errorf("blob %s: %w", ref, agent.ErrBlobLost)
 	}
 	return b, nil
 }
