@@ -78,6 +78,19 @@ type Config struct {
 	Replicas int
 }
 
+// Pings is the connection's keepalive, from the ack wait: a link cut
+// silently (nothing closed, nothing delivered) is noticed after
+// outstanding unanswered pings: within a third to a half of the ack wait,
+// 4 s at least (a loaded machine's pause is not a partition) and 30 s at
+// most (the client's default pings every 2 minutes), so the worker
+// stops fetching into a dead link and reconnects. What a cut worker holds
+// is redelivered once the ack wait passes without its heartbeats, and run
+// by another once its task lease lapses too.
+func (c Config) Pings() (every time.Duration, outstanding int) {
+	c.defaults()
+	return min(max(c.AckWait/6, 2*time.Second), 10*time.Second), 2
+}
+
 func (c *Config) defaults() {
 	if c.AckWait <= 0 {
 		c.AckWait = 60 * time.Second
@@ -106,7 +119,9 @@ type Queue struct {
 func Connect(ctx context.Context, url string, cfg Config, opts ...nats.Option) (*Queue, error) {
 	cfg.defaults()
 	closed := make(chan struct{})
-	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.Name("quorum")}, opts...)
+	every, outstanding := cfg.Pings()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.Name("quorum"),
+		nats.PingInterval(every), nats.MaxPingsOutstanding(outstanding)}, opts...)
 	opts = append(opts, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

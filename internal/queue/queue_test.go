@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/netcut"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 )
 
@@ -270,4 +272,36 @@ func TestUrgentLaneGoesFirst(t *testing.T) {
 			t.Fatalf("order %v: the urgent messages did not take the next slots", order)
 		}
 	}
+}
+
+// TestASilentCutIsNoticed: a link that stops delivering without closing
+// (a partition) is noticed by the connection's pings, derived from the ack
+// wait, not after the client's default two minutes of them; healed, the
+// connection comes back.
+func TestASilentCutIsNoticed(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := netcut.Start(t, netcut.Config{Target: u.Host})
+	lost, back := make(chan struct{}, 1), make(chan struct{}, 1)
+	signal := func(c chan struct{}) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	q, err := queue.Connect(context.Background(), "nats://"+link.Addr(), queue.Config{AckWait: 3 * time.Second},
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { signal(lost) }),
+		nats.ReconnectHandler(func(*nats.Conn) { signal(back) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	link.Cut()
+	wait.Recv(t, time.Minute, "the connection noticing the cut (pings every 2 s, 2 outstanding)", (<-chan struct{})(lost))
+	link.Heal()
+	wait.Recv(t, time.Minute, "the connection back after the link healed", (<-chan struct{})(back))
 }
