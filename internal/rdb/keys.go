@@ -16,6 +16,8 @@
 //	run:<run>:manifest                internal/runtime/runstate       the run's manifest (JSON)                 none; retired: answers
 //	run:<run>:final                   runstate                   hash example → final answer               none; retired: answers
 //	run:<run>:meta                    runstate                   hash example → warehouse, published       none; retired: state
+//	run:<run>:sessions                runstate (the coordinator) hash "count", "<n>" → a session's start,  none; retired: state
+//	                                                             end, closed (JSON); rdb/sessions.go
 //	run:<run>:cancelled               runstate (serve's cancel,  the reason                                CancelTTL (14 days); retired: ≤ state
 //	                                  a run's token cap)
 //	run:<run>:tokens                  runstate (the worker's     LLM tokens a run with a token cap         none; retired: state

@@ -334,6 +334,46 @@ type stageRow struct {
 
 type costRow struct{ Label, Total, PerExample string }
 
+// sessionRow is a line of the sessions table.
+type sessionRow struct{ N, Started, Ended, Duration, Examples string }
+
+// sessionRows are a resumed run's sessions (none for a run of one).
+func sessionRows(r *Report) []sessionRow {
+	if len(r.Sessions) < 2 {
+		return nil
+	}
+	var out []sessionRow
+	for _, s := range r.Sessions {
+		ended := stamp(s.Finished)
+		if s.EndUnknown {
+			ended += " (last seen: its process died)"
+		}
+		out = append(out, sessionRow{N: fmt.Sprint(s.Number), Started: stamp(s.Started), Ended: ended, Duration: secs(s.Seconds), Examples: num(s.Examples)})
+	}
+	return out
+}
+
+// runningSeconds is the time the run had been running at f seconds after
+// its start: the pauses between its sessions left out, so a resumed run's
+// throughput is not diluted by the time nothing ran.
+func runningSeconds(r *Report, f float64) float64 {
+	if len(r.Sessions) < 2 {
+		return f
+	}
+	at := r.Started.Add(time.Duration(f * float64(time.Second)))
+	ran := 0.0
+	for _, s := range r.Sessions {
+		if at.Before(s.Started) {
+			break // in a pause: where the session before ended
+		}
+		if !at.After(s.Finished) {
+			return ran + at.Sub(s.Started).Seconds()
+		}
+		ran += s.Seconds
+	}
+	return ran
+}
+
 // statusRow is a line of the status table.
 type statusRow struct{ Label, Count, Share string }
 
@@ -378,6 +418,12 @@ var page = template.Must(template.New("report").Parse(`<!doctype html>
 <section id="summary"><h2>Summary</h2>
 <table class="kv">{{range .Summary}}<tr><th>{{.Label}}</th><td>{{.Value}}</td></tr>{{end}}</table>
 </section>
+
+{{if .Sessions}}<section id="sessions"><h2>Sessions ({{len .Sessions}})</h2>
+<p>The run was interrupted and resumed: each session ran from a start to an interruption, a crash or the end. The wall time is their sum; latencies and finish times are the examples' own, whichever session recorded them.</p>
+<table><tr><th>session</th><th class="l">started</th><th class="l">ended</th><th>duration</th><th>examples finished</th></tr>
+{{range .Sessions}}<tr><td>{{.N}}</td><td class="l">{{.Started}}</td><td class="l">{{.Ended}}</td><td>{{.Duration}}</td><td>{{.Examples}}</td></tr>{{end}}</table>
+</section>{{end}}
 
 <section id="accuracy"><h2>Accuracy</h2>
 {{if .Scored}}<div class="tiles">
@@ -568,6 +614,17 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	if !r.Finished.IsZero() {
 		when += " to " + stamp(r.Finished)
 	}
+	resumed := len(r.Sessions) > 1
+	if resumed {
+		when += fmt.Sprintf(" in %d sessions", len(r.Sessions))
+	}
+	// A resumed run's wall time is its sessions' sum; the span, pauses
+	// included, is said beside it so neither is mistaken for the other.
+	wall := []Row{{"wall time", secs(t.WallSeconds)}}
+	if resumed {
+		wall = []Row{{fmt.Sprintf("wall time (sum of its %d sessions)", len(r.Sessions)), secs(t.WallSeconds)},
+			{"span (first start to last end, pauses included)", secs(t.SpanSeconds)}}
+	}
 	n := max(t.Examples, 1) // per-example figures of an empty run stay finite
 
 	opts := "defaults"
@@ -582,8 +639,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"dataset", cmp.Or(r.Dataset, "–")}, {"agent", agent}, {"agent options", opts},
 		{"votes (candidates per example)", fmt.Sprint(r.Votes)}, {"seed", fmt.Sprint(r.Seed)},
 		{"examples", fmt.Sprint(t.Examples)}, {"started", stamp(r.Started)}, {"finished", stamp(r.Finished)},
-		{"wall time", secs(t.WallSeconds)}, {"LLM", cmp.Or(r.LLM, "–")},
 	}
+	scenario = append(append(scenario, wall...), Row{"LLM", cmp.Or(r.LLM, "–")})
 	summary := []Row{{"examples", fmt.Sprint(t.Examples)},
 		{"answered / no answer / failed", fmt.Sprintf("%d / %d / %d", t.Answered, t.NoAnswer, t.Failed)}}
 	if t.EX != nil {
@@ -593,8 +650,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		Row{"high / low confidence", fmt.Sprintf("%d / %d", t.HighConf, t.LowConf)},
 		Row{"LLM calls per example", fmt.Sprintf("%.2f", t.CallsPerEx)},
 		Row{"warehouse queries per example", fmt.Sprintf("%.2f", t.QueriesPerEx)},
-		Row{"tokens per LLM call", num(int(math.Round(t.TokensPerCall)))},
-		Row{"wall time", secs(t.WallSeconds)})
+		Row{"tokens per LLM call", num(int(math.Round(t.TokensPerCall)))})
+	summary = append(summary, wall...)
 	summary = append(summary, extra.Rows...)
 
 	byDB := map[string][2]int{}
@@ -622,7 +679,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 			failed = append(failed, e)
 		}
 		if e.FinishedSeconds > 0 {
-			finished = append(finished, e.FinishedSeconds)
+			finished = append(finished, runningSeconds(r, e.FinishedSeconds))
 		}
 		conf[cmp.Or(e.Confidence, "none")+" → "+cmp.Or(e.Method, "none")]++
 		stages.Merge(e.CostByStage)
@@ -679,6 +736,10 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		stageBars = append(stageBars, bar{name, float64(s.Tokens())})
 	}
 
+	throughputAxis := "seconds since start"
+	if resumed {
+		throughputAxis = "seconds of running (pauses between sessions left out)"
+	}
 	sort.Float64s(finished)
 	var xs, ys []float64
 	for i, f := range finished {
@@ -742,7 +803,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		"LatencyNote": latNote,
 		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "examples", "", histogram(lat, 8, " s")),
 			svgBars("LLM calls per example (examples per bucket)", "examples", "", histogram(calls, 8, "")),
-			svgLine("Throughput over time", "seconds since start", "examples finished", xs, ys)},
+			svgLine("Throughput over time", throughputAxis, "examples finished", xs, ys)},
+		"Sessions":  sessionRows(r),
 		"Slowest":   top(latencyOf),
 		"Expensive": top(tokensOf),
 		"Failed":    failed, "FailedRows": failedRows, "Wrong": wrong, "Sections": extra.Sections, "Lead": extra.Lead,

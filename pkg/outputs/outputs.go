@@ -42,15 +42,20 @@ type Example struct {
 	Cost             cost.Cost `json:"cost"`
 	// CostByStage splits Cost by agent stage (link, format, generate,
 	// explore, regenerate, vote).
-	CostByStage    cost.Ledger `json:"cost_by_stage,omitempty"`
-	LatencySeconds float64     `json:"latency_seconds"`
+	CostByStage cost.Ledger `json:"cost_by_stage,omitempty"`
+	// LatencySeconds runs from the example's publication to the recording
+	// of its final answer, in whichever sessions those were (a pause
+	// between sessions included).
+	LatencySeconds float64 `json:"latency_seconds"`
 	// CriticalPathSeconds is the slowest candidate chain per round (LLM
 	// and warehouse time); TaskSeconds/Tasks the wall time of its tasks;
-	// FinishedSeconds when it finished, from the run's start.
+	// FinishedSeconds when it finished, from the run's start (its first
+	// session's), and Session the session it finished in (1 on).
 	CriticalPathSeconds float64 `json:"critical_path_seconds,omitempty"`
 	TaskSeconds         float64 `json:"task_seconds,omitempty"`
 	Tasks               int     `json:"tasks,omitempty"`
 	FinishedSeconds     float64 `json:"finished_seconds,omitempty"`
+	Session             int     `json:"session,omitempty"`
 	// ServiceSeconds is LatencySeconds less the time the example queued
 	// before its first task started.
 	ServiceSeconds float64 `json:"service_seconds,omitempty"`
@@ -101,16 +106,37 @@ type Report struct {
 	Seed         uint64            `json:"seed"`
 	Votes        int               `json:"votes"`
 	LLM          string            `json:"llm"`
-	Started      time.Time         `json:"started"`
-	Finished     time.Time         `json:"finished"`
-	Examples     []Example         `json:"examples"`
-	Totals       Totals            `json:"totals"`
+	// Started is when the run's first session started, Finished when its
+	// last ended.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Sessions are the stretches the run was driven in, in order: a run
+	// interrupted and resumed has several (absent where a report has none,
+	// quorum solve's).
+	Sessions []Session `json:"sessions,omitempty"`
+	Examples []Example `json:"examples"`
+	Totals   Totals    `json:"totals"`
 	// Skipped are the dataset's task lines left out (--skip-invalid),
 	// each with its file:line and why.
 	Skipped []string `json:"skipped,omitempty"`
 	// Warnings are what the run was told at its start about a setup that
 	// departs from its agent's paper (RAISE's three final models).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Session is one stretch of a run, from a start to an interruption, a
+// crash or the end.
+type Session struct {
+	// Number is the session's, from 1 (Example.Session names it).
+	Number   int       `json:"number"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Seconds  float64   `json:"seconds"`
+	// Examples are those whose final answer was recorded in the session.
+	Examples int `json:"examples"`
+	// EndUnknown: the session's process died without recording its end;
+	// Finished is the last it was seen (a heartbeat or a final answer).
+	EndUnknown bool `json:"end_unknown,omitempty"`
 }
 
 // Totals summarise the examples.
@@ -129,8 +155,13 @@ type Totals struct {
 	EXAtK      *float64  `json:"ex_at_k,omitempty"`
 	// K is the k of EX@k: the most candidates an example decided in one
 	// round had (ReFoRCE's votes, PExA's passes).
-	K             int     `json:"k,omitempty"`
+	K int `json:"k,omitempty"`
+	// WallSeconds is the time the run was running: the sum of its
+	// sessions' Seconds (Finished − Started without sessions).
+	// SpanSeconds runs from Started to Finished, pauses between sessions
+	// included.
 	WallSeconds   float64 `json:"wall_seconds"`
+	SpanSeconds   float64 `json:"span_seconds"`
 	CallsPerEx    float64 `json:"llm_calls_per_example"`
 	QueriesPerEx  float64 `json:"warehouse_queries_per_example"`
 	TokensPerCall float64 `json:"tokens_per_llm_call"`
@@ -152,7 +183,14 @@ func (t Totals) KOrVotes(votes int) int {
 // Summarize fills r.Totals from r.Examples.
 func (r *Report) Summarize() {
 	sort.Slice(r.Examples, func(i, j int) bool { return r.Examples[i].InstanceID < r.Examples[j].InstanceID })
-	t := Totals{Examples: len(r.Examples), WallSeconds: r.Finished.Sub(r.Started).Seconds()}
+	span := r.Finished.Sub(r.Started).Seconds()
+	t := Totals{Examples: len(r.Examples), WallSeconds: span, SpanSeconds: span}
+	if len(r.Sessions) > 0 {
+		t.WallSeconds = 0
+		for _, s := range r.Sessions {
+			t.WallSeconds += s.Seconds
+		}
+	}
 	for _, e := range r.Examples {
 		switch e.Status {
 		case "answered":

@@ -63,7 +63,7 @@ func TestAdmitRetriesAFailedStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &coord{env: env, run: run, m: m, log: zap.NewNop(), window: 1,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}, began: map[string]time.Time{},
+		finals: map[string]*message.FinalAnswer{}, ends: map[string]finalEnd{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: map[string]bool{"local001": true, "local002": true}}
 
 	srv.Stop()

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -75,7 +76,8 @@ type Config struct {
 	// RestoreEvery is how often, while it waits for finals, the
 	// coordinator checks that Redis still has what it recorded of the
 	// run (the manifest, each started example's round) and records it
-	// again if Redis lost it (default 10s).
+	// again if Redis lost it (default 10s); it is also how often the
+	// session's heartbeat is recorded, the end a killed session keeps.
 	RestoreEvery time.Duration
 	// StreamReplicas is the --stream-replicas the coordinator was given
 	// (0: none). Resuming a run that recorded more is refused: the
@@ -224,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
 		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health,
-		finals: map[string]*message.FinalAnswer{}, arrived: map[string]time.Time{}, flying: map[string]bool{}, began: map[string]time.Time{},
+		finals: map[string]*message.FinalAnswer{}, ends: map[string]finalEnd{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
 		c.inRun[id] = true
@@ -237,6 +239,16 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := c.retryFailed(ctx, cfg.RetryFailed); err != nil {
 		return nil, err
 	}
+	// Running a finished run's id again only writes its outputs: that is
+	// no session of it, and its timings stay those it finished with.
+	if !c.done() {
+		n, err := env.State.BeginSession(ctx, m.Run, started)
+		if err != nil {
+			return nil, err
+		}
+		c.session = n
+		defer func() { c.closeSession(context.WithoutCancel(ctx), time.Now()) }()
+	}
 	if err := c.resumeStarted(ctx); err != nil {
 		return nil, err
 	}
@@ -246,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := c.awaitFinals(ctx); err != nil {
 		return nil, err
 	}
-	rep := c.report(started)
+	rep := c.report()
 	c.writePages(rep)
 	if err := w.Report(rep); err != nil {
 		return nil, err
@@ -307,10 +319,18 @@ type coord struct {
 	finals      map[string]*message.FinalAnswer
 	// began is when each example this coordinator started was published:
 	// its root span's start.
-	began   map[string]time.Time
-	arrived map[string]time.Time
+	began map[string]time.Time
+	// ends are when each final answer was recorded, and in which session,
+	// this one's or an earlier's (as Redis keeps them with the answer).
+	ends map[string]finalEnd
 	// flying are the examples started and not final.
 	flying map[string]bool
+
+	// session numbers this session of the run (0: none, the run was
+	// finished); started is when it started, and closed says its end is
+	// recorded.
+	session int
+	closed  bool
 
 	// progressMu guards the progress line's running totals.
 	progressMu                 sync.Mutex
@@ -415,18 +435,57 @@ func (b *BudgetReached) Error() string {
 // collectKnown loads finals recorded before a resume and makes sure their
 // outputs exist.
 func (c *coord) collectKnown(ctx context.Context) error {
-	known, err := c.env.State.Finals(ctx, c.m.Run)
+	known, err := c.env.State.RecordedFinals(ctx, c.m.Run)
 	if err != nil {
 		return err
 	}
-	for id, f := range known {
+	for id, r := range known {
+		f := r.FinalAnswer
 		if err := c.writeAnswer(ctx, f); err != nil {
 			return err
 		}
 		c.finals[id] = f
+		if !r.At.IsZero() {
+			c.ends[id] = finalEnd{at: r.At, session: r.Session}
+		}
 		c.spend(f)
 	}
 	return nil
+}
+
+// finalEnd is when an example's final answer was recorded, in which
+// session of the run.
+type finalEnd struct {
+	at      time.Time
+	session int
+}
+
+// closeSession records this session's end, once.
+func (c *coord) closeSession(ctx context.Context, at time.Time) {
+	if c.session == 0 || c.closed {
+		return
+	}
+	c.closed = true
+	err := c.env.State.SetSession(ctx, c.m.Run, runstate.Session{N: c.session, Start: c.started, End: at, Closed: true})
+	if err != nil {
+		c.log.Warn("the session's end is not recorded: later reports end it at its last heartbeat or final answer", zap.Error(err))
+	}
+}
+
+// heartbeat records that this session is alive now: the end a later
+// report gives it if its process is killed. Not cancelled with the loop
+// calling it, so it never lands after closeSession's record; bounded by
+// the heartbeat's period, so a Redis away does not hold up the loop's stop.
+func (c *coord) heartbeat(ctx context.Context) {
+	if c.session == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.restoreEvery)
+	defer cancel()
+	err := c.env.State.SetSession(hctx, c.m.Run, runstate.Session{N: c.session, Start: c.started, End: time.Now()})
+	if err != nil {
+		c.log.Warn("recording the session's heartbeat", zap.Error(err))
+	}
 }
 
 // retryRunID names the n-th retry of a run's failed examples.
@@ -481,6 +540,7 @@ func (c *coord) retryFailed(ctx context.Context, retry bool) error {
 	for _, id := range failed {
 		c.retrying[id] = true
 		delete(c.finals, id)
+		delete(c.ends, id)
 	}
 	return nil
 }
@@ -712,7 +772,10 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	if err := c.writeAnswer(ctx, f); err != nil {
 		return err
 	}
-	if err := c.env.State.SetFinal(ctx, f); err != nil {
+	// Its time is kept with it: a later session reports the example's
+	// latency from it.
+	at := time.Now()
+	if err := c.env.State.RecordFinal(ctx, f, at, c.session); err != nil {
 		return err
 	}
 	c.exportTrace(ctx, f.Example)
@@ -730,7 +793,7 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 	} else {
 		c.llmFailures = 0
 	}
-	c.arrived[f.Example] = time.Now()
+	c.ends[f.Example] = finalEnd{at: at, session: c.session}
 	n := len(c.finals)
 	began, ok := c.began[f.Example]
 	delete(c.began, f.Example)
@@ -992,6 +1055,7 @@ func (c *coord) restoreLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		c.heartbeat(ctx)
 		if err := c.restore(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("checking the run's state in Redis", zap.Error(err))
 		}
@@ -1069,12 +1133,23 @@ func (c *coord) done() bool {
 
 // report builds run.json, scoring answers against gold where it exists:
 // Spider 2.0's gold result CSVs, else (BIRD, Spider 1) the gold SQL run on
-// the example's SQLite database.
-func (c *coord) report(started time.Time) *outputs.Report {
+// the example's SQLite database. It closes this session: the run's timings
+// span every session, each example's from its own recorded end.
+func (c *coord) report() *outputs.Report {
+	ctx := context.Background()
+	now := time.Now()
+	c.closeSession(ctx, now)
 	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
 		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
-		Started: started, Finished: time.Now()}
-	ctx := context.Background()
+		Started: c.started, Finished: now, Sessions: c.sessions(ctx, now)}
+	for i, s := range rep.Sessions {
+		if i == 0 || s.Started.Before(rep.Started) {
+			rep.Started = s.Started
+		}
+		if i == 0 || s.Finished.After(rep.Finished) {
+			rep.Finished = s.Finished
+		}
+	}
 	bird, closeBird := c.birdGold()
 	defer closeBird()
 	metas := c.metas(ctx)
@@ -1089,15 +1164,14 @@ func (c *coord) report(started time.Time) *outputs.Report {
 			r.Members = append(r.Members, outputs.Member{Agent: m.Agent, Status: m.Status, Confidence: m.Confidence, Method: m.Method,
 				Valid: m.Valid, Agrees: m.Agrees, StoppedAfter: m.StoppedAfter, Posterior: m.Posterior})
 		}
-		if at, ok := c.arrived[id]; ok {
-			r.FinishedSeconds = at.Sub(started).Seconds()
+		end, ended := c.ends[id]
+		if ended {
+			r.FinishedSeconds, r.Session = end.at.Sub(rep.Started).Seconds(), end.session
 		}
 		if e != nil {
 			r.Dialect, r.Database, r.Question = string(e.Dialect), e.DB, e.Question
-			if meta, ok := metas[c.runOf(id).Manifest.Run][id]; ok {
-				if at, ok := c.arrived[id]; ok {
-					r.LatencySeconds = at.Sub(meta.Published).Seconds()
-				}
+			if meta, ok := metas[c.runOf(id).Manifest.Run][id]; ok && ended {
+				r.LatencySeconds = end.at.Sub(meta.Published).Seconds()
 			}
 			c.scoreExample(ctx, bird, e, f, &r)
 		}
@@ -1105,6 +1179,56 @@ func (c *coord) report(started time.Time) *outputs.Report {
 	}
 	rep.Summarize()
 	return rep
+}
+
+// sessions are the run's sessions for its report, this one ending at now.
+// Without them readable it is this one alone, said in the log.
+func (c *coord) sessions(ctx context.Context, now time.Time) []outputs.Session {
+	stored, err := c.env.State.Sessions(ctx, c.m.Run)
+	if err != nil {
+		c.log.Warn("run.json with this session's timings only: the run's sessions cannot be read", zap.Error(err))
+		stored = nil
+	}
+	if c.session > 0 {
+		stored = slices.DeleteFunc(stored, func(s runstate.Session) bool { return s.N == c.session })
+		stored = append(stored, runstate.Session{N: c.session, Start: c.started, End: now, Closed: true})
+	}
+	return sessionsOf(stored, c.ends)
+}
+
+// sessionsOf numbers the sessions' finished examples from ends. A session
+// whose process died ends at the later of its last heartbeat and its last
+// final answer; a final's session that was never recorded (Redis lost it)
+// is rebuilt from its finals alone.
+func sessionsOf(stored []runstate.Session, ends map[string]finalEnd) []outputs.Session {
+	byN := map[int]*outputs.Session{}
+	for _, s := range stored {
+		byN[s.N] = &outputs.Session{Number: s.N, Started: s.Start, Finished: s.End, EndUnknown: !s.Closed}
+	}
+	for _, e := range ends {
+		if e.session == 0 {
+			continue // recorded before sessions were kept
+		}
+		s := byN[e.session]
+		if s == nil {
+			s = &outputs.Session{Number: e.session, Started: e.at, Finished: e.at, EndUnknown: true}
+			byN[e.session] = s
+		}
+		s.Examples++
+		if e.at.Before(s.Started) {
+			s.Started = e.at
+		}
+		if e.at.After(s.Finished) {
+			s.Finished = e.at
+		}
+	}
+	out := make([]outputs.Session, 0, len(byN))
+	for _, n := range slices.Sorted(maps.Keys(byN)) {
+		s := byN[n]
+		s.Seconds = s.Finished.Sub(s.Started).Seconds()
+		out = append(out, *s)
+	}
+	return out
 }
 
 // metas reads every example's meta, by run (this one and the retry run),

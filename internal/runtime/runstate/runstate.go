@@ -680,19 +680,16 @@ func (s *Store) Trace(ctx context.Context, run, ex string) ([][]byte, error) {
 	return out, nil
 }
 
-// Finals returns every final answer of a run.
+// Finals returns every final answer of a run (RecordedFinals without
+// their times).
 func (s *Store) Finals(ctx context.Context, run string) (map[string]*message.FinalAnswer, error) {
-	m, err := s.rdb.HGetAll(ctx, rdb.FinalKey(run)).Result()
+	rec, err := s.RecordedFinals(ctx, run)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*message.FinalAnswer{}
-	for k, v := range m {
-		var f message.FinalAnswer
-		if err := json.Unmarshal([]byte(v), &f); err != nil {
-			return nil, err
-		}
-		out[k] = &f
+	out := make(map[string]*message.FinalAnswer, len(rec))
+	for k, r := range rec {
+		out[k] = r.FinalAnswer
 	}
 	return out, nil
 }
