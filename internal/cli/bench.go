@@ -355,9 +355,14 @@ func benchSampling(cmd *cobra.Command, sc bench.Scenario, names, policies []stri
 		return nil
 	}
 	fmt.Fprintf(w, "\ndifficulty %s (EX figures are the SIMULATED LLM's)\n", c.Scenario.Difficulty)
-	fmt.Fprintf(w, "%-10s %-9s %8s %8s %10s %12s %8s %7s %8s %7s\n", "agent", "sampling", "EX", "EX@k", "calls/ex", "tokens/ex", "wall s", "quota", "stopped", "failed")
+	fmt.Fprintf(w, "%-10s %-9s %8s %8s %10s %12s %8s %7s %8s %7s %8s\n", "agent", "sampling", "EX", "EX@k", "calls/ex", "tokens/ex", "wall s", "quota", "stopped", "failed", "changed")
 	for _, r := range c.Rows {
-		fmt.Fprintf(w, "%-10s %-9s %8.4f %8.4f %10.2f %12.0f %8.1f %7.3f %8d %7d\n", r.Agent, r.Sampling, r.EX, r.EXAtK, r.CallsPerExample, r.TokensPerExample, r.Wall, r.QuotaRatio, r.StoppedEarly, r.FailedExamples)
+		fmt.Fprintf(w, "%-10s %-9s %8.4f %8.4f %10.2f %12.0f %8.1f %7.3f %8d %7d %8d\n", r.Agent, r.Sampling, r.EX, r.EXAtK, r.CallsPerExample, r.TokensPerExample, r.Wall, r.QuotaRatio, r.StoppedEarly, r.FailedExamples, r.AnswersChanged)
+	}
+	for _, r := range c.Rows {
+		if r.AnswersChanged > 0 {
+			fmt.Fprintf(w, "%s, %s sampling: %d answers differ from %s's first policy's run: %s\n", r.Agent, r.Sampling, r.AnswersChanged, r.Agent, strings.Join(r.Changed, " "))
+		}
 	}
 	fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))
 	return nil

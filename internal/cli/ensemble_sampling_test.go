@@ -15,7 +15,7 @@ func TestEnsembleRecordsMembersSampling(t *testing.T) {
 	t.Parallel()
 	options := []string{"--dataset", demo, "--agent", "ensemble", "--votes", "4",
 		"--agent-option", "reforce.sampling=adaptive", "--agent-option", "pexa.sampling=adaptive", "--agent-option", "raise.sampling=adaptive",
-		"--agent-option", "pexa.passes=4", "--agent-option", "raise.rounds=4", "--agent-option", "raise.sampling-first=2"}
+		"--agent-option", "pexa.passes=4", "--agent-option", "raise.rounds=4", "--agent-option", "raise.sampling-first=3"}
 	// quorum solve runs the same agent in process and records the same.
 	for _, cmd := range []struct {
 		name string

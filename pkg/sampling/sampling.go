@@ -26,8 +26,15 @@ const (
 	Adaptive = "adaptive"
 )
 
-// Stopping rules: the paper's two.
+// Stopping rules: Sure, the default, and the paper's two.
 const (
+	// Sure stops only once the candidates not yet drawn cannot change the
+	// vote: the largest cluster (of two or more) leads the runner-up by
+	// more than the candidates left, so with every slot drawn it would
+	// still be the unique largest, and the example decided as under fixed
+	// sampling. It never changes an answer; it saves draws on examples
+	// whose candidates agree (3 of 8 for five agreeing of five).
+	Sure = "sure"
 	// Beta: the probability, under a uniform prior, that the largest
 	// cluster's share exceeds the runner-up's, given their two counts
 	// (the paper's Beta stopping criterion).
@@ -48,12 +55,15 @@ const (
 	OptStep      = "sampling-step"
 )
 
-// Defaults: waves of 3 then 2 more at a time, and a threshold of 0.9.
-// With at most 8 candidates 0.95 can stop no earlier than
-// four agreeing ones (three agreeing give 15/16 = 0.9375), so it saves at
-// most three of eight; 0.9 lets three unanimous candidates settle an
-// example (the bench measures both; docs/agents/reforce.md).
+// Defaults: the Sure rule, waves of 3 then 2 more at a time. The
+// threshold is the paper's rules' (beta, dirichlet): they stop on a
+// posterior, so they may stop before a vote the remaining draws would have
+// changed. With at most 8 candidates 0.95 can stop no earlier than four
+// agreeing ones (three agreeing give 15/16 = 0.9375); 0.9 lets three
+// unanimous candidates settle an example, and changes answers
+// (docs/agents/reforce.md).
 const (
+	DefaultRule      = Sure
 	DefaultThreshold = 0.9
 	DefaultFirst     = 3
 	DefaultStep      = 2
@@ -81,8 +91,8 @@ func Options(unit string) []agent.Option {
 func OptionsAt(unit string, threshold float64) []agent.Option {
 	return []agent.Option{
 		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)", Asker: agent.AskOneOf(Fixed, Adaptive)},
-		{Name: OptRule, Default: Beta, Usage: "adaptive sampling's stopping rule: beta or dirichlet (Adaptive-Consistency)", Asker: agent.AskOneOf(Beta, Dirichlet)},
-		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "adaptive sampling stops once the rule's posterior confidence reaches this", Asker: agent.AskNumber(0.5, 0.999)},
+		{Name: OptRule, Default: DefaultRule, Usage: "adaptive sampling's stopping rule: sure (stop only once the " + unit + "s left cannot change the vote; never changes an answer), or beta or dirichlet (Adaptive-Consistency's posteriors: fewer draws, and some answers change)", Asker: agent.AskOneOf(Sure, Beta, Dirichlet)},
+		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "the beta and dirichlet rules stop once their posterior confidence reaches this", Asker: agent.AskNumber(0.5, 0.999)},
 		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s", Asker: agent.AskCount()},
 		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s", Asker: agent.AskCount()},
 	}
@@ -91,7 +101,7 @@ func OptionsAt(unit string, threshold float64) []agent.Option {
 // FromOptions reads the policy from an agent's checked options; options
 // it does not find keep their defaults.
 func FromOptions(opts map[string]string) (Config, error) {
-	c := Config{Policy: Fixed, Rule: Beta, Threshold: DefaultThreshold, First: DefaultFirst, Step: DefaultStep}
+	c := Config{Policy: Fixed, Rule: DefaultRule, Threshold: DefaultThreshold, First: DefaultFirst, Step: DefaultStep}
 	if v := opts[OptSampling]; v != "" {
 		c.Policy = v
 	}
@@ -125,8 +135,8 @@ func (c Config) Check() error {
 	switch {
 	case c.Policy != Fixed && c.Policy != Adaptive:
 		return fmt.Errorf("option %s=%q: want %s or %s", OptSampling, c.Policy, Fixed, Adaptive)
-	case c.Rule != Beta && c.Rule != Dirichlet:
-		return fmt.Errorf("option %s=%q: want %s or %s", OptRule, c.Rule, Beta, Dirichlet)
+	case c.Rule != Sure && c.Rule != Beta && c.Rule != Dirichlet:
+		return fmt.Errorf("option %s=%q: want %s, %s or %s", OptRule, c.Rule, Sure, Beta, Dirichlet)
 	case !(c.Threshold > 0 && c.Threshold < 1):
 		return fmt.Errorf("option %s=%v: want a number between 0 and 1", OptThreshold, c.Threshold)
 	case c.First < 1 || c.Step < 1:
@@ -169,11 +179,12 @@ type Verdict struct {
 	Confidence float64
 }
 
-// Judge applies the rule to the sizes of the result clusters so far.
-// Candidates in no cluster (failed, empty, invalid) count toward no
-// answer, as in the paper, where only answers are voted. With no cluster
-// at all nothing is settled.
-func (c Config) Judge(sizes []int) Verdict {
+// Judge applies the rule to the sizes of the result clusters so far, with
+// left candidates not yet drawn. Candidates in no cluster (failed, empty,
+// invalid) count toward no answer, as in the paper, where only answers
+// are voted. With no cluster at all nothing is settled. Confidence is the
+// Beta posterior under Sure (for the record; Sure does not stop on it).
+func (c Config) Judge(sizes []int, left int) Verdict {
 	s := slices.Clone(sizes)
 	slices.SortFunc(s, func(a, b int) int { return b - a })
 	for len(s) > 0 && s[len(s)-1] <= 0 {
@@ -182,12 +193,18 @@ func (c Config) Judge(sizes []int) Verdict {
 	if len(s) == 0 {
 		return Verdict{}
 	}
-	var p float64
-	if c.Rule == Dirichlet {
-		p = DirichletConfidence(s)
-	} else {
-		p = BetaConfidence(s)
+	switch c.Rule {
+	case Sure:
+		second := 0
+		if len(s) > 1 {
+			second = s[1]
+		}
+		return Verdict{Settled: s[0] >= 2 && s[0] > second+max(left, 0), Confidence: BetaConfidence(s)}
+	case Dirichlet:
+		p := DirichletConfidence(s)
+		return Verdict{Settled: p >= c.Threshold, Confidence: p}
 	}
+	p := BetaConfidence(s)
 	return Verdict{Settled: p >= c.Threshold, Confidence: p}
 }
 
@@ -255,19 +272,19 @@ func gamma(rng *rand.Rand, k int) float64 {
 	return s
 }
 
-// Settle judges the candidates drawn so far: the rule over their result
-// clusters (vote.Clusters), and the majority vote over them. It is
-// settled when the rule says so and the vote has a winner with high
-// confidence (a unique largest cluster of two or more), so an early stop
-// always decides as the paper's first vote would. Every agent's waves and
-// the offline replay (Replay) decide with it.
-func (c Config) Settle(cands []*agent.Candidate) (Verdict, vote.Decision) {
+// Settle judges the candidates drawn so far, with left more to draw: the
+// rule over their result clusters (vote.Clusters), and the majority vote
+// over them. It is settled when the rule says so and the vote has a
+// winner with high confidence (a unique largest cluster of two or more),
+// so an early stop always decides as the paper's first vote would. Every
+// agent's waves and the offline replay (Replay) decide with it.
+func (c Config) Settle(cands []*agent.Candidate, left int) (Verdict, vote.Decision) {
 	groups, _ := vote.Clusters(cands)
 	sizes := make([]int, len(groups))
 	for i, g := range groups {
 		sizes[i] = len(g)
 	}
-	v, m := c.Judge(sizes), vote.Majority(cands)
+	v, m := c.Judge(sizes, left), vote.Majority(cands)
 	v.Settled = v.Settled && m.Confidence == vote.High
 	return v, m
 }
@@ -290,7 +307,7 @@ func (c Config) Replay(cands []*agent.Candidate) Replayed {
 	var r Replayed
 	for _, n := range c.Waves(len(cands)) {
 		drawn += n
-		v, m := c.Settle(cands[:drawn])
+		v, m := c.Settle(cands[:drawn], len(cands)-drawn)
 		r = Replayed{Drawn: drawn, Posterior: v.Confidence, Vote: m}
 		if v.Settled {
 			r.Stopped = drawn < len(cands)
@@ -309,17 +326,24 @@ const MethodAwaitingWave = "awaiting_wave"
 // (Settle), the vote's high-confidence majority with the verdict, the
 // units not drawn released; not settled, the next wave, opened by
 // open(round+1, first unit, units); nil after the last wave, for the
-// agent's own vote to decide (with the rule's last posterior).
+// agent's own vote to decide (with the rule's last posterior). A unit
+// (a pass, a round) may give several candidates, as many as its slots:
+// each unit left counts as many as the units drawn gave on average,
+// rounded up.
 func (c Config) AfterWave(waves []int, round int, cands []*agent.Candidate,
 	open func(round, from, n int) (*agent.Dispatch, error)) (*agent.Decision, error) {
 	if round >= len(waves)-1 {
 		return nil, nil
 	}
-	drawn := 0
-	for _, n := range waves[:round+1] {
-		drawn += n
+	drawn, total := 0, 0
+	for i, n := range waves {
+		if i <= round {
+			drawn += n
+		}
+		total += n
 	}
-	j, v := c.Settle(cands)
+	perUnit := max(1, (len(cands)+drawn-1)/max(drawn, 1))
+	j, v := c.Settle(cands, (total-drawn)*perUnit)
 	verdict := &agent.Sampling{Posterior: j.Confidence}
 	if j.Settled {
 		verdict.StoppedAfter = drawn

@@ -1,10 +1,13 @@
 package sampling
 
 import (
-	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/quorumsql/quorum/pkg/agents/vote"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
 func TestBetaConfidenceExact(t *testing.T) {
@@ -31,26 +34,37 @@ func TestJudgeOnClusters(t *testing.T) {
 	loose.Threshold = 0.9
 	dir := beta
 	dir.Rule = Dirichlet
+	sure := beta
+	sure.Rule = Sure
 	for _, c := range []struct {
 		name    string
 		cfg     Config
 		sizes   []int
+		left    int
 		settled bool
 	}{
-		{"three agree: 0.94 is short of 0.95", beta, []int{3}, false},
-		{"three agree at 0.9", loose, []int{3}, true},
-		{"five agree", beta, []int{5}, true},
-		{"four to one", beta, []int{4, 1}, false},
-		{"six to one", beta, []int{6, 1}, true},
-		{"split", beta, []int{3, 2}, false},
-		{"unsorted sizes sort", beta, []int{1, 6}, true},
-		{"nothing valid", beta, nil, false},
-		{"zero-size clusters ignored", beta, []int{0, 0}, false},
-		{"dirichlet: five agree", dir, []int{5}, true},
-		{"dirichlet: three, two, one", dir, []int{3, 2, 1}, false},
-		{"dirichlet: seven and one", dir, []int{7, 1}, true},
+		{"sure: three agree, five left", sure, []int{3}, 5, false},
+		{"sure: five agree, three left", sure, []int{5}, 3, true},
+		{"sure: four and a failure, three left", sure, []int{4}, 3, true},
+		{"sure: four to one, three left could tie", sure, []int{4, 1}, 3, false},
+		{"sure: five, one, one; one left", sure, []int{5, 1, 1}, 1, true},
+		{"sure: a lone candidate, none left", sure, []int{1}, 0, false},
+		{"sure: two to one, none left", sure, []int{2, 1}, 0, true},
+		{"sure: a tie, none left", sure, []int{2, 2}, 0, false},
+		{"three agree: 0.94 is short of 0.95", beta, []int{3}, 0, false},
+		{"three agree at 0.9", loose, []int{3}, 0, true},
+		{"five agree", beta, []int{5}, 0, true},
+		{"four to one", beta, []int{4, 1}, 0, false},
+		{"six to one", beta, []int{6, 1}, 0, true},
+		{"split", beta, []int{3, 2}, 0, false},
+		{"unsorted sizes sort", beta, []int{1, 6}, 0, true},
+		{"nothing valid", beta, nil, 0, false},
+		{"zero-size clusters ignored", beta, []int{0, 0}, 0, false},
+		{"dirichlet: five agree", dir, []int{5}, 0, true},
+		{"dirichlet: three, two, one", dir, []int{3, 2, 1}, 0, false},
+		{"dirichlet: seven and one", dir, []int{7, 1}, 0, true},
 	} {
-		v := c.cfg.Judge(c.sizes)
+		v := c.cfg.Judge(c.sizes, c.left)
 		if v.Settled != c.settled {
 			t.Errorf("%s: Judge(%v) settled=%v (confidence %.4f), want %v", c.name, c.sizes, v.Settled, v.Confidence, c.settled)
 		}
@@ -94,7 +108,7 @@ func TestWaves(t *testing.T) {
 
 func TestFromOptions(t *testing.T) {
 	c, err := FromOptions(map[string]string{OptSampling: Adaptive, OptThreshold: "0.9"})
-	if err != nil || c.Policy != Adaptive || c.Threshold != 0.9 || c.First != 3 || c.Step != 2 || c.Rule != Beta {
+	if err != nil || c.Policy != Adaptive || c.Threshold != 0.9 || c.First != 3 || c.Step != 2 || c.Rule != Sure {
 		t.Fatalf("FromOptions = %+v, %v", c, err)
 	}
 	for _, bad := range []map[string]string{{OptSampling: "sometimes"}, {OptThreshold: "1"}, {OptRule: "gauss"}, {OptFirst: "0"}} {
@@ -167,4 +181,111 @@ func TestAfterWave(t *testing.T) {
 	if d, err := c.AfterWave(waves, 3, cands("1", "1", "1", "1", "1", "1", "1", "1"), open); d != nil || err != nil {
 		t.Fatalf("after the last wave: %+v (%v), want nil for the agent's own vote", d, err)
 	}
+}
+
+// TestSureNeverChangesTheDecision enumerates every sequence of n
+// candidates over a small alphabet of results (a failure among them), as
+// each agent draws them in its waves: the default rule's early stop
+// always decides as fixed sampling's vote over all n would (a unique
+// largest cluster: the same winner; none: never stopped early, so the
+// agent's own path runs on every candidate). The paper's Beta rule at
+// 0.9, over the same sequences, does change decisions: the enumeration
+// can tell.
+func TestSureNeverChangesTheDecision(t *testing.T) {
+	looseChanged := 0
+	for _, tc := range []struct {
+		name     string
+		n        int // candidates
+		perUnit  int // candidates a unit (pass, round) gives
+		alphabet int // distinct results, a failure besides
+	}{
+		{"ReFoRCE's 8 candidates, PExA's 8 passes", 8, 1, 3},
+		{"RAISE: 5 rounds of 2 finals", 10, 2, 2},
+		{"6 candidates, 4 results", 6, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			units := tc.n / tc.perUnit
+			sure := Config{Policy: Adaptive, Rule: DefaultRule, Threshold: DefaultThreshold, First: DefaultFirst, Step: DefaultStep}
+			loose := sure
+			loose.Rule = Beta
+			changed := map[string]int{}
+			saved := map[string]int{}
+			seqs := 0
+			seq := make([]int, tc.n)
+			for {
+				cs := make([]*agent.Candidate, tc.n)
+				for i, r := range seq {
+					cs[i] = &agent.Candidate{Index: i, Status: agent.StatusOK, CSV: fmt.Sprintf("v\n%d\n", r)}
+					if r == tc.alphabet {
+						cs[i].Status, cs[i].CSV = agent.StatusError, ""
+					}
+				}
+				full := decision(vote.Majority(cs))
+				for _, c := range []Config{sure, loose} {
+					waves := c.Waves(units)
+					var got string
+					drawn := 0
+					for w := range waves {
+						drawn += waves[w]
+						d, err := c.AfterWave(waves, w, cs[:drawn*tc.perUnit], func(round, from, n int) (*agent.Dispatch, error) {
+							return &agent.Dispatch{Round: round}, nil
+						})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if d == nil || d.Next == nil {
+							if d != nil {
+								got = decision(vote.Decision{Winner: d.Winner, Confidence: vote.Confidence(d.Confidence)})
+								saved[c.Rule] += tc.n - drawn*tc.perUnit
+							} else {
+								got = full // the last wave: the agent's own vote over all
+							}
+							break
+						}
+					}
+					if got != full {
+						changed[c.Rule]++
+						if c.Rule == Sure && changed[c.Rule] <= 3 {
+							t.Errorf("results %v: the sure rule decided %s, fixed sampling %s", seq, got, full)
+						}
+					}
+				}
+				seqs++
+				if !next(seq, tc.alphabet+1) {
+					break
+				}
+			}
+			looseChanged += changed[Beta]
+			if saved[Sure] == 0 {
+				t.Errorf("over %d sequences the sure rule never stopped early", seqs)
+			}
+			t.Logf("%d sequences: sure changed %d decisions and left %d candidates undrawn; beta 0.9 changed %d, left %d undrawn",
+				seqs, changed[Sure], saved[Sure], changed[Beta], saved[Beta])
+		})
+	}
+	if looseChanged == 0 {
+		t.Errorf("the beta rule at 0.9 changed no decision in any enumeration: it cannot tell a change")
+	}
+}
+
+// decision is what an answer is: the winner's result, or that the vote
+// has none (the agent explores or falls back).
+func decision(d vote.Decision) string {
+	if d.Confidence != vote.High || d.Winner == nil {
+		return "no majority"
+	}
+	return fmt.Sprintf("%q", d.Winner.CSV)
+}
+
+// next steps seq to the next sequence over base symbols (an odometer);
+// false after the last.
+func next(seq []int, base int) bool {
+	for i := len(seq) - 1; i >= 0; i-- {
+		seq[i]++
+		if seq[i] < base {
+			return true
+		}
+		seq[i] = 0
+	}
+	return false
 }

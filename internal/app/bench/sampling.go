@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
@@ -28,6 +29,11 @@ type SamplingRow struct {
 	// drawing every candidate (an ensemble's: one member or more did).
 	StoppedEarly   int `json:"stopped_early"`
 	FailedExamples int `json:"failed_examples"`
+	// AnswersChanged counts the examples whose final SQL (normalized)
+	// differs from the agent's first policy's run (the one-sided ones
+	// included); Changed names them. Compared per example, not by EX.
+	AnswersChanged int      `json:"answers_changed"`
+	Changed        []string `json:"changed,omitempty"`
 }
 
 // SamplingComparison is the sampling policies compared per agent on one
@@ -57,7 +63,8 @@ func CompareSampling(ctx context.Context, sc Scenario, agents, policies []string
 		}
 	}
 	for _, name := range agents {
-		for _, p := range policies {
+		var first map[string]string
+		for i, p := range policies {
 			s := sc
 			s.Agent, s.Scaling = strings.TrimSpace(name), nil
 			s.AgentOptions = maps.Clone(sc.AgentOptions)
@@ -76,6 +83,13 @@ func CompareSampling(ctx context.Context, sc Scenario, agents, policies []string
 				return nil, fmt.Errorf("agent %s, %s sampling: %w", s.agent(), p, err)
 			}
 			c.Runs = append(c.Runs, r)
+			answers, err := finalAnswers(r)
+			if err != nil {
+				return nil, fmt.Errorf("agent %s, %s sampling: %w", s.agent(), p, err)
+			}
+			if i == 0 {
+				first = answers
+			}
 			row := SamplingRow{Agent: s.agent(), Sampling: p, Examples: r.Examples, EX: r.EX, EXAtK: r.EXAtK,
 				CallsPerExample: r.CallsPerExample, TokensPerExample: r.TokensPerExample, Wall: r.Wall,
 				QuotaRatio: r.QuotaRatio, FailedExamples: r.FailedExamples}
@@ -90,10 +104,30 @@ func CompareSampling(ctx context.Context, sc Scenario, agents, policies []string
 					row.StoppedEarly++
 				}
 			}
+			row.Changed = changedAnswers(answers, first)
+			row.AnswersChanged = len(row.Changed)
 			c.Rows = append(c.Rows, row)
 		}
 	}
 	return c, nil
+}
+
+// changedAnswers are the examples answered otherwise in got than in want
+// (one side unanswered included), sorted.
+func changedAnswers(got, want map[string]string) []string {
+	var out []string
+	for id, sql := range got {
+		if w, ok := want[id]; !ok || w != sql {
+			out = append(out, id)
+		}
+	}
+	for id := range want {
+		if _, ok := got[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // setSampling sets the policy on agent's options: its own sampling

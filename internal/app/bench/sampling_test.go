@@ -43,6 +43,11 @@ func TestCompareSampling(t *testing.T) {
 	if adaptive.CallsPerExample >= fixed.CallsPerExample {
 		t.Errorf("adaptive sampling made %.2f calls per example, fixed %.2f", adaptive.CallsPerExample, fixed.CallsPerExample)
 	}
+	// The default rule (sure) never changes an answer: compared per
+	// example with the fixed run's.
+	if fixed.AnswersChanged != 0 || adaptive.AnswersChanged != 0 {
+		t.Errorf("answers changed: fixed %d, adaptive %d against the fixed run (%v)", fixed.AnswersChanged, adaptive.AnswersChanged, adaptive.Changed)
+	}
 	if fixed.FailedExamples+adaptive.FailedExamples != 0 {
 		t.Errorf("failed examples: fixed %d, adaptive %d", fixed.FailedExamples, adaptive.FailedExamples)
 	}

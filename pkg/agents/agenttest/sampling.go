@@ -92,6 +92,23 @@ func ComparePolicies(t testing.TB, fixed, adaptive PolicyRun, each func(id strin
 	return stopped
 }
 
+// SameAnswer fails unless the adaptive outcome a answers as the fixed
+// outcome f (the same winner, or none in both): sampling's default rule
+// (sampling.Sure) stops only where the undrawn candidates cannot change
+// the vote.
+func SameAnswer(t testing.TB, id string, f, a *local.Outcome) {
+	t.Helper()
+	answer := func(o *local.Outcome) string {
+		if o.Decision.Winner == nil {
+			return "no answer"
+		}
+		return o.Decision.Winner.SQL
+	}
+	if fa, aa := answer(f), answer(a); fa != aa {
+		t.Errorf("%s: adaptive sampling answered %q (stopped after %d), fixed sampling %q", id, aa, a.Decision.Sampling.StoppedAfter, fa)
+	}
+}
+
 // ByIndex is the candidate with index i, or nil.
 func ByIndex(cands []*agent.Candidate, i int) *agent.Candidate {
 	for _, c := range cands {

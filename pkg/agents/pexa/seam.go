@@ -546,7 +546,7 @@ func (a *pexa) Decide(_ context.Context, c *agent.Context, round int, cands []*a
 	out, err := a.samp.AfterWave(waves, round, cands, a.passes)
 	if out == nil && err == nil {
 		out = vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "pexa/tie"))
-		j, _ := a.samp.Settle(cands)
+		j, _ := a.samp.Settle(cands, 0)
 		out.Sampling = &agent.Sampling{Posterior: j.Confidence}
 	}
 	return out, err

@@ -366,7 +366,7 @@ func (a *raise) Decide(_ context.Context, c *agent.Context, round int, cands []*
 	if d == nil {
 		d = vote.Once(cands, agent.Seed(c.Seed, c.Example.ID, 0, 0, "raise/tie"))
 		if len(waves) > 1 {
-			j, _ := a.samp.Settle(cands)
+			j, _ := a.samp.Settle(cands, 0)
 			d.Sampling = &agent.Sampling{Posterior: j.Confidence}
 		}
 	}

@@ -547,7 +547,7 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 	if round < len(waves) {
 		var verdict *agent.Sampling
 		if len(waves) > 1 {
-			j, v := d.samp.Settle(cands)
+			j, v := d.samp.Settle(cands, d.cfg.Votes-len(cands))
 			verdict = &agent.Sampling{Posterior: j.Confidence}
 			if j.Settled {
 				if round < len(waves)-1 {
@@ -588,7 +588,7 @@ func (d *distributed) Decide(ctx context.Context, c *agent.Context, round int, c
 				first = append(first, cand)
 			}
 		}
-		j, _ := d.samp.Settle(first)
+		j, _ := d.samp.Settle(first, 0)
 		out.Sampling = &agent.Sampling{Posterior: j.Confidence}
 	}
 	return out, err
