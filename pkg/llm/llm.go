@@ -5,8 +5,11 @@
 // Unlike the reference ReFoRCE client, which exited the process on any HTTP
 // error after the SDK's two retries, every call here ends in a response or
 // an error the caller records: retries are bounded, jittered, and honour the
-// provider's Retry-After and x-ratelimit-reset-* headers; 429s also pause the
-// model cluster-wide through the shared limiter.
+// provider's delay as OpenAI's SDKs read it: Retry-After-Ms first, then
+// Retry-After, then (for 429s) x-ratelimit-reset-*. A 429 pauses the model
+// cluster-wide through the shared limiter for that delay, and when it
+// names one it spends none of the call's attempts (a bounded number of
+// such waits, see Config.MaxAttempts).
 package llm
 
 import (
@@ -121,10 +124,13 @@ type Usage struct {
 	// Money is what the call cost at its endpoint's price for its model
 	// (Endpoint.Prices, else the built-in table; 0 for a model neither
 	// knows).
-	Money       float64       `json:"money,omitempty"`
-	Latency     time.Duration `json:"latency_ns"`
-	Attempts    int           `json:"attempts"`
-	RateLimited int           `json:"rate_limited"`
+	Money   float64       `json:"money,omitempty"`
+	Latency time.Duration `json:"latency_ns"`
+	// Attempts is the requests the call sent, 429s included; RateLimited
+	// is how many were answered 429. Config.MaxAttempts bounds all but
+	// the 429s that named a retry delay, so Attempts may exceed it.
+	Attempts    int `json:"attempts"`
+	RateLimited int `json:"rate_limited"`
 	// LimiterWait is the time spent waiting for the shared quota.
 	LimiterWait time.Duration `json:"limiter_wait_ns"`
 	// Tokenize is the time spent counting the prompt's tokens.
@@ -221,6 +227,7 @@ type CallError struct {
 	// URL with any credentials removed.
 	Endpoint string
 	URL      string
+	// Attempts is the requests sent, as Usage.Attempts counts them.
 	Attempts int
 	// Status is the last HTTP status (0 for transport errors).
 	Status int

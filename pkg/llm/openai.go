@@ -163,7 +163,12 @@ type Config struct {
 	Default ModelConfig
 	// MaxAttempts per call (default 8); backoff between attempts grows from
 	// BaseBackoff (default 1s) to MaxBackoff (default 60s), with jitter,
-	// unless the provider says how long to wait. After a server error or
+	// unless the provider says how long to wait (Retry-After-Ms, else
+	// Retry-After, else for a 429 x-ratelimit-reset-*). A 429 that says
+	// so spends no attempt: its wait is the provider's, with a little
+	// jitter, and up to 100 such waits, together at most the call's time
+	// limit and ending before ctx's deadline, are taken before the call
+	// fails with ErrRateLimited. After a server error or
 	// a transport failure (not a 429) it grows to MaxErrorBackoff at most
 	// (default 8s): an endpoint that fails every attempt then fails the
 	// call in well under a minute instead of minutes.
@@ -210,7 +215,7 @@ type Config struct {
 	// sign of life, ends at it. A stream already flowing is not cut
 	// (StallTimeout and AttemptTimeout bound it), so a slow but live
 	// generation is never lost to it. Time spent waiting for quota (the
-	// Limiter, a 429's Retry-After) does not count: throttled work is
+	// Limiter, a 429's retry delay) does not count: throttled work is
 	// slow, not failing. An interactive call gets at most
 	// InteractiveCallTimeout (default 1 minute), which bounds its stream
 	// too: a user is waiting, and an endpoint silent after its headers
@@ -262,6 +267,9 @@ type OpenAI struct {
 	transport *http.Transport
 	// health is the deployments' health when the Limiter is no Router.
 	health *memHealth
+	// sleep waits between a call's attempts (sleepCtx; tests record the
+	// waits the client decided instead).
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Close closes the client's idle connections (a Config.HTTPClient's stay
@@ -490,7 +498,7 @@ func New(cfg Config) (*OpenAI, error) {
 		own.MaxIdleConns, own.MaxIdleConnsPerHost = 1024, 512
 		base = own
 	}
-	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own, health: &memHealth{}}
+	c := &OpenAI{cfg: cfg, endpoints: map[string]*endpoint{}, log: cfg.Logger, transport: own, health: &memHealth{}, sleep: sleepCtx}
 	for i, e := range append([]Endpoint{cfg.defaultEndpoint()}, cfg.Endpoints...) {
 		if i > 0 {
 			if !endpointName.MatchString(e.Name) || e.Name == DefaultEndpoint {
@@ -669,7 +677,19 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 		}
 		return fail(done, lastStatus, err)
 	}
-	for attempt := 1; attempt <= attempts; attempt++ {
+	// A 429 that names its retry delay spends no attempt: the provider
+	// said when to come back. Only a call that owns its retries waits it
+	// out; a routed call's 429 goes back to the router, which may pick
+	// another deployment. Such waits end at rateLimitWaits, at the call's
+	// limit in total, or at ctx's deadline.
+	ownRetries := rt.attempts == 0
+	spent, waits := 0, 0
+	var waited time.Duration
+	rateLimited := func(done int, err error, why string, args ...any) error {
+		return fail(done, http.StatusTooManyRequests, fmt.Errorf("%w: model %s at endpoint %s %s; the last response: %w",
+			ErrRateLimited, mc.Name, ep.Name, fmt.Sprintf(why, args...), err))
+	}
+	for attempt := 1; spent < attempts; attempt++ {
 		usage.Attempts = attempt
 		settle := func(context.Context, int) {}
 		if attempt == 1 && rt.settle != nil {
@@ -759,18 +779,38 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			// Alive, if failing: not what the dead-endpoint clock times.
 			deadFrom, deadQuota = time.Now(), quotaWait
 		}
-		retry, delay := c.classify(status, capt.header(), attempt)
+		// The backoff grows with the attempts spent, this one included.
+		retry, delay, told := c.classify(status, capt.header(), spent+1)
 		if !retry {
 			return nil, fail(attempt, status, err)
 		}
+		free := false
 		if status == http.StatusTooManyRequests {
 			usage.RateLimited++
 			if c.cfg.Limiter != nil {
 				_ = c.cfg.Limiter.Cooldown(ctx, bucket, delay)
 			}
+			free = told && ownRetries
+			if free {
+				if waits >= rateLimitWaits {
+					return nil, rateLimited(attempt, err, "answered 429 %d times, each naming a retry delay (a call waits out at most %d)", waits+1, rateLimitWaits)
+				}
+				if waited+delay > limit {
+					return nil, rateLimited(attempt, err, "asked for %s more after %s of 429 waits, past the call's %s limit",
+						delay.Round(time.Millisecond), waited.Round(time.Millisecond), limit)
+				}
+				if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
+					return nil, rateLimited(attempt, err, "asked to retry after %s, past the call's deadline", delay.Round(time.Millisecond))
+				}
+				waits++
+				waited += delay
+			}
 		}
-		if attempt == attempts {
-			break
+		if !free {
+			spent++
+			if spent == attempts {
+				break
+			}
 		}
 		if status != http.StatusTooManyRequests {
 			delay = min(delay, c.cfg.MaxErrorBackoff)
@@ -788,22 +828,30 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			quotaWait += delay
 		}
 		c.log.Debug("llm attempt failed; retrying", zap.String("endpoint", ep.Name), zap.String("model", mc.Name), zap.Int("attempt", attempt),
-			zap.Int("status", status), zap.Duration("delay", delay), zap.Error(err))
-		if err := sleepCtx(ctx, delay); err != nil {
+			zap.Int("status", status), zap.Duration("delay", delay), zap.Bool("attempt_spent", !free), zap.Error(err))
+		if err := c.sleep(ctx, delay); err != nil {
 			return nil, fail(attempt, status, err)
 		}
 	}
 	if left() <= 0 {
-		return nil, outOfTime(attempts)
+		return nil, outOfTime(usage.Attempts)
 	}
 	if deadLeft() <= 0 {
-		return nil, down(attempts)
+		return nil, down(usage.Attempts)
 	}
-	return nil, fail(attempts, lastStatus, lastErr)
+	return nil, fail(usage.Attempts, lastStatus, lastErr)
 }
 
+// rateLimitWaits bounds the 429s a call waits out without spending an
+// attempt, so a provider that throttles forever still ends the call.
+const rateLimitWaits = 100
+
+// ErrRateLimited fails a call whose provider kept answering 429 past the
+// waits a call allows.
+var ErrRateLimited = errors.New("rate limited")
+
 // interactiveBackoff caps the wait between an interactive call's attempts
-// (a 429's Retry-After is still honoured: the quota is shared).
+// (a 429's retry delay is still honoured: the quota is shared).
 const interactiveBackoff = 2 * time.Second
 
 // errInteractiveStream ends an interactive call's stream at the call's
@@ -933,42 +981,54 @@ func (c *OpenAI) response(mc ModelConfig, resp openai.ChatCompletionResponse, pr
 }
 
 // classify decides whether a failure is worth another attempt and how long
-// to wait: the provider's Retry-After or rate-limit reset when it gives
-// one, otherwise exponential backoff with jitter.
-func (c *OpenAI) classify(status int, h http.Header, attempt int) (bool, time.Duration) {
+// to wait: the provider's delay when it gives one (told), otherwise
+// exponential backoff with jitter from the attempt'th.
+func (c *OpenAI) classify(status int, h http.Header, attempt int) (retry bool, delay time.Duration, told bool) {
 	switch {
 	case status == 0, status == http.StatusRequestTimeout, status == http.StatusConflict,
 		status == http.StatusTooManyRequests, status >= 500:
 	default:
-		return false, 0 // 400, 401, 403, 404, 422: the same request fails again
+		return false, 0, false // 400, 401, 403, 404, 422: the same request fails again
 	}
-	if d, ok := providerDelay(h, status == http.StatusTooManyRequests); ok {
-		// A little jitter so a whole cluster does not return at once.
-		d += time.Duration(rand.Float64() * float64(250*time.Millisecond))
-		return true, min(d, c.cfg.MaxBackoff)
+	if d, ok := providerDelay(h, status == http.StatusTooManyRequests, time.Now()); ok {
+		return true, min(d+providerJitter(d), c.cfg.MaxBackoff), true
 	}
 	ceiling := float64(c.cfg.BaseBackoff) * math.Pow(2, float64(attempt-1))
 	ceiling = math.Min(ceiling, float64(c.cfg.MaxBackoff))
-	return true, time.Duration(ceiling/2 + rand.Float64()*ceiling/2)
+	return true, time.Duration(ceiling/2 + rand.Float64()*ceiling/2), false
 }
 
-// providerDelay reads Retry-After (seconds or an HTTP date) and, for 429s,
-// the x-ratelimit-reset-requests/tokens durations ("6m0s", "20ms").
-func providerDelay(h http.Header, rateLimited bool) (time.Duration, bool) {
+// providerJitter is a little random wait added to the provider's delay,
+// so a whole cluster does not return at once: up to a quarter of it
+// (10ms to 250ms), so a 20ms ask stays about 20ms.
+func providerJitter(d time.Duration) time.Duration {
+	return time.Duration(rand.Float64() * float64(maxJitter(d)))
+}
+
+func maxJitter(d time.Duration) time.Duration {
+	return min(max(d/4, 10*time.Millisecond), 250*time.Millisecond)
+}
+
+// providerDelay reads the provider's delay as OpenAI's SDKs do:
+// Retry-After-Ms first (milliseconds: Retry-After is whole seconds, and
+// read first it would stretch a 20ms ask to a second), then Retry-After
+// (seconds or an HTTP date, from now) and, for 429s, the larger of the
+// x-ratelimit-reset-requests/tokens durations ("6m0s", "20ms").
+func providerDelay(h http.Header, rateLimited bool, now time.Time) (time.Duration, bool) {
 	if h == nil {
 		return 0, false
 	}
-	if ra := strings.TrimSpace(h.Get("Retry-After")); ra != "" {
-		if secs, err := strconv.ParseFloat(ra, 64); err == nil && secs >= 0 {
-			return time.Duration(secs * float64(time.Second)), true
-		}
-		if t, err := http.ParseTime(ra); err == nil {
-			return max(time.Until(t), 0), true
-		}
-	}
 	if ms := strings.TrimSpace(h.Get("Retry-After-Ms")); ms != "" {
 		if v, err := strconv.ParseFloat(ms, 64); err == nil && v >= 0 {
-			return time.Duration(v * float64(time.Millisecond)), true
+			return scaled(v, time.Millisecond), true
+		}
+	}
+	if ra := strings.TrimSpace(h.Get("Retry-After")); ra != "" {
+		if secs, err := strconv.ParseFloat(ra, 64); err == nil && secs >= 0 {
+			return scaled(secs, time.Second), true
+		}
+		if t, err := http.ParseTime(ra); err == nil {
+			return max(t.Sub(now), 0), true
 		}
 	}
 	if !rateLimited {
@@ -985,6 +1045,12 @@ func providerDelay(h http.Header, rateLimited bool) (time.Duration, bool) {
 		}
 	}
 	return best, found
+}
+
+// scaled is v units as a Duration, at most a day: a huge or infinite
+// header value would overflow it (the wait is capped at MaxBackoff anyway).
+func scaled(v float64, unit time.Duration) time.Duration {
+	return time.Duration(min(v, float64(24*time.Hour/unit)) * float64(unit))
 }
 
 func statusOf(err error) int {

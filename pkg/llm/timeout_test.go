@@ -169,9 +169,10 @@ func TestDeadEndpointLimit(t *testing.T) {
 			},
 			down: true, minAttempts: 2, maxAttempts: 8, within: 300 * time.Millisecond},
 		{name: "a 429 in between restarts the clock",
-			// Without the restart, attempt 3 would get only what is left
-			// of 3s after attempt 1's 2s, and the call would end down.
-			cfg: llm.Config{HeaderTimeout: 2 * time.Second, DeadEndpointTimeout: 3 * time.Second, BaseBackoff: 20 * time.Millisecond, MaxAttempts: 3},
+			// Without the restart, request 3 would get only what is left
+			// of 3s after request 1's 2s, and the call would end down. The
+			// 429 names its delay, so it spends none of the 2 attempts.
+			cfg: llm.Config{HeaderTimeout: 2 * time.Second, DeadEndpointTimeout: 3 * time.Second, BaseBackoff: 20 * time.Millisecond, MaxAttempts: 2},
 			handler: func(n int64, w http.ResponseWriter, r *http.Request) {
 				if n == 2 {
 					w.Header().Set("Retry-After-Ms", "1")
