@@ -42,6 +42,8 @@ type clusterFlags struct {
 	warehouses                 []string
 	ackWait                    time.Duration
 	redisFailover              time.Duration
+	// envErr is a flag default from the environment that did not parse.
+	envErr error
 	maxDeliver                 int
 	streamReplicas             int
 	llmRPM, llmTPM             float64
@@ -68,7 +70,9 @@ func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
 	fl.StringVar(&f.name, "name", "", "name of this process in results and logs (default host-pid)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.DurationVar(&f.ackWait, "ack-wait", 60*time.Second, "redeliver a task after this long without a heartbeat")
-	fl.DurationVar(&f.redisFailover, "redis-failover-time", 0, "the longest a Redis failover takes (Sentinel's down-after-milliseconds plus failover time); task leases last twice it, at least 15 s, so a task outlives a failover")
+	failover, err := envDuration("QUORUM_REDIS_FAILOVER_TIME")
+	f.envErr = errors.Join(f.envErr, err)
+	fl.DurationVar(&f.redisFailover, "redis-failover-time", failover, "the longest a Redis failover takes (Sentinel's down-after-milliseconds plus failover time); task leases last twice it, at least 15 s, so a task outlives a failover; env QUORUM_REDIS_FAILOVER_TIME")
 	fl.IntVar(&f.maxDeliver, "max-deliver", 5, "runs of a task before it is recorded as failed (a delivery that died before starting it, waiting for a dead holder's lease, is not a run)")
 	fl.IntVar(&f.streamReplicas, "stream-replicas", 0, "JetStream servers keeping a copy of quorum's streams (3 on a three-node cluster, so a run survives losing one); 0 keeps what they have (1 when creating them); never lowers them")
 	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans over OTLP to this collector (http://host:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for gRPC); default OTEL_EXPORTER_OTLP_ENDPOINT, none when unset")
@@ -224,11 +228,28 @@ func newLogger(level string) (*zap.Logger, error) {
 	return cfg.Build()
 }
 
+// envDuration reads a flag's default duration from the environment
+// variable name (0 when unset).
+func envDuration(name string) (time.Duration, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("environment variable %s=%q: want a duration such as 10s", name, v)
+	}
+	return d, nil
+}
+
 // process is the configuration of a role process (pkg/runtime/cluster)
 // on the servers the flags name, or on servers it starts when they name
 // none; the caller adds the LLM and the roles' sizes. role names the
 // process's metrics and, with --name, the process in results and logs.
 func (f *clusterFlags) process(role string) (cluster.Config, error) {
+	if f.envErr != nil {
+		return cluster.Config{}, f.envErr
+	}
 	log, err := newLogger(f.logLevel)
 	if err != nil {
 		return cluster.Config{}, err
