@@ -134,11 +134,13 @@ check: lint
 # targets (fuzz). The race lane is CPU
 # bound; the plain lane's longest package (e2e) mostly waits on its
 # processes, so side by side they finish well before one after the other.
-# Every package runs once (a line per package as it finishes; the roles'
+# The tests that run quorum as a process (e2e's roles, internal/cli's)
+# share bin/quorum, built once (QUORUM_TEST_BIN), instead of linking
+# their own. Every package runs once (a line per package as it finishes; the roles'
 # JSON logs are kept out). Its last lines give each step's outcome and the
 # ten slowest packages; it fails if any step fails.
-test: deps lint
-	@bash -c 'start=$$(date +%s); dir=$$(mktemp -d); \
+test: deps lint build
+	@bash -c 'start=$$(date +%s); dir=$$(mktemp -d); export QUORUM_TEST_BIN=$(CURDIR)/bin/quorum; \
 	  step() { name=$$1; lane=$$2; shift 2; s=$$(date +%s); \
 	    { "$$@" 2>&1; echo "$$?" >$$dir/$$lane.rc; } | grep --line-buffered -vE "^\{\"level\"|^redis: " | tee -a $$dir/log; \
 	    r=$$(cat $$dir/$$lane.rc); if [ "$$r" = 0 ]; then o=ok; else o="FAILED (exit $$r)"; fi; \

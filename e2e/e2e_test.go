@@ -31,7 +31,9 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
-var binDir string
+// binDir holds nats-server; quorumBin is the quorum binary whose
+// subcommands are the role binaries.
+var binDir, quorumBin string
 
 func TestMain(m *testing.M) {
 	if os.Getenv("QUORUM_E2E_TOY_WORKER") != "" {
@@ -49,14 +51,22 @@ func TestMain(m *testing.M) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"./cmd/coordinator", "./cmd/generator-worker", "./cmd/explorer-worker", "./cmd/voter", "github.com/nats-io/nats-server/v2")
+	// Every role binary (cmd/coordinator, …) is `quorum <role>`: one
+	// link of the big binary instead of four. make test builds it once
+	// for every package (QUORUM_TEST_BIN).
+	pkgs := []string{"github.com/nats-io/nats-server/v2"}
+	quorum := os.Getenv("QUORUM_TEST_BIN")
+	if quorum == "" {
+		pkgs = append(pkgs, "./cmd/quorum")
+		quorum = filepath.Join(dir, "quorum")
+	}
+	build := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the role binaries: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "building quorum and nats-server: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	binDir = dir
+	binDir, quorumBin = dir, quorum
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -264,14 +274,15 @@ func newSim(t *testing.T, faults llmsim.Faults) (*llmsim.Server, *gate, string) 
 	return sim, g, ts.URL
 }
 
-// start runs one role binary with the cluster's connection flags.
+// start runs one role (quorum's subcommand bin, what the role binary of
+// that name runs) with the cluster's connection flags.
 func (c *cluster) start(name, bin string, args ...string) *exec.Cmd {
 	c.t.Helper()
 	base := []string{"--nats-url", c.natsURL, "--redis-url", c.redisURL, "--ack-wait", "3s", "--log-level", "info"}
 	if bin == "generator-worker" || bin == "explorer-worker" {
 		base = append(base, "--llm-base-url", c.llmURL+"/w/"+name+"/v1", "--llm-api-key", "test", "--concurrency", "4")
 	}
-	cmd := exec.Command(filepath.Join(binDir, bin), append(base, args...)...)
+	cmd := exec.Command(quorumBin, append(append([]string{bin}, base...), args...)...)
 	logf, err := os.Create(filepath.Join(c.logs, name+".log"))
 	if err != nil {
 		c.t.Fatal(err)

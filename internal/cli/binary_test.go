@@ -23,6 +23,11 @@ func quorumBinary(t *testing.T) string {
 	t.Helper()
 	tier.Servers(t, "a built quorum binary")
 	quorumBinOnce.Do(func() {
+		// make test builds it once for every package.
+		if bin := os.Getenv("QUORUM_TEST_BIN"); bin != "" {
+			quorumBin = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "quorum-bin-")
 		if err != nil {
 			quorumBinErr = err

@@ -43,15 +43,15 @@ type clusterFlags struct {
 	ackWait                    time.Duration
 	redisFailover              time.Duration
 	// envErr is a flag default from the environment that did not parse.
-	envErr error
-	maxDeliver                 int
-	streamReplicas             int
-	llmRPM, llmTPM             float64
-	whQPS                      float64
-	whConcurrent               int
-	whConfig                   string
-	otlpEndpoint               string
-	otlpContent                bool
+	envErr         error
+	maxDeliver     int
+	streamReplicas int
+	llmRPM, llmTPM float64
+	whQPS          float64
+	whConcurrent   int
+	whConfig       string
+	otlpEndpoint   string
+	otlpContent    bool
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command, withWork bool) {
