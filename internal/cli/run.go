@@ -157,6 +157,15 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			if err != nil {
 				return usage(err)
 			}
+			aside := logsAside(cmd)
+			if aside {
+				log, closeLog, err := logToFile(cfg.Log, runLogPath(rf.out))
+				if err != nil {
+					return err
+				}
+				defer closeLog()
+				cfg.Log = log
+			}
 			if cf.natsURL == "" || cf.redisURL == "" {
 				// The embedded servers' state holds every question and row.
 				if err := outputs.PrivateDir(stateDir); err != nil {
@@ -186,6 +195,9 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			}
 			fmt.Fprintf(w, "Run %s: agent %s, %s; outputs in %s (resume with --run-id %s --out %s)\n",
 				m.Run, m.Agent, size, rf.out, m.Run, rf.out)
+			if aside {
+				fmt.Fprintf(w, "Logs: %s (--log-level puts them on stderr)\n", runLogPath(rf.out))
+			}
 			warnings := raiseWarnings(m.Agent, m.AgentOptions, lcfg)
 			warn(cmd.ErrOrStderr(), warnings)
 			printed := make(chan struct{})

@@ -116,7 +116,7 @@ func (f *serveFlags) tenants() (*serve.Tenants, error) {
 	case f.apiKeys != "":
 		file, ferr := os.Open(f.apiKeys)
 		if ferr != nil {
-			return nil, fmt.Errorf("--api-keys: %w", ferr)
+			return nil, fmt.Errorf("--api-keys-file: %w", ferr)
 		}
 		defer file.Close()
 		t, err = serve.ParseKeys(file, f.apiKeys)
@@ -314,7 +314,7 @@ docs/api.md documents the API. Like quorum run it starts an embedded NATS
 server and a redis-server with every role in process (the simulated LLM when
 no endpoint is configured, labelled as such), or joins a cluster with
 --nats-url and --redis-url, where questions' tasks are taken before queued
-batch work. Every request needs an API key (--api-keys) unless --no-auth.`,
+batch work. Every request needs an API key (--api-keys-file) unless --no-auth.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

@@ -428,10 +428,19 @@ var page = template.Must(template.New("report").Parse(`<!doctype html>
 <section id="accuracy"><h2>Accuracy</h2>
 {{if .Scored}}<div class="tiles">
 <div class="tile"><b>EX {{.EX}}</b><span>Share of the {{.ScoredN}} scored examples whose final answer matches the gold result, compared as {{.Metric}} does.</span></div>
-<div class="tile"><b>EX@{{.K}} {{.EXAtK}}</b><span>Share of the scored examples where any of the {{.K}} candidates matched the gold result (what a perfect vote would reach).</span></div>
+<div class="tile"><b>{{.KName}} {{.EXAtK}}</b><span>Share of the scored examples where any of the example's candidates matched the gold result (what a perfect vote would reach); k = {{.KRange}} candidates drawn per example, every round's.</span></div>
 </div>{{else}}<p>Not scored: the dataset has no gold results for these examples.</p>{{end}}
 <table><tr><th>status</th><th>examples</th><th>share</th></tr>{{range .Status}}<tr><td>{{.Label}}</td><td>{{.Count}}</td><td>{{.Share}}</td></tr>{{end}}</table>
 {{range .AccCharts}}{{.}}{{end}}
+</section>
+
+<section id="calibration"><h2>Accuracy by confidence and by method</h2>
+{{if .Scored}}<p>How often the final answer was right at each confidence and with each method that chose it, over the {{.ScoredN}} examples with gold; examples without gold are left out ({{.Unscored}} here). "none": no answer or failed.</p>
+<table id="by-confidence"><tr><th class="l">confidence</th><th>examples</th><th>right</th><th>EX</th></tr>
+{{range .ByConfidence}}<tr><td class="l">{{.Value}}</td><td>{{.Examples}}</td><td>{{.Correct}}</td><td>{{printf "%.3f" .EX}}</td></tr>{{end}}</table>
+<table id="by-method"><tr><th class="l">method</th><th>examples</th><th>right</th><th>EX</th></tr>
+{{range .ByMethod}}<tr><td class="l">{{.Value}}</td><td>{{.Examples}}</td><td>{{.Correct}}</td><td>{{printf "%.3f" .EX}}</td></tr>{{end}}</table>
+{{else}}<p>Not scored: no example has gold, so there is no accuracy by confidence or by method.</p>{{end}}
 </section>
 
 <section id="examples"><h2>Every example ({{len .Table.Rows}})</h2>
@@ -644,7 +653,7 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	summary := []Row{{"examples", fmt.Sprint(t.Examples)},
 		{"answered / no answer / failed", fmt.Sprintf("%d / %d / %d", t.Answered, t.NoAnswer, t.Failed)}}
 	if t.EX != nil {
-		summary = append(summary, Row{"EX / EX@k", fmt.Sprintf("%.4f / %.4f", *t.EX, *t.EXAtK)})
+		summary = append(summary, Row{"EX / " + t.EXAtKName(r.Votes), fmt.Sprintf("%.4f / %.4f (%s)", *t.EX, *t.EXAtK, t.EXAtKMeaning(r.Votes))})
 	}
 	summary = append(summary,
 		Row{"high / low confidence", fmt.Sprintf("%d / %d", t.HighConf, t.LowConf)},
@@ -792,7 +801,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		"Table": table, "TableJSON": template.JS(tableJSON), "Dialects": dialects, "Databases": dbs,
 		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
 		"Scenario": scenario, "Summary": summary,
-		"Scored": t.EX != nil, "ScoredN": t.Scored, "K": t.KOrVotes(r.Votes), "Metric": metricName(r), "Warnings": r.Warnings,
+		"Scored": t.EX != nil, "ScoredN": t.Scored, "KName": t.EXAtKName(r.Votes), "KRange": t.KRange(r.Votes),
+		"Unscored": t.Examples - t.Scored, "ByConfidence": t.ByConfidence, "ByMethod": t.ByMethod, "Metric": metricName(r), "Warnings": r.Warnings,
 		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
 			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
 			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},

@@ -18,7 +18,7 @@ import (
 
 const hostile = "<script>alert(1)</script>"
 
-var sections = []string{"scenario", "accuracy", "confidence", "cost", "latency", "slowest", "expensive", "failed"}
+var sections = []string{"scenario", "accuracy", "calibration", "confidence", "cost", "latency", "slowest", "expensive", "failed"}
 
 // sampleReport is a 12-example run: two dialects, three databases, every
 // status, one failure whose error text is hostile markup.
@@ -131,6 +131,11 @@ func TestReportRendersInChromium(t *testing.T) {
 	if !strings.Contains(dom, `id="simulated-banner"`) {
 		t.Error("no simulated-LLM banner")
 	}
+	for _, id := range []string{"by-confidence", "by-method"} {
+		if !strings.Contains(dom, `<table id="`+id+`">`) {
+			t.Errorf("no table %s in the rendered calibration section", id)
+		}
+	}
 	if strings.Contains(dom, "<script>alert") || !strings.Contains(dom, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 		t.Error("the hostile error text is not shown escaped")
 	}
@@ -172,5 +177,74 @@ func TestChartAxes(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("the throughput chart lacks %q", want)
 		}
+	}
+}
+
+// TestCalibrationInReport: report.html shows accuracy by confidence and by
+// method, in the totals' order, says how many examples without gold it
+// left out, and labels EX@k by the k the examples drew.
+func TestCalibrationInReport(t *testing.T) {
+	t.Parallel()
+	row := func(v string, n, right int, ex string) string {
+		return fmt.Sprintf(`<tr><td class="l">%s</td><td>%d</td><td>%d</td><td>%s</td></tr>`, v, n, right, ex)
+	}
+	for _, tc := range []struct {
+		name         string
+		edit         func(r *Report)
+		want, absent []string
+	}{{
+		name: "every example scored",
+		edit: func(*Report) {},
+		want: []string{"over the 12 examples with gold; examples without gold are left out (0 here)",
+			`<table id="by-confidence"><tr><th class="l">confidence</th><th>examples</th><th>right</th><th>EX</th></tr>` + "\n" +
+				row("high", 8, 5, "0.625") + row("low", 1, 1, "1.000") + row("none", 3, 1, "0.333") + "</table>",
+			`<table id="by-method"><tr><th class="l">method</th><th>examples</th><th>right</th><th>EX</th></tr>` + "\n" +
+				row("vote", 8, 5, "0.625") + row("fallback", 1, 1, "1.000") + row("none", 3, 1, "0.333") + "</table>",
+			"<b>EX@4 ", "k = 4 candidates drawn per example", "(any of an example&#39;s 4 candidates right)"},
+	}, {
+		name: "two without gold, k differing",
+		edit: func(r *Report) {
+			r.Examples[0].Correct, r.Examples[0].CorrectAtK = nil, nil
+			r.Examples[3].Correct, r.Examples[3].CorrectAtK = nil, nil
+			r.Examples[5].Candidates, r.Examples[8].Candidates = 3, 12
+		},
+		want: []string{"over the 10 examples with gold; examples without gold are left out (2 here)",
+			row("high", 6, 5, "0.833"), "<b>EX@k ", "k = 3–12 candidates drawn per example",
+			"(any candidate right; k = candidates drawn per example, 3–12)"},
+		absent: []string{"EX@12", "EX@3"},
+	}, {
+		name: "no gold",
+		edit: func(r *Report) {
+			for i := range r.Examples {
+				r.Examples[i].Correct, r.Examples[i].CorrectAtK = nil, nil
+			}
+		},
+		want:   []string{"Not scored: no example has gold, so there is no accuracy by confidence or by method."},
+		absent: []string{`id="by-confidence"`, `id="by-method"`},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sampleReport()
+			tc.edit(r)
+			r.Summarize()
+			var b bytes.Buffer
+			if err := WriteHTML(&b, r, nil); err != nil {
+				t.Fatal(err)
+			}
+			section := regexp.MustCompile(`(?s)<section id="calibration">.*?</section>`).FindString(b.String())
+			if section == "" {
+				t.Fatal("no calibration section")
+			}
+			page := b.String()
+			for _, w := range tc.want {
+				if !strings.Contains(page, w) {
+					t.Errorf("report lacks %q; its calibration section:\n%s", w, section)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(page, a) {
+					t.Errorf("report shows %q", a)
+				}
+			}
+		})
 	}
 }

@@ -153,9 +153,21 @@ type Totals struct {
 	CorrectAtK int       `json:"correct_at_k"`
 	EX         *float64  `json:"ex,omitempty"`
 	EXAtK      *float64  `json:"ex_at_k,omitempty"`
-	// K is the k of EX@k: the most candidates an example decided in one
-	// round had (ReFoRCE's votes, PExA's passes).
+	// K is the most candidates an example decided in one round had
+	// (ReFoRCE's votes, PExA's passes), kept for older readers: it
+	// undercounts examples that took more rounds, so EX@k is labelled by
+	// KMin–KMax.
 	K int `json:"k,omitempty"`
+	// KMin and KMax are the fewest and most candidates a scored example
+	// drew, every round's (its candidates are what EX@k's "any" ranges
+	// over); examples that drew none (failed first) are left out.
+	KMin int `json:"k_min,omitempty"`
+	KMax int `json:"k_max,omitempty"`
+	// ByConfidence and ByMethod are how often the final answer was right
+	// at each confidence and with each method, over the scored examples
+	// only ("none": failed or no answer).
+	ByConfidence []Calibration `json:"accuracy_by_confidence,omitempty"`
+	ByMethod     []Calibration `json:"accuracy_by_method,omitempty"`
 	// WallSeconds is the time the run was running: the sum of its
 	// sessions' Seconds (Finished − Started without sessions).
 	// SpanSeconds runs from Started to Finished, pauses between sessions
@@ -172,12 +184,108 @@ type Totals struct {
 	CachedShare float64 `json:"cached_share"`
 }
 
-// KOrVotes is the k of EX@k: the candidates seen, else the run's votes.
+// KOrVotes is the k of EX@k: the most candidates a scored example drew,
+// else (an older run.json) K, else the run's votes.
 func (t Totals) KOrVotes(votes int) int {
+	if t.KMax > 0 {
+		return t.KMax
+	}
 	if t.K > 0 {
 		return t.K
 	}
 	return votes
+}
+
+// KRange says what k was: "8" when every scored example drew 8
+// candidates, "3–12" when they differed (votes stands in for a run.json
+// written before k_min/k_max).
+func (t Totals) KRange(votes int) string {
+	if t.KMin > 0 && t.KMin != t.KMax {
+		return fmt.Sprintf("%d–%d", t.KMin, t.KMax)
+	}
+	return fmt.Sprint(t.KOrVotes(votes))
+}
+
+// EXAtKName is EX@k's label: EX@8 when every example drew 8 candidates,
+// EX@k when the number differed (a single number would misstate it).
+func (t Totals) EXAtKName(votes int) string {
+	if t.KMin > 0 && t.KMin != t.KMax {
+		return "EX@k"
+	}
+	return fmt.Sprintf("EX@%d", t.KOrVotes(votes))
+}
+
+// EXAtKMeaning says in words what EX@k measured, for a label.
+func (t Totals) EXAtKMeaning(votes int) string {
+	if t.KMin > 0 && t.KMin != t.KMax {
+		return "any candidate right; k = candidates drawn per example, " + t.KRange(votes)
+	}
+	return fmt.Sprintf("any of an example's %d candidates right", t.KOrVotes(votes))
+}
+
+// Calibration is how often the final answer was right among the scored
+// examples of one confidence level or one method.
+type Calibration struct {
+	Value    string  `json:"value"`
+	Examples int     `json:"examples"`
+	Correct  int     `json:"correct"`
+	EX       float64 `json:"ex"`
+}
+
+// String is the figure as the report and the summary print it.
+func (c Calibration) String() string {
+	return fmt.Sprintf("%s: %d of %d right (%.3f)", c.Value, c.Correct, c.Examples, c.EX)
+}
+
+// confidenceRank orders confidence levels from most to least sure;
+// others follow alphabetically, "none" last.
+var confidenceRank = map[string]int{"high": 0, "medium": 1, "low": 2}
+
+// calibrate counts, over the scored examples, those right per value of
+// key ("" counts as "none"). Confidence levels go most sure first;
+// methods most used first; "none" last either way.
+func calibrate(ex []Example, key func(Example) string, byRank bool) []Calibration {
+	at := map[string]int{}
+	var out []Calibration
+	for _, e := range ex {
+		if e.Correct == nil {
+			continue
+		}
+		v := key(e)
+		if v == "" {
+			v = "none"
+		}
+		i, ok := at[v]
+		if !ok {
+			i = len(out)
+			at[v] = i
+			out = append(out, Calibration{Value: v})
+		}
+		out[i].Examples++
+		if *e.Correct {
+			out[i].Correct++
+		}
+	}
+	for i := range out {
+		out[i].EX = float64(out[i].Correct) / float64(out[i].Examples)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if (a.Value == "none") != (b.Value == "none") {
+			return b.Value == "none"
+		}
+		if byRank {
+			ra, oka := confidenceRank[a.Value]
+			rb, okb := confidenceRank[b.Value]
+			if oka != okb || ra != rb {
+				return oka && (!okb || ra < rb)
+			}
+		} else if a.Examples != b.Examples {
+			return a.Examples > b.Examples
+		}
+		return a.Value < b.Value
+	})
+	return out
 }
 
 // Summarize fills r.Totals from r.Examples.
@@ -218,8 +326,16 @@ func (r *Report) Summarize() {
 			if e.CorrectAtK != nil && *e.CorrectAtK {
 				t.CorrectAtK++
 			}
+			if e.Candidates > 0 {
+				if t.KMin == 0 || e.Candidates < t.KMin {
+					t.KMin = e.Candidates
+				}
+				t.KMax = max(t.KMax, e.Candidates)
+			}
 		}
 	}
+	t.ByConfidence = calibrate(r.Examples, func(e Example) string { return e.Confidence }, true)
+	t.ByMethod = calibrate(r.Examples, func(e Example) string { return e.Method }, false)
 	if t.Scored > 0 {
 		ex := float64(t.Correct) / float64(t.Scored)
 		k := float64(t.CorrectAtK) / float64(t.Scored)

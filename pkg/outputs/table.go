@@ -2,6 +2,7 @@ package outputs
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -67,7 +68,7 @@ func exampleTable(r *Report, dir string, pages map[string]bool) tableData {
 	for _, e := range r.Examples {
 		row := tableRow{ID: e.InstanceID, Question: e.Question, Database: e.Database, Dialect: e.Dialect, Status: e.Status,
 			Confidence: e.Confidence, Method: e.Method, Correct: e.Correct, Calls: e.Cost.LLMCalls, Tokens: e.Cost.Tokens(),
-			Money: e.Cost.Money(), Latency: e.LatencySeconds, Error: e.Error, Gold: goldWhy(e, r.Totals.KOrVotes(r.Votes))}
+			Money: e.Cost.Money(), Latency: e.LatencySeconds, Error: e.Error, Gold: goldWhy(e, cmp.Or(e.Candidates, r.Totals.KOrVotes(r.Votes)))}
 		if pages[e.InstanceID] {
 			row.Page = ExamplesDir + "/" + PageFile(e.InstanceID)
 		}
@@ -81,7 +82,7 @@ func exampleTable(r *Report, dir string, pages map[string]bool) tableData {
 }
 
 // goldWhy says in words how an example's answer compared with the gold
-// result ("" when it was not scored).
+// result ("" when it was not scored); k is the example's candidates.
 func goldWhy(e Example, k int) string {
 	if e.Correct == nil {
 		return ""

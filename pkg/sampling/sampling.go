@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
@@ -89,12 +90,16 @@ func Options(unit string) []agent.Option {
 // trajectory, which the rule counts as 4), so the shared default stops
 // too early.
 func OptionsAt(unit string, threshold float64) []agent.Option {
+	units := unit + "s"
+	if strings.HasSuffix(unit, "s") {
+		units = unit + "es" // a pass, passes
+	}
 	return []agent.Option{
-		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + unit + "s in waves, stopping once the result clusters' majority is settled)", Asker: agent.AskOneOf(Fixed, Adaptive)},
-		{Name: OptRule, Default: DefaultRule, Usage: "adaptive sampling's stopping rule: sure (stop only once the " + unit + "s left cannot change the vote; never changes an answer), or beta or dirichlet (Adaptive-Consistency's posteriors: fewer draws, and some answers change)", Asker: agent.AskOneOf(Sure, Beta, Dirichlet)},
+		{Name: OptSampling, Default: Fixed, Usage: "candidate sampling: fixed (every " + unit + ") or adaptive (" + units + " in waves, stopping once the result clusters' majority is settled)", Asker: agent.AskOneOf(Fixed, Adaptive)},
+		{Name: OptRule, Default: DefaultRule, Usage: "adaptive sampling's stopping rule: sure (stop only once the " + units + " left cannot change the vote; never changes an answer), or beta or dirichlet (Adaptive-Consistency's posteriors: fewer draws, and some answers change)", Asker: agent.AskOneOf(Sure, Beta, Dirichlet)},
 		{Name: OptThreshold, Default: strconv.FormatFloat(threshold, 'g', -1, 64), Usage: "the beta and dirichlet rules stop once their posterior confidence reaches this", Asker: agent.AskNumber(0.5, 0.999)},
-		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + unit + "s", Asker: agent.AskCount()},
-		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + unit + "s", Asker: agent.AskCount()},
+		{Name: OptFirst, Default: strconv.Itoa(DefaultFirst), Usage: "adaptive sampling's first wave, in " + units, Asker: agent.AskCount()},
+		{Name: OptStep, Default: strconv.Itoa(DefaultStep), Usage: "adaptive sampling's later waves, in " + units, Asker: agent.AskCount()},
 	}
 }
 
