@@ -255,6 +255,9 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	}
 	fmt.Fprintf(w, "LLM calls: %d (%.2f per example), tokens: %d prompt + %d completion; warehouse queries: %d (%.2f per example)\n",
 		t.Cost.LLMCalls, t.CallsPerEx, t.Cost.LLM.PromptTokens, t.Cost.LLM.CompletionTokens, t.Cost.Queries, t.QueriesPerEx)
+	if t.Cost.LLM.RateLimited > 0 {
+		fmt.Fprintf(w, "LLM 429s: %d requests answered 429 and were retried (%s)\n", t.Cost.LLM.RateLimited, outputs.RateLimitNote(t.Cost))
+	}
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
 }
 

@@ -720,6 +720,10 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"warehouse queries that failed", num(c.QueryErrors), per(float64(c.QueryErrors))},
 		{"warehouse time", secs(c.QueryTime.Seconds()), secs(c.QueryTime.Seconds() / float64(n))},
 	}
+	if c.LLM.RateLimited > 0 {
+		costTotals = append(costTotals, costRow{"LLM requests answered 429 and retried (" + RateLimitNote(c) + ")",
+			num(c.LLM.RateLimited), per(float64(c.LLM.RateLimited))})
+	}
 	if c.LLM.Fallbacks > 0 {
 		// A run never silently mixes models: name the examples a
 		// fallback model answered calls of.

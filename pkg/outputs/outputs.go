@@ -555,3 +555,21 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return nil
 }
+
+// RateLimitNote says what a run's 429s were: their share of the requests
+// sent, and, past 1 %, that the configured quota looks higher than the
+// provider's (or shared with other clients). The summary and report.html
+// print it; the limiter absorbs 429s without losing work, so nothing else
+// would tell a user why the run was slower than its quota.
+func RateLimitNote(c cost.Cost) string {
+	n, sent := c.LLM.RateLimited, max(c.LLM.Attempts, c.LLMCalls)
+	if n == 0 || sent == 0 {
+		return "none"
+	}
+	share := float64(n) / float64(sent)
+	note := fmt.Sprintf("%.1f %% of %d requests sent", 100*share, sent)
+	if share > 0.01 {
+		note += "; more than 1 %: the provider's limit is below the configured one (--llm-rpm, --llm-tpm, the model's quota) or another client shares it; configure the provider's real limits"
+	}
+	return note
+}

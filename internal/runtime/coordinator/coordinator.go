@@ -336,8 +336,10 @@ type coord struct {
 	progressMu                 sync.Mutex
 	started                    time.Time
 	notAnswered, calls, tokens int
-	money                      float64
-	arrivals                   int
+	// rateLimited counts the 429s the finals so far absorbed.
+	rateLimited int
+	money       float64
+	arrivals    int
 
 	// spent is the money of the finals so far, paid the finals that made
 	// LLM calls (the estimate of an example's cost is spent/paid);
@@ -827,6 +829,7 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	t := f.Cost.Total()
 	c.calls += t.LLMCalls
 	c.tokens += t.Tokens()
+	c.rateLimited += t.LLM.RateLimited
 	c.arrivals++
 	// The rate of this session's finals (a resume's known ones came free).
 	eta := "?"
@@ -839,6 +842,10 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	spend := ""
 	if c.money > 0 {
 		spend = fmt.Sprintf(", %.2f spent", c.money)
+	}
+	if c.rateLimited > 0 {
+		// Absorbed, not lost: but a run slower than its quota says why.
+		spend += fmt.Sprintf(", %d × 429 retried", c.rateLimited)
 	}
 	if c.health != nil {
 		if h := c.health(); h != "" {
