@@ -383,10 +383,17 @@ func (e *envelope) layoutJSON(js string) string {
 
 // jsonWrap holds its inner text as a string at a drawn depth; around a
 // batch itself (innermost), sometimes each statement as an array element.
+// Its keys, siblings and layout are drawn once, from a stream of its own,
+// like a fence's or a tag's: a draft and its answer wrapped by one chain
+// (blocks) get the same keys, so a key naming the answer final never
+// lands on the draft alone.
 func (e *envelope) jsonWrap(kind int, innermost bool) wrapper {
 	depth := 1 + e.rng.IntN(3)
 	split := kind == payloadBatch && innermost && e.chance(3)
+	seed := e.rng.Uint64()
 	return func(inner string) string {
+		j := *e
+		j.rng = rand.New(rand.NewPCG(seed, 0x6a736f6e))
 		leaf := jsonString(inner)
 		if split {
 			var parts []string
@@ -397,7 +404,7 @@ func (e *envelope) jsonWrap(kind int, innermost bool) wrapper {
 				leaf = "[" + strings.Join(parts, ", ") + "]"
 			}
 		}
-		return e.layoutJSON(e.jsonAround(leaf, depth))
+		return j.layoutJSON(j.jsonAround(leaf, depth))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
+	rd "github.com/quorumsql/quorum/pkg/reply"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
@@ -734,6 +735,60 @@ func TestEnvelopesConversation(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestEnvelopesReadAsCanonical: the one reader the agents use reads every
+// single-SQL reply the persona draws as canonical's answer, or as a
+// refusal when it wrote one: over many draws and the shapes canonical's
+// SQL takes (a leading "-- final answer" comment, which a draft copies; a
+// misspelt FROM, llmsim's noise; a closing ";"), with drafts, whose
+// wrappers are the answer's, so no key names the draft final alone.
+func TestEnvelopesReadAsCanonical(t *testing.T) {
+	t.Parallel()
+	ds := demo(t)
+	s := mustNew(t, Config{Dataset: ds})
+	var bodies []string
+	for _, e := range ds.Examples[:12] {
+		gold := s.know.find("Task: " + e.Question).gold
+		bodies = append(bodies, gold, "-- final answer\n"+gold, gold+";")
+		for _, w := range sqltext.Words(gold, sqltext.Options{}) {
+			if strings.EqualFold(w.Text, "FROM") {
+				typo := sqltext.ReplaceWord(gold, w, "FORM")
+				bodies = append(bodies, typo, "-- final answer\n"+typo)
+				break
+			}
+		}
+	}
+	n := 3000
+	if raceEnabled {
+		n = 300
+	}
+	for i := range n {
+		body := bodies[i%len(bodies)]
+		sh, ok := parseShape(sqlBlock("Using what the operations show about the tables and values, the query is:", body))
+		if !ok {
+			t.Fatalf("no shape in canonical's reply of %q", body)
+		}
+		want, err := rd.SQL(sqlBlock("Using what the operations show about the tables and values, the query is:", body), "stop")
+		if err != nil {
+			t.Fatalf("canonical's reply of %q unread: %v", body, err)
+		}
+		rng := rand.New(rand.NewPCG(52, uint64(i)))
+		d := dressEnvelopes(rng, sh, true, wrongQuery(rng, body, sqltext.Options{}), false, false, sqltext.Options{})
+		text, reasoning := d.text, ""
+		if d.reasoning {
+			text, reasoning = "", d.text
+		}
+		got, err := rd.SQLWithReasoning(text, reasoning, "stop")
+		switch {
+		case d.refusal:
+			if !rd.IsRefusal(err) {
+				t.Errorf("draw %d: a refusal read as %q (%v)\n%q", i, got, err, d.text)
+			}
+		case err != nil || rd.Key(got) != rd.Key(want):
+			t.Errorf("draw %d: read %q (%v), canonical's answer %q\nreply %q", i, got, err, want, d.text)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package reply
 
 import (
 	"encoding/json"
-	"github.com/quorumsql/quorum/pkg/sqltext"
 	"html"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/quorumsql/quorum/pkg/sqltext"
 )
 
 // Statement is one SQL statement found in a reply.
@@ -24,6 +27,10 @@ type Statement struct {
 	// keyFinal: a JSON key names it final ("final_sql"); weaker than prose
 	// ("For comparison, my first attempt was: {"final": …}").
 	keyFinal bool
+	// ownMark: the comment lines right before it say final ("-- final
+	// answer"); byComment: Final rests on them alone, which tells it apart
+	// only when no other statement carries such a mark (pick).
+	ownMark, byComment bool
 }
 
 // Find returns the statements of a reply in order: its visible text
@@ -115,7 +122,7 @@ func findIn(text string, depth int) []Statement {
 		}
 		for i, st := range sts {
 			st.AtEnd = !f.closed && i == len(sts)-1
-			st.Final = finalProse.MatchString(text[prevEnd:f.start])
+			st.Final, st.byComment = finalProse.MatchString(text[prevEnd:f.start]), false
 			fs = append(fs, found{pos: f.bodyStart, st: st})
 		}
 		blank(f.start, f.end)
@@ -140,13 +147,18 @@ func findIn(text string, depth int) []Statement {
 		for _, l := range r.leaves {
 			v := clean(l.value)
 			var sts []Statement
+			justQuery := false
 			if p := peel(v); looksLikeSQL(p) {
-				sts = explicit(p, false) // a string holding just a query
+				sts, justQuery = explicit(p, false), true // a string holding just a query
 			} else {
 				sts = findIn(v, depth+1)
 			}
 			for _, st := range sts {
-				st.Final = st.Final || marked
+				// As for a fenced query, the prose before the value marks
+				// a query the string holds alone, not the query's own
+				// comment ("-- final answer" copied into a draft).
+				st.Final = marked || st.Final && !justQuery
+				st.byComment = st.byComment && !marked && !justQuery
 				st.keyFinal = st.keyFinal || finalKey.MatchString(l.path)
 				fs = append(fs, found{pos: r.start, st: st})
 			}
@@ -167,6 +179,29 @@ func findIn(text string, depth int) []Statement {
 var finalKey = regexp.MustCompile(`(?i)final`)
 var finalProse = regexp.MustCompile(`(?i)\bfinal`)
 var entity = regexp.MustCompile(`&(?:lt|gt|amp|quot|apos|#[0-9]+|#x[0-9a-fA-F]+);`)
+
+// marksFinal reports whether the text before a statement marks it as the
+// reply's final one. Prose there decides when there is any: the comment
+// lines right before the statement are its own, and a model copies them
+// with it from answer to draft ("-- final answer" on both); they decide
+// only when no prose does (byComment). ownMark: the comments say final.
+func marksFinal(before string) (final, ownMark, byComment bool) {
+	lines := strings.Split(before, "\n")
+	i := len(lines)
+	for ; i > 0; i-- {
+		l := strings.TrimSpace(tagsOff(lines[i-1]))
+		if l != "" && !strings.HasPrefix(l, "--") && !(strings.HasPrefix(l, "/*") && strings.HasSuffix(l, "*/")) {
+			break
+		}
+	}
+	prose := strings.Join(lines[:i], "\n")
+	ownMark = finalProse.MatchString(strings.Join(lines[i:], "\n"))
+	if strings.IndexFunc(tagsOff(prose), unicode.IsLetter) >= 0 {
+		return finalProse.MatchString(prose), ownMark, false
+	}
+	final = finalProse.MatchString(before)
+	return final, ownMark, final && !finalProse.MatchString(prose)
+}
 
 func hasMarkup(s string) bool {
 	for i := strings.IndexByte(s, '<'); i >= 0; {
@@ -210,12 +245,16 @@ func scanText(s string) []found {
 			if !ok {
 				q, end, ok = taggedQuery(s, start)
 			}
+			if !ok {
+				q, end, ok = quotedQuery(s, start)
+			}
 			if ok {
 				// A line that starts with SELECT or WITH in capitals, up to
 				// its paragraph's end, or a tag's whole content: the model's
 				// query, even misspelt.
-				out = append(out, found{pos: start, st: Statement{SQL: q, AtEnd: strings.TrimSpace(s[end:]) == "",
-					Final: finalProse.MatchString(s[prevEnd:start])}})
+				st := Statement{SQL: q, AtEnd: strings.TrimSpace(s[end:]) == ""}
+				st.Final, st.ownMark, st.byComment = marksFinal(s[prevEnd:start])
+				out = append(out, found{pos: start, st: st})
 				prevEnd, i = end, end
 				continue
 			}
@@ -230,8 +269,8 @@ func scanText(s string) []found {
 			SQL:   sql,
 			Cut:   sp.cut,
 			AtEnd: strings.TrimSpace(s[sp.end:]) == "" || sp.cut,
-			Final: finalProse.MatchString(s[prevEnd:sp.start]),
 		}
+		st.Final, st.ownMark, st.byComment = marksFinal(s[prevEnd:sp.start])
 		out = append(out, found{pos: sp.start, st: st})
 		prevEnd = sp.end
 		i = sp.end
@@ -466,23 +505,74 @@ func explicit(body string, declared bool) []Statement {
 			out = append(out, f.st)
 		}
 	} else {
-		for _, q := range sqltext.Split(body, lexOpt) {
-			if !onlyNoise(q) {
-				out = append(out, Statement{SQL: strings.TrimSpace(q)})
-			}
+		for _, q := range splitQueries(body) {
+			out = append(out, Statement{SQL: q})
 		}
 	}
 	return out
+}
+
+// splitQueries splits a text declared SQL at the semicolons that end a
+// query: those followed by another query or by nothing. A semicolon
+// followed by code that starts no query ("…; ) AS t LIMIT 1") is a stray
+// one inside the model's query, which is read whole, as written.
+func splitQueries(body string) []string {
+	var lxs []sqltext.Lexeme
+	for lx := range sqltext.Lex(body, lexOpt) {
+		if lx.Kind != sqltext.KindSpace && lx.Kind != sqltext.KindComment {
+			lxs = append(lxs, lx)
+		}
+	}
+	var out []string
+	begin := 0
+	flush := func(end int) {
+		if q := strings.TrimSpace(body[begin:end]); !onlyNoise(q) {
+			out = append(out, q)
+		}
+	}
+	for i, lx := range lxs {
+		if lx.Kind != sqltext.KindSemicolon {
+			continue
+		}
+		j := i + 1
+		for j < len(lxs) && lxs[j].Kind == sqltext.KindSemicolon {
+			j++
+		}
+		if j < len(lxs) && !startsQuery(body, lxs[j:]) {
+			continue
+		}
+		flush(lx.Start)
+		begin = lx.End
+	}
+	flush(len(body))
+	return out
+}
+
+// startsQuery reports code whose first tokens open a query: SELECT or
+// WITH, after any opening brackets.
+func startsQuery(body string, lxs []sqltext.Lexeme) bool {
+	for _, lx := range lxs {
+		if lx.Kind == sqltext.KindOpenParen {
+			continue
+		}
+		w := strings.ToUpper(body[lx.Start:lx.End])
+		return lx.Kind == sqltext.KindWord && (w == "SELECT" || w == "WITH")
+	}
+	return false
 }
 
 var withHead = regexp.MustCompile("(?is)^\\s*(?:--[^\\n]*\\n\\s*|/\\*.*?\\*/\\s*)*WITH\\s+(?:RECURSIVE\\s+)?[\\w\"`]+\\s*(?:\\([^)]*\\)\\s*)?AS\\s*(?:NOT\\s+)?(?:MATERIALIZED\\s*)?\\(")
 var sentenceBreak = regexp.MustCompile("[A-Za-z0-9_)`'\"][.?!][ \t]+[A-Z][a-z]")
 var selectCode = regexp.MustCompile(`(?i)\bFROM\b|[(,=*]`)
 
+// clauseCode is a clause keyword written in capitals, as queries are and
+// sentences are not: a query that misspells its FROM still shows one.
+var clauseCode = regexp.MustCompile(`\b(?:FROM|WHERE|GROUP BY|ORDER BY|HAVING|LIMIT|JOIN|UNION)\b`)
+
 // plausibleQuery reports whether a text that starts with SELECT or WITH
 // starts as a query does (the scanner refused it, perhaps for a syntax
-// error): WITH's "name AS (", or a SELECT with a FROM or code punctuation
-// and no prose word among its first words.
+// error): WITH's "name AS (", or a SELECT with a FROM, code punctuation or
+// a clause keyword in capitals, and no prose word among its first words.
 func plausibleQuery(body string, declared bool) bool {
 	if !looksLikeSQL(body) {
 		return false
@@ -503,7 +593,7 @@ func plausibleQuery(body string, declared bool) bool {
 		}
 	}
 	// In a block declared SQL a query may misspell even its FROM.
-	return declared || strings.Contains(strings.ToUpper(body), "SELECT") && selectCode.MatchString(body)
+	return declared || strings.Contains(strings.ToUpper(body), "SELECT") && (selectCode.MatchString(body) || clauseCode.MatchString(body))
 }
 
 // onlyNoise reports text with no token but comments, space and ';'.
@@ -535,7 +625,7 @@ func fences(text string) []fence {
 		if eol >= 0 {
 			line = text[i : i+eol]
 		}
-		m := fenceLine.FindStringSubmatch(line)
+		m := fenceOpener(line)
 		if m == nil {
 			if eol < 0 {
 				break
@@ -615,7 +705,7 @@ func leadingQuery(text string) (end, next int, ok bool) {
 		if eol >= 0 {
 			line = text[i : i+eol]
 		}
-		if m := fenceLine.FindStringSubmatch(line); m != nil {
+		if m := fenceOpener(line); m != nil {
 			if m[2] != "" || strings.TrimSpace(m[3]) != "" {
 				return 0, 0, false // a fence that opens a block: the lead is no continuation
 			}
@@ -630,11 +720,12 @@ func leadingQuery(text string) (end, next int, ok bool) {
 }
 
 // paragraphQuery reads a paragraph that opens a line with SELECT or WITH
-// written in capitals (a query with a syntax error the scanner refused),
-// up to a blank line or the text's end, if it reads as a query and not as
-// a sentence (plausibleQuery).
+// (a query with a syntax error the scanner refused), up to a blank line,
+// a fence or tag, or the text's end, if it reads as a query and not as a
+// sentence (plausibleQuery; in lower case, only with code in it).
 func paragraphQuery(s string, start int) (q string, end int, ok bool) {
-	if !strings.HasPrefix(s[start:], "SELECT") && !strings.HasPrefix(s[start:], "WITH") {
+	capitals := strings.HasPrefix(s[start:], "SELECT") || strings.HasPrefix(s[start:], "WITH")
+	if !capitals && !strings.HasPrefix(s[start:], "select") && !strings.HasPrefix(s[start:], "with") {
 		return "", 0, false
 	}
 	i := start
@@ -648,19 +739,9 @@ func paragraphQuery(s string, start int) (q string, end int, ok bool) {
 	if k := strings.Index(s[start:], "\n\n"); k >= 0 {
 		end = start + k
 	}
-	for j := start; j < end; {
-		nl := strings.IndexByte(s[j:end], '\n')
-		if nl < 0 {
-			break
-		}
-		j += nl + 1
-		if l := strings.TrimLeft(s[j:end], " \t"); strings.HasPrefix(l, "```") || strings.HasPrefix(l, "~~~") {
-			end = j - 1 // a fence closes the paragraph
-			break
-		}
-	}
+	end = delimiterIn(s, start, end)
 	body := s[start:end]
-	if !plausibleQuery(body, true) {
+	if !plausibleQuery(body, capitals) {
 		return "", 0, false
 	}
 	sts := sqltext.Split(body, lexOpt)
@@ -668,6 +749,22 @@ func paragraphQuery(s string, start int) (q string, end int, ok bool) {
 		return "", 0, false
 	}
 	return strings.TrimSpace(sts[0]), end, true
+}
+
+// delimiterIn is the offset of the first fence or markup tag in
+// s[start:end] outside the literals and comments of the query there
+// (what closes the envelope a query the scanner refused was written in),
+// else end.
+func delimiterIn(s string, start, end int) int {
+	for lx := range sqltext.Lex(s[start:end], lexOpt) {
+		if lx.Kind == sqltext.KindString || lx.Kind == sqltext.KindComment {
+			continue
+		}
+		if at := start + lx.Start; isDelimiter(s, at) {
+			return at
+		}
+	}
+	return end
 }
 
 // peel removes what wraps a whole text: markup tags at its start and end,
@@ -684,13 +781,12 @@ func peel(s string) string {
 			if k := strings.LastIndex(t, "</"); k >= 0 && tagLen(t[k:]) == len(t)-k {
 				t = t[:k]
 			}
-		case len(t) >= 2 && strings.IndexByte("`'\"", t[0]) >= 0 && t[len(t)-1] == t[0]:
-			t = strings.Trim(t, t[:1])
 		case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
-			if nl := strings.IndexByte(t, '\n'); nl >= 0 {
-				t = strings.TrimRight(t[nl+1:], " \t\n")
-				t = strings.TrimSuffix(strings.TrimSuffix(t, "```"), "~~~")
-			}
+			// Before quotes: a fence begins and ends with backquotes too,
+			// and its info string is no code.
+			t = fenceBody(t)
+		case len(t) >= 2 && strings.IndexByte("`'\"", t[0]) >= 0 && t[len(t)-1] == t[0]:
+			t = t[1 : len(t)-1]
 		default:
 			return t
 		}
@@ -701,21 +797,109 @@ func peel(s string) string {
 	}
 }
 
+// fenceBody is a text that opens with a fence line without that line
+// and the closing fence of the same character and length, if it ends with
+// one; the text itself when its first line is no fence opener.
+func fenceBody(t string) string {
+	nl := strings.IndexByte(t, '\n')
+	if nl < 0 {
+		return t
+	}
+	m := fenceLine.FindStringSubmatch(t[:nl])
+	if m == nil {
+		return t
+	}
+	body := strings.TrimRight(t[nl+1:], " \t\n")
+	last := body[strings.LastIndexByte(body, '\n')+1:]
+	switch {
+	case isClosing(last, m[1]):
+		body = body[:len(body)-len(last)]
+	case strings.HasSuffix(body, m[1]):
+		body = body[:len(body)-len(m[1])] // "SELECT 1```"
+	}
+	return body
+}
+
+// fenceOpener matches a fence line (fenceLine's groups), after the
+// markup tags a line may open with: "<answer>```sql" opens a fence inside
+// a tag, as "```</answer>" closes one.
+func fenceOpener(line string) []string {
+	if m := fenceLine.FindStringSubmatch(line); m != nil {
+		return m
+	}
+	i := 0
+	for {
+		j := i
+		for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
+			j++
+		}
+		n := 0
+		if j < len(line) && line[j] == '<' {
+			n = tagLen(line[j:])
+		}
+		if n == 0 {
+			break
+		}
+		i = j + n
+	}
+	if i == 0 {
+		return nil
+	}
+	return fenceLine.FindStringSubmatch(line[i:])
+}
+
 var tagRun = regexp.MustCompile(`</?[A-Za-z][A-Za-z0-9_:.-]*(?:[ \t][^<>\n]*)?>`)
 
 // tagsOff is a line without its markup tags ("~~~</answer>" closes a
 // fence).
 func tagsOff(line string) string { return tagRun.ReplaceAllString(line, "") }
 
+// quotedQuery reads the whole content of a quote or backquote that
+// starts with a query (`SELECT … FORM t`), up to the quote that closes it
+// (the lexer reads it as a literal the text ends inside) within its
+// paragraph, if it reads as one query (plausibleQuery) that the scanner
+// refused.
+func quotedQuery(s string, start int) (q string, end int, ok bool) {
+	closer := closerOf(s, start)
+	if closer == 0 {
+		return "", 0, false
+	}
+	par := len(s)
+	if k := strings.Index(s[start:], "\n\n"); k >= 0 {
+		par = start + k
+	}
+	end = -1
+	for lx := range sqltext.Lex(s[start:par], lexOpt) {
+		if r, _ := utf8.DecodeRuneInString(s[start+lx.Start:]); r == closer && (lx.Open || lx.Kind == sqltext.KindOther) {
+			end = start + lx.Start
+			break
+		}
+	}
+	if end < 0 {
+		return "", 0, false
+	}
+	body := s[start:end]
+	if !plausibleQuery(body, false) {
+		return "", 0, false
+	}
+	sts := sqltext.Split(body, lexOpt)
+	if len(sts) != 1 {
+		return "", 0, false
+	}
+	return strings.TrimSpace(sts[0]), end, true
+}
+
 // taggedQuery reads the whole content of a markup tag that starts with a
 // query (<answer>SELECT … FORM t</answer>), if it reads as one query
 // (plausibleQuery) that the scanner refused.
 func taggedQuery(s string, start int) (q string, end int, ok bool) {
-	k := start
-	for k > 0 && (s[k-1] == ' ' || s[k-1] == '\t' || s[k-1] == '\n') {
-		k--
+	// The tag may be followed by the query's own comments.
+	k := strings.LastIndexByte(s[:start], '>') + 1
+	if k == 0 {
+		return "", 0, false
 	}
-	if k == 0 || s[k-1] != '>' {
+	if gap := strings.TrimSpace(s[k:start]); gap != "" &&
+		(len(gap) > 1000 || !strings.HasPrefix(gap, "--") && !strings.HasPrefix(gap, "/*") || !onlyNoise(gap)) {
 		return "", 0, false
 	}
 	lt := strings.LastIndexByte(s[:k], '<')

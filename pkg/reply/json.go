@@ -18,8 +18,14 @@ type Fields map[string]any
 // block, else the last balanced {…} in the text (JSON inside prose),
 // reasoning removed. Python literals (True, False, None), single-quoted
 // strings, trailing commas and comments are repaired first. A tool call's
-// arguments sent as a JSON string holding the object are unwrapped.
-func JSON(text string) (Fields, error) {
+// arguments sent as a JSON string holding the object are unwrapped, and so
+// is an object in a JSON string at any depth, in a reply of its own (an
+// array holding ["{\"correct\": true}"], a string holding a tag holding
+// the object).
+func JSON(text string) (Fields, error) { return jsonText(text, 0) }
+
+// jsonText is JSON for a text depth JSON strings deep.
+func jsonText(text string, depth int) (Fields, error) {
 	vis := Visible(text)
 	var cands []string
 	bs := Blocks(vis)
@@ -29,12 +35,19 @@ func JSON(text string) (Fields, error) {
 		}
 	}
 	cands = append(cands, objects(vis)...)
+	// Arrays too: one may hold the object as a JSON string (["{\"a\": 1}"]),
+	// whose braces objects skips as a string's.
+	for _, r := range jsonRegions(vis) {
+		if vis[r.start] == '[' {
+			cands = append(cands, vis[r.start:r.end])
+		}
+	}
 	if len(cands) == 0 {
 		return nil, &Unreadable{Problem: "no JSON object in the reply", Reask: "Answer with one JSON object in a ```json block."}
 	}
 	var firstErr error
 	for _, c := range cands {
-		f, err := decodeObject(c)
+		f, err := decodeObject(c, depth)
 		if err == nil {
 			return f, nil
 		}
@@ -52,31 +65,51 @@ func Args(raw string) (Fields, error) {
 	if t == "" {
 		return Fields{}, nil
 	}
-	f, err := decodeObject(t)
+	f, err := decodeObject(t, 0)
 	if err == nil {
 		return f, nil
 	}
 	return JSON(raw)
 }
 
-func decodeObject(text string) (Fields, error) {
+func decodeObject(text string, depth int) (Fields, error) {
 	var v any
 	if err := json.Unmarshal([]byte(text), &v); err != nil {
 		if err2 := json.Unmarshal([]byte(Repair(text)), &v); err2 != nil {
 			return nil, err
 		}
 	}
-	// Arguments double-encoded as a JSON string.
+	if m, ok := objectIn(v, depth); ok {
+		return Fields(m), nil
+	}
 	if s, ok := v.(string); ok {
-		if err := json.Unmarshal([]byte(Repair(s)), &v); err != nil {
-			return nil, fmt.Errorf("a string, not an object: %q", truncate(s, 60))
+		return nil, fmt.Errorf("a string, not an object: %q", truncate(s, 60))
+	}
+	return nil, fmt.Errorf("not a JSON object but %T", v)
+}
+
+// objectIn is the object a decoded value holds: itself; the object a
+// string holds, read as a reply of its own (arguments double-encoded, a
+// tag around the object), up to maxDepth strings deep; the last element
+// of an array that holds one.
+func objectIn(v any, depth int) (map[string]any, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		return x, true
+	case string:
+		if depth < maxDepth && strings.ContainsAny(x, "{[") {
+			if f, err := jsonText(x, depth+1); err == nil {
+				return f, true
+			}
+		}
+	case []any:
+		for i := len(x) - 1; i >= 0; i-- {
+			if m, ok := objectIn(x[i], depth); ok {
+				return m, true
+			}
 		}
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("not a JSON object but %T", v)
-	}
-	return Fields(m), nil
+	return nil, false
 }
 
 // objects returns the balanced {…} spans of text, last first.
@@ -345,7 +378,7 @@ func (f Fields) get(k string) (any, bool) {
 }
 
 // objectsOf is the JSON objects v holds directly: itself, the objects of
-// an array, an object encoded in a string.
+// an array, the object a string holds (objectIn).
 func objectsOf(v any) []map[string]any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -353,17 +386,17 @@ func objectsOf(v any) []map[string]any {
 	case []any:
 		var out []map[string]any
 		for _, e := range x {
-			if m, ok := e.(map[string]any); ok {
-				out = append(out, m)
+			switch y := e.(type) {
+			case map[string]any:
+				out = append(out, y)
+			case string:
+				out = append(out, objectsOf(y)...)
 			}
 		}
 		return out
 	case string:
-		if t := strings.TrimSpace(x); strings.HasPrefix(t, "{") {
-			var m map[string]any
-			if json.Unmarshal([]byte(t), &m) == nil {
-				return []map[string]any{m}
-			}
+		if m, ok := objectIn(x, 0); ok {
+			return []map[string]any{m}
 		}
 	}
 	return nil

@@ -110,7 +110,7 @@ func Blocks(text string) []Block {
 	lines := strings.Split(text, "\n")
 	var out []Block
 	for i := 0; i < len(lines); i++ {
-		m := fenceLine.FindStringSubmatch(strings.TrimRight(lines[i], "\r"))
+		m := fenceOpener(strings.TrimRight(lines[i], "\r"))
 		if m == nil {
 			if b, ok := inlineBlock(lines[i]); ok {
 				out = append(out, b)
@@ -137,7 +137,7 @@ func Blocks(text string) []Block {
 		j := i + 1
 		body := first
 		for ; j < len(lines); j++ {
-			if isClosing(lines[j], fence) {
+			if isClosing(lines[j], fence) || isClosing(tagsOff(lines[j]), fence) {
 				break
 			}
 			body = append(body, lines[j])
@@ -216,13 +216,21 @@ func SQLWithReasoning(text, reasoning, finish string) (string, error) {
 }
 
 func pick(sts []Statement, text, finish string) (string, error) {
+	// A comment that marks several statements final (copied from answer
+	// to draft) tells none of them apart.
+	marks := 0
+	for _, st := range sts {
+		if !st.Cut && st.ownMark {
+			marks++
+		}
+	}
 	var last, final, keyFinal *Statement
 	for i := range sts {
 		if sts[i].Cut {
 			continue
 		}
 		last = &sts[i]
-		if sts[i].Final {
+		if sts[i].Final && !(sts[i].byComment && marks > 1) {
 			final = &sts[i]
 		}
 		if sts[i].keyFinal {

@@ -15,20 +15,41 @@ type Command struct {
 	Args string
 }
 
-// Text is the command as the final prompt lists it. A query written
-// fenced, triple-quoted or as sql=… is listed in one double-quoted string,
-// escaped, whatever form the agent model wrote it in: the final models
-// read the same operations log from every model (and the final prompt
-// shows its own ```sql blocks).
+// Text is the command as the final prompt lists it, in one form whatever
+// form the agent model wrote it in (D-R19): the final models read the
+// same operations log from every model. A query or a table name written
+// fenced, triple-quoted, as sql=… or in a JSON object is one double-quoted
+// string, escaped (and the final prompt shows its own ```sql blocks); a
+// column list is ["t.c", …]; read_table_names takes nothing. A command
+// whose argument cannot be read is listed as written.
 func (c Command) Text() string {
-	args := c.Args
-	if c.Name == CmdQuery {
-		if a := strings.TrimSpace(args); !isPlainQuoted(a) {
-			args = `"` + argEscaper.Replace(unquote(argument(a, "sql", "query"))) + `"`
+	args := strings.TrimSpace(c.Args)
+	switch c.Name {
+	case CmdTableNames:
+		args = ""
+	case CmdQuery, CmdColumns:
+		if !isPlainQuoted(args) {
+			names := []string{"sql", "query"}
+			if c.Name == CmdColumns {
+				names = []string{"table_name", "table"}
+			}
+			args = quoteArg(unquote(argument(args, names...)))
+		}
+	case CmdDocs:
+		if cols := parseList(argument(args, "column_names", "columns")); len(cols) > 0 {
+			q := make([]string, len(cols))
+			for i, col := range cols {
+				q[i] = quoteArg(col)
+			}
+			args = "[" + strings.Join(q, ", ") + "]"
 		}
 	}
 	return c.Name + "(" + args + ")"
 }
+
+// quoteArg writes one string argument double-quoted (unquote reads it
+// back).
+func quoteArg(s string) string { return `"` + argEscaper.Replace(s) + `"` }
 
 // argEscaper writes a query as one double-quoted argument (unquote reads
 // it back).

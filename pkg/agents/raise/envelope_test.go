@@ -1,8 +1,12 @@
 package raise
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/reply"
 )
@@ -48,5 +52,75 @@ func TestCommandsInEnvelopes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCommandsListedInOneForm: whatever envelope a command comes in (the
+// forms the envelopes persona draws: [RUN], a Hermes <tool_call>, a bare
+// JSON call with "arguments" or "parameters", the arguments as a JSON
+// string, renamed parameters, a <function=…> block whose parameters are
+// text, a fence with a note after), it runs with the canonical form's
+// output and the final prompt lists it in the canonical form (D-R19), so
+// the final models read one operations log whatever model explored.
+func TestCommandsListedInOneForm(t *testing.T) {
+	t.Parallel()
+	tl := tools(t, agenttest.SQLite(t, tSQL))
+	q := "SELECT COUNT(*) AS n FROM t WHERE name <> 'x'"
+	type cmd struct {
+		canonical      string
+		name           string
+		params, rename map[string]any
+	}
+	cmds := []cmd{
+		{"read_table_names()", CmdTableNames, map[string]any{}, map[string]any{}},
+		{`read_table_columns("t")`, CmdColumns, map[string]any{"table_name": "t"}, map[string]any{"table": "t"}},
+		{`read_columns_documentation(["t.id", "t.name"])`, CmdDocs, map[string]any{"columns": []any{"t.id", "t.name"}},
+			map[string]any{"column_names": []any{"t.id", "t.name"}}},
+		{`run_query("` + strings.ReplaceAll(q, `"`, `\"`) + `")`, CmdQuery, map[string]any{"query": q}, map[string]any{"sql": q}},
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	forms := map[string]func(c cmd) string{
+		"[RUN]": func(c cmd) string { return "[RUN] " + c.canonical },
+		"<tool_call> JSON": func(c cmd) string {
+			return "<tool_call>\n" + js(map[string]any{"name": c.name, "arguments": c.params}) + "\n</tool_call>"
+		},
+		"bare, parameters":    func(c cmd) string { return js(map[string]any{"name": c.name, "parameters": c.params}) },
+		"arguments as string": func(c cmd) string { return js(map[string]any{"name": c.name, "arguments": js(c.params)}) },
+		"renamed parameters":  func(c cmd) string { return js(map[string]any{"name": c.name, "arguments": c.rename}) },
+		"<function=…> text": func(c cmd) string {
+			var b strings.Builder
+			b.WriteString("<function=" + c.name + ">")
+			for k, v := range c.params {
+				s, ok := v.(string)
+				if !ok {
+					s = js(v)
+				}
+				b.WriteString("\n<parameter=" + k + ">\n" + s + "\n</parameter>")
+			}
+			return b.String() + "\n</function>"
+		},
+		"fence and a note": func(c cmd) string {
+			return "```json\n" + js(map[string]any{"name": c.name, "arguments": c.params}) + "\n```\nLet me see what this returns."
+		},
+	}
+	for _, c := range cmds {
+		want, err := tl.Run(context.Background(), c.name, strings.TrimSuffix(strings.TrimPrefix(c.canonical, c.name+"("), ")"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for fname, form := range forms {
+			seg := "I should look.\n" + form(c)
+			rd := readResponse(&llm.Response{Text: seg})
+			if !rd.HasCmd {
+				t.Errorf("%s as %s: no command read from %q", c.name, fname, seg)
+				continue
+			}
+			if got := rd.Cmd.Text(); got != c.canonical {
+				t.Errorf("%s as %s is listed as %s; want %s", c.name, fname, got, c.canonical)
+			}
+			if out, err := tl.Run(context.Background(), rd.Cmd.Name, rd.Cmd.Args); err != nil || out != want {
+				t.Errorf("%s as %s ran with output %q (%v); the canonical form's is %q", c.name, fname, out, err, want)
+			}
+		}
 	}
 }

@@ -231,9 +231,16 @@ func unquote(s string) string {
 	return s
 }
 
-// parseList reads a list of strings, ["a", 'b'] or a bare a, b.
+// parseList reads a list of strings, ["a", 'b'] or a bare a, b, also
+// when it comes as one string holding the list ("[\"a\"]": a template
+// that passes every parameter as text, <parameter=columns>["a"]).
 func parseList(s string) []string {
 	s = strings.TrimSpace(s)
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') {
+		if inner := strings.TrimSpace(unquote(s)); strings.HasPrefix(inner, "[") && strings.HasSuffix(inner, "]") {
+			s = inner
+		}
+	}
 	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	var out []string
 	for _, part := range strings.Split(s, ",") {
