@@ -10,17 +10,22 @@ import (
 )
 
 // FromMetadata builds the table information from Spider 2.0 metadata
-// (DDL.csv rows and per-table JSON). Tables without a JSON file have no
-// columns to show and are skipped, as in the reference.
+// (DDL.csv rows and per-table JSON). Families are formed over every table,
+// JSON or not, as the reference groups DDL.csv rows before it reads any
+// JSON (reconstruct_data.py:200-213): a family's members name all its
+// tables. Only then are tables without a JSON file skipped, having no
+// columns to show; a family whose representative has none vanishes whole,
+// as in the reference (docs/agents/reforce.md D-F10).
 func FromMetadata(s *dataset.Schema, db *dataset.Database, opt Options) *Info {
 	info := &Info{Database: db.Name, Dialect: db.Dialect, opt: opt}
 	for _, f := range s.Folders {
 		var blocks []*Block
+		noJSON := map[*Block]bool{}
 		for _, t := range f.Tables {
-			if !t.HasJSON {
-				continue
-			}
 			bl := &Block{FullName: t.FullName, Name: t.Name, sampleJSON: t.SampleRows}
+			if !t.HasJSON {
+				noJSON[bl] = true
+			}
 			if bl.FullName == "" {
 				bl.FullName = t.Name
 			}
@@ -36,6 +41,13 @@ func FromMetadata(s *dataset.Schema, db *dataset.Database, opt Options) *Info {
 		if opt.Group {
 			blocks = group(blocks, opt.GroupMin)
 		}
+		kept := blocks[:0]
+		for _, bl := range blocks {
+			if !noJSON[bl] {
+				kept = append(kept, bl)
+			}
+		}
+		blocks = kept
 		if opt.Structural {
 			blocks = groupStructure(blocks)
 		}

@@ -3,6 +3,7 @@ package reforce
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/quorumsql/quorum/pkg/cost"
@@ -178,7 +179,7 @@ func (a *Agent) Explore(ctx context.Context, wh warehouse.Warehouse, in ExploreI
 				rec = append(rec, false)
 				continue
 			}
-			sql = longest(blocks)
+			sql = longestAnswer(blocks, text, s.finish)
 			res, feedback, err = a.run(ctx, wh, &ex.Cost, sql, lim)
 			if err != nil {
 				return ex, err
@@ -279,6 +280,20 @@ func longest(xs []string) string {
 	for _, x := range xs {
 		if len(strings.TrimSpace(x)) > len(best) {
 			best = strings.TrimSpace(x)
+		}
+	}
+	return best
+}
+
+// longestAnswer is the correction's query: the longest block, as the
+// reference keeps (max by length), except that among blocks of that
+// length the reply's own answer (reply.SQL: the one its prose marks
+// final, else the last) wins over a draft; the reference keeps the first.
+func longestAnswer(blocks []string, text, finish string) string {
+	best := longest(blocks)
+	if answer, err := reply.SQL(text, finish); err == nil {
+		if a := strings.TrimSpace(answer); a != best && len(a) == len(best) && slices.Contains(blocks, answer) {
+			return a
 		}
 	}
 	return best
