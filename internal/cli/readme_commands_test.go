@@ -3,24 +3,52 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 )
 
-// readmeCommand is one command of the README's shell blocks, with its
-// continuation lines joined, and why it is not run here ("" = it runs).
+// readmeCommand is one command of the shell blocks of the README or a
+// docs page, with its continuation lines joined, the file and line it is
+// on, and why it is not run here ("" = it runs).
 type readmeCommand struct {
+	file string
 	line int
 	text string
 	skip string
 }
 
-// readmeCommands reads the commands of the README's ```sh blocks in order.
+// where names the command's file and line, as "docs/usage.md:42".
+func (c readmeCommand) where() string { return fmt.Sprintf("%s:%d", c.file, c.line) }
+
+// readmePages are the pages whose commands a reader types, relative to the
+// repository: README.md, then every docs/*.md page in name order (the
+// usage, operations, failures and performance pages the README links to
+// hold what it once held itself).
+func readmePages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(docs)
+	pages := []string{"README.md"}
+	for _, d := range docs {
+		pages = append(pages, "docs/"+filepath.Base(d))
+	}
+	if len(pages) < 2 {
+		t.Fatal("no docs/*.md page found")
+	}
+	return pages
+}
+
+// readmeCommands reads the commands of a page's ```sh blocks in order.
 func readmeCommands(readme string) []readmeCommand {
 	var cmds []readmeCommand
 	inSh := false
@@ -92,21 +120,37 @@ func stripComment(c string) string {
 	return strings.TrimSpace(c)
 }
 
-// TestREADMECommandsRun runs the README's commands as written, in order,
-// from a folder laid out like a fresh clone (examples/, bin/quorum, and
-// ../shared when it is there), with a home of their own and no LLM
-// credentials: every one that needs no credentials, servers or
-// placeholders must exit 0.
+// readmeMinRan is how many commands of the README and the docs pages
+// must run (with ../shared beside the repository): the README's own
+// (run, eval, trace, ask) and docs/usage.md's (run, agents, solve, eval,
+// inspect, ask), which the README held before they moved. Fewer means
+// the skip rules leave out what a reader would type.
+const (
+	readmeMinRan       = 13
+	readmeMinRanREADME = 4
+)
+
+// TestREADMECommandsRun runs the commands of the README and then of each
+// docs page as written, in order, from a folder laid out like a fresh
+// clone (examples/, bin/quorum, and ../shared when it is there), with a
+// home of their own and no LLM credentials: every one that needs no
+// credentials, servers or placeholders must exit 0.
 func TestREADMECommandsRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the README's commands")
 	}
 	t.Parallel()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	var cmds []readmeCommand
+	for _, page := range readmePages(t) {
+		b, err := os.ReadFile(filepath.Join("../..", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range readmeCommands(string(b)) {
+			c.file = page
+			cmds = append(cmds, c)
+		}
 	}
-	cmds := readmeCommands(string(b))
 	root := t.TempDir()
 	work := filepath.Join(root, "quorum")
 	if err := os.MkdirAll(filepath.Join(work, "bin"), 0o755); err != nil {
@@ -125,13 +169,14 @@ func TestREADMECommandsRun(t *testing.T) {
 		hasShared = os.Symlink(shared, filepath.Join(root, "shared")) == nil
 	}
 	env := []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
-	ran := 0
+	ran, ranREADME, needShared := 0, 0, 0
 	for _, c := range cmds {
 		if c.skip == "" && strings.Contains(c.text, "../shared") && !hasShared {
 			c.skip = "../shared is not beside the repository"
+			needShared++
 		}
 		if c.skip != "" {
-			t.Logf("README.md:%d not run (%s): %s", c.line, c.skip, c.text)
+			t.Logf("%s not run (%s): %s", c.where(), c.skip, c.text)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -141,24 +186,31 @@ func TestREADMECommandsRun(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		cancel()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Errorf("README.md:%d did not finish within 5 minutes: %s\n%s", c.line, c.text, tail(string(out), 2000))
+			t.Errorf("%s did not finish within 5 minutes: %s\n%s", c.where(), c.text, tail(string(out), 2000))
 			continue
 		}
 		if err != nil {
-			t.Errorf("README.md:%d exits with %v on a fresh clone: %s\n%s", c.line, err, c.text, tail(string(out), 2000))
+			t.Errorf("%s exits with %v on a fresh clone: %s\n%s", c.where(), err, c.text, tail(string(out), 2000))
 			continue
 		}
 		// A summary says what happened: no exploration when it is off.
 		if strings.Contains(c.text, "no-exploration=true") && !strings.Contains(string(out), "low (decided from the first round)") {
-			t.Errorf("README.md:%d: with exploration off the summary does not say the low-confidence examples were decided from the first round:\n%s", c.line, tail(string(out), 1500))
+			t.Errorf("%s: with exploration off the summary does not say the low-confidence examples were decided from the first round:\n%s", c.where(), tail(string(out), 1500))
 		}
 		ran++
-		t.Logf("README.md:%d ran in %.1fs: %s", c.line, time.Since(began).Seconds(), c.text) //clock:ok logged, not asserted
+		if c.file == "README.md" {
+			ranREADME++
+		}
+		t.Logf("%s ran in %.1fs: %s", c.where(), time.Since(began).Seconds(), c.text) //clock:ok logged, not asserted
 	}
-	// The README's first block (run, solve, eval, inspect, ask, agents)
-	// must be among them, or the rules above skip too much.
-	if ran < 9 {
-		t.Errorf("only %d README commands ran: the skip rules leave out what a reader would type", ran)
+	// The README's examples and docs/usage.md's commands (run, solve,
+	// eval, inspect, ask, agents) must be among them, or the rules above
+	// skip too much; a command left out only for want of ../shared counts.
+	if ran+needShared < readmeMinRan {
+		t.Errorf("only %d commands of the README and docs pages ran (want %d): the skip rules leave out what a reader would type", ran, readmeMinRan-needShared)
+	}
+	if ranREADME < readmeMinRanREADME {
+		t.Errorf("only %d of the README's own commands ran (want %d): its examples must run as written", ranREADME, readmeMinRanREADME)
 	}
 }
 
