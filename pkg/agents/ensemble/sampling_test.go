@@ -24,8 +24,8 @@ func TestMembersSampleByTheirOwnPolicies(t *testing.T) {
 	demo := agenttest.Demo(t).Only(t, "local001", "local002", "local007")
 	def := Definition(reforce.Definition(), pexa.Definition(), raise.Definition())
 	// ReFoRCE: 4 candidates in waves of 3 and 1; PExA: 4 passes, 3 and 1;
-	// RAISE: 4 rounds of 4 finals, 2 and 2.
-	base := map[string]string{"reforce.votes": "4", "pexa.passes": "4", "raise.rounds": "4", "raise.sampling-first": "2"}
+	// RAISE: 4 rounds of 4 finals, 3 and 1 (sure cannot stop after 2 of 4).
+	base := map[string]string{"reforce.votes": "4", "pexa.passes": "4", "raise.rounds": "4", "raise.sampling-first": "3"}
 	full := map[string]int{"reforce": 4, "pexa": 4, "raise": 4}
 	drawn := func(name string, cands []*agent.Candidate) int {
 		units := map[int]bool{}
