@@ -57,7 +57,7 @@ Start with:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
-		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd())
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd(), newLimitsCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {

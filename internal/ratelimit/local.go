@@ -37,7 +37,7 @@ func (l *Local) bucket(bk llm.Bucket) *localBucket {
 	if l.buckets == nil {
 		l.buckets = map[string]*localBucket{}
 	}
-	req, tok := l.Budget.quota(bk).rates()
+	req, tok := l.Budget.configured(bk).rates()
 	b := &localBucket{}
 	if req.Limit > 0 {
 		b.req = rate.NewLimiter(rate.Limit(req.Limit/req.Period.Seconds()), int(req.Burst))

@@ -68,11 +68,23 @@ type LLMBudget struct {
 	// OnHealth, when set, hears a deployment's health change: cooled
 	// down (for d) or back (d = 0) as this process saw it (metrics).
 	OnHealth func(endpoint, model string, d time.Duration)
+	// Overrides, when set, are the limits set on the running cluster
+	// (quorum limits set): they replace the quota above.
+	Overrides *Overrides
 }
 
 // quota is the endpoint's own quota when it has one (zero fields then mean
-// unlimited), else the model's, else the default.
-func (b *LLMBudget) quota(bk llm.Bucket) LLMQuota {
+// unlimited), else the model's, else the default; a limit set on the
+// running cluster replaces what it sets.
+func (b *LLMBudget) quota(ctx context.Context, bk llm.Bucket) LLMQuota {
+	q := b.configured(bk)
+	if set, ok := b.Overrides.of(ctx, b.group(bk)); ok {
+		q = set.over(q)
+	}
+	return q
+}
+
+func (b *LLMBudget) configured(bk llm.Bucket) LLMQuota {
 	if bk.Quota != (llm.Quota{}) {
 		return LLMQuota{RequestsPerMinute: bk.Quota.RequestsPerMinute, TokensPerMinute: bk.Quota.TokensPerMinute}
 	}
@@ -100,7 +112,7 @@ func (b *LLMBudget) group(bk llm.Bucket) string {
 // call.
 func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (settle func(ctx context.Context, actual int), err error) {
 	group := b.group(bk)
-	claims := b.claims(bk, tokens)
+	claims := b.claims(ctx, bk, tokens)
 	noop := func(context.Context, int) {}
 	if len(claims) == 0 {
 		return noop, nil
@@ -108,12 +120,12 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
 		return noop, err
 	}
-	return b.settle(bk, tokens), nil
+	return b.settle(ctx, bk, tokens), nil
 }
 
 // claims are a call's claims on the bucket: one request, tokens.
-func (b *LLMBudget) claims(bk llm.Bucket, tokens int) []Claim {
-	req, tok := b.quota(bk).rates()
+func (b *LLMBudget) claims(ctx context.Context, bk llm.Bucket, tokens int) []Claim {
+	req, tok := b.quota(ctx, bk).rates()
 	group := b.group(bk)
 	var claims []Claim
 	if req.Limit > 0 {
@@ -126,8 +138,8 @@ func (b *LLMBudget) claims(bk llm.Bucket, tokens int) []Claim {
 }
 
 // settle reconciles a call's token estimate with its real usage.
-func (b *LLMBudget) settle(bk llm.Bucket, tokens int) func(ctx context.Context, actual int) {
-	_, tok := b.quota(bk).rates()
+func (b *LLMBudget) settle(ctx context.Context, bk llm.Bucket, tokens int) func(ctx context.Context, actual int) {
+	_, tok := b.quota(ctx, bk).rates()
 	if tok.Limit <= 0 || tokens <= 0 {
 		return func(context.Context, int) {}
 	}

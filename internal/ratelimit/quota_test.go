@@ -28,7 +28,7 @@ func TestLLMBudgetQuotaAndGroup(t *testing.T) {
 		{"...from the default endpoint's", llm.Bucket{Model: "llama3:8b"}, LLMQuota{RequestsPerMinute: 600}, "llm:llama3:8b"},
 	}
 	for _, tt := range tests {
-		if q := b.quota(tt.bucket); q != tt.quota {
+		if q := b.quota(context.Background(), tt.bucket); q != tt.quota {
 			t.Errorf("%s: quota %+v, want %+v", tt.name, q, tt.quota)
 		}
 		if g := b.group(tt.bucket); g != tt.group {
@@ -54,13 +54,13 @@ func TestLLMBudgetBucketsPerEndpoint(t *testing.T) {
 	if _, err := b.Acquire(ctx, slow, 100); err != nil {
 		t.Fatal(err)
 	}
-	if told, ok, err := l.Try(ctx, b.group(slow), b.claims(slow, 100)...); err != nil || ok || told < 30*time.Second || told > 2*time.Minute {
+	if told, ok, err := l.Try(ctx, b.group(slow), b.claims(context.Background(), slow, 100)...); err != nil || ok || told < 30*time.Second || told > 2*time.Minute {
 		t.Errorf("second call on a 1/min endpoint: admitted %v, told to wait %v (err %v); want about a minute", ok, told, err)
 	}
 	// The same model on another endpoint is not held up by the first:
 	// each call is admitted at once, on its burst.
 	for i := 0; i < 5; i++ {
-		if told, ok, err := l.Try(ctx, b.group(fast), b.claims(fast, 100)...); err != nil || !ok {
+		if told, ok, err := l.Try(ctx, b.group(fast), b.claims(context.Background(), fast, 100)...); err != nil || !ok {
 			t.Fatalf("call %d on the fast endpoint: admitted %v, told to wait %v (err %v); want admitted at once", i, ok, told, err)
 		}
 	}

@@ -439,12 +439,12 @@ func TestCooldownDefersEveryone(t *testing.T) {
 	}
 	_ = b.Cooldown(ctx, m, 10*time.Millisecond) // shorter: ignored
 	// The wait is the cooldown's remainder: most of an hour, not 10ms.
-	if told, ok, err := l.Try(ctx, b.group(m), b.claims(m, 10)...); err != nil || ok || told <= 30*time.Minute || told > time.Hour {
+	if told, ok, err := l.Try(ctx, b.group(m), b.claims(context.Background(), m, 10)...); err != nil || ok || told <= 30*time.Minute || told > time.Hour {
 		t.Errorf("a call during m's hour-long cooldown: admitted %v, told to wait %v (err %v); want deferred by the cooldown's remainder", ok, told, err)
 	}
 	// Another model is not affected: admitted at once.
 	other := llm.Bucket{Model: "other"}
-	if told, ok, err := l.Try(ctx, b.group(other), b.claims(other, 10)...); err != nil || !ok {
+	if told, ok, err := l.Try(ctx, b.group(other), b.claims(context.Background(), other, 10)...); err != nil || !ok {
 		t.Errorf("another model during m's cooldown: admitted %v, told to wait %v (err %v); want admitted at once", ok, told, err)
 	}
 	// A call waits a cooldown out and is admitted after it.
@@ -477,7 +477,7 @@ func TestTokenSettleRefundsEstimate(t *testing.T) {
 	settle(ctx, 100) // the call really used 100 tokens
 	// Without the refund of 900 tokens the next call would wait 10 s;
 	// with it, 1 s at most (less as time passes).
-	told, ok, err := l.Try(ctx, b.group(m), b.claims(m, 1000)...)
+	told, ok, err := l.Try(ctx, b.group(m), b.claims(context.Background(), m, 1000)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func (b *LLMBudget) AcquireAny(ctx context.Context, cands []llm.Candidate, token
 	for i, c := range cands {
 		group := b.group(c.Bucket)
 		groups[i] = group
-		claims, err := b.Limiter.gcra(ctx, b.claims(c.Bucket, tokens))
+		claims, err := b.Limiter.gcra(ctx, b.claims(ctx, c.Bucket, tokens))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -50,7 +50,7 @@ func (b *LLMBudget) AcquireAny(ctx context.Context, cands []llm.Candidate, token
 		case allDown:
 			return 0, nil, llm.ErrAllDown
 		case i >= 0:
-			return i, b.settle(cands[i].Bucket, tokens), nil
+			return i, b.settle(ctx, cands[i].Bucket, tokens), nil
 		}
 		// Never longer than a second: a deployment coming back, or
 		// cooled down elsewhere, changes the answer.

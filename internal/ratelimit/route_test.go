@@ -68,7 +68,7 @@ func TestAcquireAnyUsesEveryDeploymentsQuota(t *testing.T) {
 			t.Errorf("deployment %s admitted %d calls, want its burst, %.0f (all: %v)", cands[i].Endpoint, got[i], burst, got)
 		}
 		// Drained: told to wait for its next emission, at most 100 minutes.
-		if told, ok, err := l.Try(context.Background(), b.group(cands[i].Bucket), b.claims(cands[i].Bucket, 100)...); err != nil || ok || told <= 0 || told > 100*time.Minute {
+		if told, ok, err := l.Try(context.Background(), b.group(cands[i].Bucket), b.claims(context.Background(), cands[i].Bucket, 100)...); err != nil || ok || told <= 0 || told > 100*time.Minute {
 			t.Errorf("deployment %s after its burst: admitted %v, told to wait %v (err %v); want a wait of at most 100 minutes", cands[i].Endpoint, ok, told, err)
 		}
 	}

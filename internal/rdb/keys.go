@@ -56,6 +56,9 @@
 //	                                                             the provider has it cached
 //	rl:sem:<name>                     ratelimit                  sorted set of slot leases token → expiry  twice the lease, renewed
 //	rl:bytes:<run>                    ratelimit                  bytes a run scanned (ByteBudget)          BytesTTL (14 days)
+//	rl:llm-limits                     ratelimit (limits.go;      hash group → an LLM quota set on a        none; cleared by quorum
+//	                                  quorum limits set)         running cluster (JSON), over the config   limits clear
+//	rl:llm-limits:log                 ratelimit (limits.go)      list of the changes, newest first         the last LimitsLogLen
 //	serve:q:<id>                      internal/app/serve                  a question and its answer (JSON)          serve's --retain, every write
 //	serve:pending                     serve                      sorted set of unfinished questions        none; members leave at the end
 //	serve:lease:<id>                  serve                      a Lease: the process driving it           10 s, renewed
@@ -244,6 +247,15 @@ func LLMRequestsName(group string) string { return "llm:" + group + ":rpm" }
 
 // LLMTokensName: see LLMRequestsName.
 func LLMTokensName(group string) string { return "llm:" + group + ":tpm" }
+
+// LLMLimitsName holds the LLM quotas set on a running cluster (quorum
+// limits set), by group; LLMLimitsLogName lists their changes.
+const (
+	LLMLimitsName    = "llm-limits"
+	LLMLimitsLogName = "llm-limits:log"
+	// LimitsLogLen is how many changes the log keeps.
+	LimitsLogLen = 1000
+)
 
 // DeploymentDownName is set while an LLM deployment (group: endpoint and
 // model) is cooled down after failures; DeploymentFailsName counts its

@@ -316,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// Always the limiter: endpoints carry their own quotas, a 429's
 		// cooldown is shared, and with no quota anywhere a call does not
 		// touch Redis.
-		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota,
+		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
 			OnHealth: func(endpoint, model string, d time.Duration) {
 				c.Metrics.DeploymentHealth(endpoint, model, d)
 				c.Health.Set(endpoint, model, d)
