@@ -255,9 +255,10 @@ type sqlQuery struct {
 	Description string `json:"description"`
 	SQL         string `json:"sql_query"`
 	Exploration bool   `json:"exploration"`
-	// MostPromising is the generator's choice of its final query (agent
-	// D-P5), set only when the tool's schema offers it, so requests that
-	// do not offer it are answered as before.
+	// MostPromising is a choice of the final query made before the
+	// results, set only when the tool's schema offers it (the agent
+	// stopped offering it: it chooses after the results, its D-P24), so
+	// requests that do not offer it are answered as before.
 	MostPromising bool `json:"most_promising,omitempty"`
 }
 
@@ -985,33 +986,53 @@ const MarkerPExAChooseFinal = "Call choose_final with the number"
 
 const toolChooseFinal = "choose_final"
 
+// choiceNumbers reads the numbers of the successful queries the agent's
+// choose_final question lists ("Queries 1, 3 of your batch", "Query 2 of
+// your batch").
+var choiceNumbers = regexp.MustCompile(`Quer(?:y|ies) ([0-9][0-9, ]*) of your batch`)
+
 // chooseFinal is the number, in the last execute_sql batch, of the query
-// the simulated generator judges most promising: its probe's main
-// (gold-like) query when that succeeded, else the first success.
+// the simulated generator judges to answer its probe, having seen the
+// results: its probe's main (gold-like) query when that succeeded, else
+// the first success. The successes are the question's list, so the
+// choice is one of them whatever form the batch's arguments took; the
+// feedback lines stand in when the question lists none.
 func chooseFinal(info *exampleInfo, pp probePlan, c convo) int {
 	main, _, _ := probeQueries(info, pp, false)
-	group := c.lastToolGroup()
-	first := 0
-	for _, tm := range group {
-		if tm.name != toolExecuteSQL {
-			continue
-		}
-		var args struct {
-			Queries []sqlQuery `json:"queries"`
-		}
-		_ = json.Unmarshal([]byte(tm.call.Arguments), &args)
-		for _, m := range queryFeedback.FindAllStringSubmatch(tm.content, -1) {
-			n, _ := strconv.Atoi(m[1])
-			if m[2] != "Success" || n < 1 || n > len(args.Queries) || args.Queries[n-1].Exploration {
-				continue
-			}
-			if args.Queries[n-1].SQL == main.SQL {
-				return n
-			}
-			if first == 0 {
-				first = n
+	var listed []int
+	if m, ok := c.tail(); ok {
+		if g := choiceNumbers.FindStringSubmatch(m.Content); g != nil {
+			for _, f := range strings.FieldsFunc(g[1], func(r rune) bool { return r == ',' || r == ' ' }) {
+				if n, err := strconv.Atoi(f); err == nil && n > 0 {
+					listed = append(listed, n)
+				}
 			}
 		}
 	}
-	return max(first, 1)
+	var queries []sqlQuery
+	var ok []int // successful answering queries by the feedback
+	for _, tm := range c.lastToolGroup() {
+		if tm.name != toolExecuteSQL {
+			continue
+		}
+		queries = batchQueries(tm.call.Arguments)
+		for _, m := range queryFeedback.FindAllStringSubmatch(tm.content, -1) {
+			n, _ := strconv.Atoi(m[1])
+			if m[2] == "Success" && (n > len(queries) || !queries[n-1].Exploration) {
+				ok = append(ok, n)
+			}
+		}
+	}
+	if len(listed) == 0 {
+		listed = ok
+	}
+	for _, n := range listed {
+		if n <= len(queries) && sameSQL(queries[n-1].SQL, main.SQL) {
+			return n
+		}
+	}
+	if len(listed) > 0 {
+		return listed[0]
+	}
+	return 1
 }

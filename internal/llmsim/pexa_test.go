@@ -138,11 +138,28 @@ const (
 	toolNEIJSON      = `{"type":"function","function":{"name":"not_enough_information","description":"The question is not self-contained or is unanswerable.","parameters":{"type":"object","required":["explanation"],"properties":{"explanation":{"type":"string"}}}}}`
 	toolExecJSON     = `{"type":"function","function":{"name":"execute_sql","description":"Execute one SQL query.","parameters":{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}}}`
 	toolVerifierJSON = `{"type":"function","function":{"name":"semantic_verifier","description":"Back-translate and compare.","parameters":{"type":"object","required":["sql_query"],"properties":{"sql_query":{"type":"string"}}}}}`
+	toolChooseJSON   = `{"type":"function","function":{"name":"choose_final","description":"Choose the query whose result answers the question.","parameters":{"type":"object","required":["query"],"properties":{"query":{"type":"integer"}}}}}`
 )
+
+// choosePrompt is the agent's question after a batch with successful
+// answering queries (pexa ChooseFinalPrompt, D-P24): the generator names
+// its Final seeing the results, or revises.
+func choosePrompt(numbers []int) string {
+	if len(numbers) == 1 {
+		return fmt.Sprintf("Query %d of your batch executed with Success. Call choose_final with the number of the query if its result answers the question, judging by the result above: it becomes the probe's final SQL. If it does not, call execute_sql with revised queries instead.", numbers[0])
+	}
+	list := make([]string, len(numbers))
+	for i, n := range numbers {
+		list[i] = strconv.Itoa(n)
+	}
+	return "Queries " + strings.Join(list, ", ") + " of your batch executed with Success. Call choose_final with the number of the one whose result answers the question, judging by their results above: it becomes the probe's final SQL. If none of them does, call execute_sql with revised queries instead."
+}
 
 var (
 	plannerTools  = tools(toolGenerateJSON, toolProposeJSON, toolFinishJSON)
 	testcaseTools = tools(toolBatchJSON, toolNEIJSON)
+	// choiceTools are the generator's in its choice turn.
+	choiceTools   = tools(toolBatchJSON, toolNEIJSON, toolChooseJSON)
 	proposerTools = tools(toolExecJSON, toolVerifierJSON)
 )
 
@@ -930,6 +947,9 @@ type pexaRun struct {
 	calls  map[string]int // LLM calls by role
 	rounds int            // generate_testcase batches
 	probes int
+	// chosen counts the probes whose Final the generator chose after
+	// seeing the results (D-P24).
+	chosen int
 }
 
 type record struct{ class, probe, sql, feedback string }
@@ -1014,7 +1034,8 @@ func (r *pexaRun) testcase(probe string) ([]record, string) {
 			t.Fatalf("%s test case called %s %s", r.e.ID, c.Function.Name, c.Function.Arguments)
 		}
 		var lines []string
-		final := false
+		var ok []int // the successful answering queries, numbered
+		from := len(recs)
 		for i, q := range b.Queries {
 			fb := feedback(t, r.db, q.SQL)
 			lines = append(lines, fmt.Sprintf("Query %d (%s): %s", i+1, q.Description, fb))
@@ -1022,17 +1043,29 @@ func (r *pexaRun) testcase(probe string) ([]record, string) {
 			switch {
 			case q.Exploration:
 				class = "exploratory"
-			case strings.HasPrefix(fb, "Success") && !final:
-				class, final = "final", true
 			case strings.HasPrefix(fb, "Success"):
 				class = "successful"
+				ok = append(ok, i+1)
 			}
 			recs = append(recs, record{class, probe, q.SQL, strings.TrimPrefix(fb, "Success: ")})
 		}
 		msgs = append(msgs, llm.ToolResult(c.ID, strings.Join(lines, "\n")))
-		if final {
-			return recs, "final SQL found"
+		if len(ok) == 0 {
+			continue
 		}
+		// The generator sees the results and names its Final (D-P24).
+		msgs = append(msgs, llm.User(choosePrompt(ok)))
+		a = r.chat("testcase", msgs, choiceTools, "required")
+		var ch struct {
+			Query int `json:"query"`
+		}
+		oneCall(t, a, "choose_final", &ch)
+		if !slices.Contains(ok, ch.Query) {
+			t.Fatalf("%s test case chose query %d; the successes are %v", r.e.ID, ch.Query, ok)
+		}
+		recs[from+ch.Query-1].class = "final"
+		r.chosen++
+		return recs, "final SQL found"
 	}
 	return recs, "stopped (iteration limit)"
 }
@@ -1136,7 +1169,7 @@ func TestPExAEndToEnd(t *testing.T) {
 	db := demoDB(t, ds)
 	s, ts := newSim(t, Config{Dataset: ds, Seed: 21})
 	calls := map[string]int{}
-	rounds, probes, right, passes := 0, 0, 0, 0
+	rounds, probes, chosen, right, passes := 0, 0, 0, 0, 0
 	for i, e := range ds.Examples {
 		if raceEnabled && i%4 != 0 {
 			continue
@@ -1146,6 +1179,7 @@ func TestPExAEndToEnd(t *testing.T) {
 		sql := r.pass()
 		rounds += r.rounds
 		probes += r.probes
+		chosen += r.chosen
 		if sameSQL(sql, s.know.examples[e.ID].gold) {
 			right++
 		}
@@ -1155,8 +1189,12 @@ func TestPExAEndToEnd(t *testing.T) {
 	for _, c := range calls {
 		total += c
 	}
-	t.Logf("%d passes: %.2f rounds per pass, %.2f probes per round, %.1f LLM calls per pass %v, %.2f verifications per pass, %d gold answers",
-		passes, float64(rounds)/n, float64(probes)/float64(rounds), float64(total)/n, calls, float64(calls["verify"])/n, right)
+	t.Logf("%d passes: %.2f rounds per pass, %.2f probes per round, %d Finals chosen after the results, %.1f LLM calls per pass %v, %.2f verifications per pass, %d gold answers",
+		passes, float64(rounds)/n, float64(probes)/float64(rounds), chosen, float64(total)/n, calls, float64(calls["verify"])/n, right)
+	// Most probes end with a success: the choice runs on the demo.
+	if chosen == 0 || float64(chosen) < 0.5*float64(probes) {
+		t.Errorf("%d of %d probes had their Final chosen after the results; want at least half", chosen, probes)
+	}
 	if rp := float64(rounds) / n; rp < 1 || rp > 1.6 {
 		t.Errorf("%.2f generate rounds per pass", rp)
 	}
@@ -1190,23 +1228,26 @@ func TestPExAEndToEnd(t *testing.T) {
 			t.Errorf("/stats by_kind has no %s: %s", k, raw)
 		}
 	}
-	if int64(calls["verify"]) != st.ByKind[string(KindPExAVerify)] || int64(calls["testcase"]) != st.ByKind[string(KindPExATestcase)]+st.ByKind[string(KindPExATestcaseFix)] {
+	if int64(calls["verify"]) != st.ByKind[string(KindPExAVerify)] || int64(calls["testcase"]) != st.ByKind[string(KindPExATestcase)]+st.ByKind[string(KindPExATestcaseFix)]+st.ByKind[string(KindPExAChooseFinal)] ||
+		int64(chosen) != st.ByKind[string(KindPExAChooseFinal)] {
 		t.Errorf("by_kind %v does not match the agent's calls %v", st.ByKind, calls)
 	}
 }
 
-// TestPExAChooseFinal: after a batch with several successful answering
-// queries the agent asks the generator to choose (pexa D-P24); the
-// simulator names the probe's main query when it succeeded, else the
-// first success, through the forced choose_final tool.
+// TestPExAChooseFinal: after a batch with successful answering queries
+// the agent asks the generator to choose, seeing the results (pexa
+// D-P24); the simulator names one of the successes the question lists
+// (the probe's main query when it is one), also when the batch's
+// arguments cannot be read back, and through any tool choice that offers
+// choose_final.
 func TestPExAChooseFinal(t *testing.T) {
 	t.Parallel()
 	ds := demo(t)
 	db := demoDB(t, ds)
 	clean := Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1, Verify: 1}
 	s, ts := newSim(t, Config{Dataset: ds, Seed: 5, Noise: clean})
-	chooseTool := []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"choose_final","parameters":{"type":"object","properties":{"query":{"type":"integer"}}}}}`)}
-	checked := 0
+	chooseOnly := tools(toolChooseJSON)
+	checked, several := 0, 0
 	for _, e := range ds.Examples[:6] {
 		probe := e.Question
 		msgs := []llm.Message{llm.User(testcasePrompt(s, e, probe))}
@@ -1224,21 +1265,38 @@ func TestPExAChooseFinal(t *testing.T) {
 		if len(ok) == 0 {
 			continue
 		}
-		msgs = append(msgs, a.asMessage(), llm.ToolResult(a.calls[0].ID, result),
-			llm.User("Queries 1, 2 of your batch executed with Success. Call choose_final with the number of the one most promising for answering the question, judging by their results above."))
-		if k := ClassifyConversation(msgs); k != KindPExAChooseFinal {
-			t.Fatalf("%s: the choose_final turn is classified %s", e.ID, k)
+		if len(ok) > 1 {
+			several++
 		}
-		var c struct {
-			Query int `json:"query"`
-		}
-		oneCall(t, chatTo(t, ts.URL, 1, msgs, chooseTool, "required"), "choose_final", &c)
-		if !slices.Contains(ok, c.Query) {
-			t.Errorf("%s: chose query %d; the successful answering queries are %v", e.ID, c.Query, ok)
+		garbled := a.asMessage()
+		garbled.ToolCalls[0].Arguments = "{not json"
+		for _, tt := range []struct {
+			name   string
+			call   llm.Message
+			listed []int
+			tools  []json.RawMessage
+			choice string
+		}{
+			{"as the agent asks", a.asMessage(), ok, choiceTools, "required"},
+			{"forced", a.asMessage(), ok, chooseOnly, "required"},
+			{"arguments unreadable", garbled, ok, choiceTools, "required"},
+			{"one listed", a.asMessage(), ok[len(ok)-1:], choiceTools, "required"},
+		} {
+			conv := append(slices.Clone(msgs), tt.call, llm.ToolResult(a.calls[0].ID, result), llm.User(choosePrompt(tt.listed)))
+			if k := ClassifyConversation(conv); k != KindPExAChooseFinal {
+				t.Fatalf("%s, %s: the choice turn is classified %s", e.ID, tt.name, k)
+			}
+			var c struct {
+				Query int `json:"query"`
+			}
+			oneCall(t, chatTo(t, ts.URL, 1, conv, tt.tools, tt.choice), "choose_final", &c)
+			if !slices.Contains(tt.listed, c.Query) {
+				t.Errorf("%s, %s: chose query %d; the question lists %v", e.ID, tt.name, c.Query, tt.listed)
+			}
 		}
 		checked++
 	}
-	if checked == 0 {
-		t.Fatal("no batch had a successful answering query to choose")
+	if checked == 0 || several == 0 {
+		t.Fatalf("%d batches with a success, %d with several: nothing to choose from", checked, several)
 	}
 }

@@ -270,8 +270,8 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 			if got := agenttest.LastMessage(m.Request(1)); got.Role != "tool" || !strings.HasPrefix(got.Content, tt.result) {
 				t.Errorf("%s: tool result %q, want prefix %q", tt.name, got.Content, tt.result)
 			}
-		} else if m.Calls() != 1 {
-			t.Errorf("%s: %d calls, want the first batch to end the probe", tt.name, m.Calls())
+		} else if m.Calls() != 2 {
+			t.Errorf("%s: %d calls, want the first batch and its choice turn to end the probe", tt.name, m.Calls())
 		}
 		if first != tt.queries || c.FormatReasks != tt.reasks || o.Status != ProbeFinal {
 			t.Errorf("%s: %d queries run from the batch, %d re-asks, status %q; want %d, %d, %q", tt.name, first, c.FormatReasks, o.Status, tt.queries, tt.reasks, ProbeFinal)
@@ -279,10 +279,10 @@ func TestExecuteSQLArgsForms(t *testing.T) {
 	}
 }
 
-// TestGeneratorChoosesFinal: the Final record is the successful answering
-// query the generator marked most_promising; with no such mark (the
-// simulator's replies) the first successful answering query stands in,
-// and the pass counts which happened (D-P5).
+// TestGeneratorChoosesFinal: the Final record is the success the
+// generator names after the results; when its choice cannot be read, the
+// fallback stands: the first success it marked most_promising unasked,
+// else the first success. The pass counts which happened (D-P24).
 func TestGeneratorChoosesFinal(t *testing.T) {
 	t.Parallel()
 	db := agenttest.SQLite(t, tSQL)
@@ -292,23 +292,27 @@ func TestGeneratorChoosesFinal(t *testing.T) {
 		Exploration bool   `json:"exploration"`
 		Promising   any    `json:"most_promising,omitempty"`
 	}
+	chosen3 := agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 3}))
+	unread := agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"pick": "the count"}))
 	for _, tt := range []struct {
 		name   string
 		batch  []mq
+		choice *llm.Response
 		final  string
 		chosen bool
 	}{
-		{"marked second", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, true}, {"names", "SELECT name FROM t", false, nil}}, answerSQL, true},
-		{"marked as a string", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "true"}}, answerSQL, true},
-		{"marked twice: the first", []mq{{"ids", "SELECT id FROM t", false, true}, {"count", answerSQL, false, true}}, "SELECT id FROM t", true},
-		{"marked one failed", []mq{{"bad", "SELECT nope FROM t", false, true}, {"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, "SELECT id FROM t", false},
-		{"marked exploration", []mq{{"rows", "SELECT * FROM t", true, true}, {"ids", "SELECT id FROM t", false, nil}}, "SELECT id FROM t", false},
-		{"unreadable mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "perhaps"}}, "SELECT id FROM t", false},
-		{"no mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, "SELECT id FROM t", false},
+		{"chosen after the results, over a mark", []mq{{"ids", "SELECT id FROM t", false, true}, {"names", "SELECT name FROM t", false, nil}, {"count", answerSQL, false, nil}}, chosen3, answerSQL, true},
+		{"unread choice: the mark", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, true}, {"names", "SELECT name FROM t", false, nil}}, unread, answerSQL, false},
+		{"unread choice: a mark as a string", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "true"}}, unread, answerSQL, false},
+		{"unread choice: marked twice, the first", []mq{{"ids", "SELECT id FROM t", false, true}, {"count", answerSQL, false, true}}, unread, "SELECT id FROM t", false},
+		{"unread choice: a failed mark, the first", []mq{{"bad", "SELECT nope FROM t", false, true}, {"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, unread, "SELECT id FROM t", false},
+		{"unread choice: an exploration mark, the first", []mq{{"rows", "SELECT * FROM t", true, true}, {"ids", "SELECT id FROM t", false, nil}}, unread, "SELECT id FROM t", false},
+		{"unread choice: an unreadable mark, the first", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, "perhaps"}}, unread, "SELECT id FROM t", false},
+		{"unread choice, no mark: the first", []mq{{"ids", "SELECT id FROM t", false, nil}, {"count", answerSQL, false, nil}}, unread, "SELECT id FROM t", false},
 	} {
-		m := byRole(func(llm.Request, int) *llm.Response {
+		m := byRoleChoosing(func(llm.Request, int) *llm.Response {
 			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
-		})
+		}, func(llm.Request, int) *llm.Response { return tt.choice })
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
 		if err != nil {
@@ -551,40 +555,50 @@ func TestStepBudgets(t *testing.T) {
 	}
 }
 
-// TestGeneratorChoosesAfterResults: with several successful answering
-// queries and no mark on one of them, the generator sees the batch's
-// results and names its Final with choose_final, in the forms models
-// write the choice; one success, or a mark that succeeded, costs no call.
+// TestGeneratorChoosesAfterResults: after a batch with a successful
+// answering query the generator sees the results and names its Final with
+// choose_final, in the forms models write the choice, or revises; the
+// question lists the successes by their numbers in the batch (D-P24).
 func TestGeneratorChoosesAfterResults(t *testing.T) {
 	t.Parallel()
 	db := agenttest.SQLite(t, tSQL)
 	three := []q{{"ids", "SELECT id FROM t", false}, {"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}
+	call := func(args map[string]any) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, args))
+	}
 	for _, tt := range []struct {
-		name   string
-		batch  []q
-		choice *llm.Response // nil: the choose call must not happen
-		final  string
-		chosen bool
-		reasks int
+		name    string
+		batch   []q
+		choices []*llm.Response // the choice turns', in order
+		asked   string          // the choice question's opening
+		final   string
+		chosen  bool
+		reasks  int
+		calls   int
 	}{
-		{"a number", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 3})), answerSQL, true, 0},
-		{"a number as text", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": "3"})), answerSQL, true, 0},
-		{"another key name", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query_number": 3})), answerSQL, true, 0},
-		{"in prose, no tool call", three, &llm.Response{Text: "Query 3 is the most promising: it counts the rows.", FinishReason: "stop"}, answerSQL, true, 0},
-		{"the first success chosen", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 1})), "SELECT id FROM t", true, 0},
-		{"a failed query named: the first stands", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"query": 2})), "SELECT id FROM t", false, 1},
-		{"unreadable: the first stands", three, agenttest.ToolCalls(agenttest.Call("c", ToolChooseFinal, map[string]any{"pick": "the count"})), "SELECT id FROM t", false, 1},
-		{"one success: no choice to make", []q{{"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}, nil, answerSQL, false, 0},
+		{"a number", three, []*llm.Response{call(map[string]any{"query": 3})}, "Queries 1, 3 of your batch", answerSQL, true, 0, 2},
+		{"a number as text", three, []*llm.Response{call(map[string]any{"query": "3"})}, "Queries 1, 3 of your batch", answerSQL, true, 0, 2},
+		{"another key name", three, []*llm.Response{call(map[string]any{"query_number": 3})}, "Queries 1, 3 of your batch", answerSQL, true, 0, 2},
+		{"namespaced tool name", three, []*llm.Response{agenttest.ToolCalls(agenttest.Call("c", "functions.choose_final", map[string]any{"query": 3}))}, "Queries 1, 3 of your batch", answerSQL, true, 0, 2},
+		{"in prose, no tool call", three, []*llm.Response{{Text: "Query 3 is the most promising: it counts the rows.", FinishReason: "stop"}}, "Queries 1, 3 of your batch", answerSQL, true, 0, 2},
+		{"the first success chosen", three, []*llm.Response{call(map[string]any{"query": 1})}, "Queries 1, 3 of your batch", "SELECT id FROM t", true, 0, 2},
+		{"a failed query named: the first stands", three, []*llm.Response{call(map[string]any{"query": 2})}, "Queries 1, 3 of your batch", "SELECT id FROM t", false, 1, 2},
+		{"unreadable: the first stands", three, []*llm.Response{call(map[string]any{"pick": "the count"})}, "Queries 1, 3 of your batch", "SELECT id FROM t", false, 1, 2},
+		{"an unknown tool: the first stands", three, []*llm.Response{agenttest.ToolCalls(agenttest.Call("c", "select_final", map[string]any{"query": 3}))}, "Queries 1, 3 of your batch", "SELECT id FROM t", false, 1, 2},
+		{"one success: checked against the question", []q{{"bad", "SELECT nope FROM t", false}, {"count", answerSQL, false}}, []*llm.Response{call(map[string]any{"query": 2})},
+			"Query 2 of your batch executed with Success. Call choose_final with the number of the query if its result answers", answerSQL, true, 0, 2},
+		// The revision's batch is the one chosen from; the first batch's
+		// success stays as evidence (Successful).
+		{"revised", []q{{"ids", "SELECT id FROM t", false}}, []*llm.Response{agenttest.ToolCalls(agenttest.Call("e2", ToolExecuteSQL, queries(q{"count", answerSQL, false}))), call(map[string]any{"query": 1})},
+			"Query 1 of your batch", answerSQL, true, 0, 3},
 	} {
-		m := byRole(func(req llm.Request, n int) *llm.Response {
-			if req.ToolChoice == ToolChooseFinal {
-				if tt.choice == nil {
-					t.Errorf("%s: a choose_final call with nothing to choose", tt.name)
-					return agenttest.ToolCalls()
-				}
-				return tt.choice
-			}
+		m := byRoleChoosing(func(llm.Request, int) *llm.Response {
 			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, map[string]any{"queries": tt.batch}))
+		}, func(req llm.Request, n int) *llm.Response {
+			if req.ToolChoice != llm.ToolChoiceRequired {
+				t.Errorf("%s: the choice turn's tool choice is %q; it must leave revising open", tt.name, req.ToolChoice)
+			}
+			return tt.choices[min(n, len(tt.choices)-1)]
 		})
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
@@ -593,20 +607,47 @@ func TestGeneratorChoosesAfterResults(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := o.final()
-		if f == nil || f.SQL != tt.final || o.Chosen != tt.chosen || c.FormatReasks != tt.reasks {
-			t.Errorf("%s: final %+v, chosen %v, %d format re-asks; want %q, %v, %d", tt.name, f, o.Chosen, c.FormatReasks, tt.final, tt.chosen, tt.reasks)
+		if f == nil || f.SQL != tt.final || o.Chosen != tt.chosen || c.FormatReasks != tt.reasks || o.Status != ProbeFinal {
+			t.Errorf("%s: final %+v, chosen %v, %d format re-asks, status %q; want %q, %v, %d, %q", tt.name, f, o.Chosen, c.FormatReasks, o.Status, tt.final, tt.chosen, tt.reasks, ProbeFinal)
 		}
-		wantCalls := 1
-		if tt.choice != nil {
-			wantCalls = 2
-			reqs := m.Requests()
-			last := reqs[len(reqs)-1]
-			if prompt := last.Messages[len(last.Messages)-1].Content; !strings.Contains(prompt, "Queries 1, 3 of your batch") {
-				t.Errorf("%s: the choice was asked as %q; want the successful queries 1 and 3 named", tt.name, prompt)
+		reqs := m.Requests()
+		if prompt := agenttest.LastMessage(reqs[1]).Content; !strings.HasPrefix(prompt, tt.asked) || !strings.Contains(prompt, "choose_final") {
+			t.Errorf("%s: the choice was asked as %q; want it to open %q", tt.name, prompt, tt.asked)
+		}
+		if o.Calls != tt.calls || m.Calls() != tt.calls {
+			t.Errorf("%s: %d calls (%d counted); want %d", tt.name, m.Calls(), o.Calls, tt.calls)
+		}
+		if tt.name == "revised" {
+			if classes := []string{o.Records[0].Class, o.Records[1].Class}; classes[0] != ClassSuccessful || classes[1] != ClassFinal {
+				t.Errorf("revised: classes %v; want the first batch's success Successful, the revision's Final", classes)
 			}
 		}
-		if o.Calls != wantCalls || m.Calls() != wantCalls {
-			t.Errorf("%s: %d calls (%d counted); want %d", tt.name, m.Calls(), o.Calls, wantCalls)
+	}
+	// No turn left after the batch, or the choice turn's call failed:
+	// the first success stands, unchosen, and the probe still has its Final.
+	for _, tt := range []struct {
+		name   string
+		steps  int
+		choice *llm.Response
+	}{
+		{"no step left", 2, nil},
+		{"the choice call failed", 15, nil},
+	} {
+		m := byRoleChoosing(func(llm.Request, int) *llm.Response {
+			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, queries(three...)))
+		}, func(llm.Request, int) *llm.Response { return tt.choice })
+		s := &Steps{cfg: DefaultConfig(), llm: m}
+		s.cfg.MaxTestcaseSteps = tt.steps
+		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "p"}, seeds, &cost.Cost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCalls := 2
+		if tt.steps == 2 {
+			wantCalls = 1
+		}
+		if f := o.final(); f == nil || f.SQL != "SELECT id FROM t" || o.Chosen || o.Status != ProbeFinal || m.Calls() != wantCalls {
+			t.Errorf("%s: final %+v, chosen %v, status %q, %d calls; want the first success, unchosen, %q, %d calls", tt.name, f, o.Chosen, o.Status, m.Calls(), ProbeFinal, wantCalls)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"github.com/quorumsql/quorum/pkg/reply"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,11 +25,47 @@ var update = flag.Bool("update", false, "rewrite the golden prompt files")
 
 // byRole is the agent's model in a test: reply answers each request, n
 // counting the calls of its role (the planner's turns apart from the
-// probes between them); a nil reply is a call that failed.
+// probes between them); a nil reply is a call that failed. The
+// generator's choice turns (D-P24) name the first success listed.
 func byRole(reply func(req llm.Request, n int) *llm.Response) *agenttest.Model {
-	m := agenttest.Script(reply)
-	m.Count = agenttest.ByRole
+	return byRoleChoosing(reply, nil)
+}
+
+// byRoleChoosing is byRole with the generator's choice turns answered by
+// choose, n counting them apart from the role's other calls (so a
+// script's n is what it was before the choice existed); a nil choose
+// names the first success the question lists.
+func byRoleChoosing(reply, choose func(req llm.Request, n int) *llm.Response) *agenttest.Model {
+	m := agenttest.Script(func(req llm.Request, n int) *llm.Response {
+		if !choiceTurn(req) {
+			return reply(req, n)
+		}
+		if choose != nil {
+			return choose(req, n)
+		}
+		first, _ := strconv.Atoi(listedFirst.FindStringSubmatch(agenttest.LastMessage(req).Content)[1])
+		return agenttest.ToolCalls(agenttest.Call("cf", ToolChooseFinal, map[string]any{"query": first}))
+	})
+	m.Count = func(req llm.Request) string {
+		if choiceTurn(req) {
+			return "choose"
+		}
+		return string(req.Role)
+	}
 	return m
+}
+
+// listedFirst reads the first number the choice question lists.
+var listedFirst = regexp.MustCompile(`^Quer(?:y|ies) ([0-9]+)`)
+
+// choiceTurn reports whether req is the generator's choice turn.
+func choiceTurn(req llm.Request) bool {
+	for _, t := range req.Tools {
+		if t.Name == ToolChooseFinal {
+			return req.Role == RoleTestcase
+		}
+	}
+	return false
 }
 
 type q struct {
@@ -44,9 +82,10 @@ const tSQL = `CREATE TABLE t (id INTEGER, name TEXT, v REAL);
 
 func seeds(int) int64 { return 1 }
 
-// TestPromptsArePinned: the four prompts, with their slots filled and the
-// dialect blocks swapped (D-P10), match their golden files; the planner
-// and proposer repeat the question (D-P11).
+// TestPromptsArePinned: the four prompts and the generator's choice
+// question, with their slots filled and the dialect blocks swapped
+// (D-P10), match their golden files; the planner and proposer repeat the
+// question (D-P11).
 func TestPromptsArePinned(t *testing.T) {
 	t.Parallel()
 	ev := []Record{
@@ -64,6 +103,9 @@ func TestPromptsArePinned(t *testing.T) {
 		"plan.no-proposer.no-verifier": PlannerPromptNoProposer("How many rows?", false),
 		// Sequential planning (D-P22).
 		"plan.sequential": PlannerPromptSequential("How many rows?"),
+		// The generator's choice of its Final after the results (D-P24).
+		"choose":     ChooseFinalPrompt([]int{1, 3}),
+		"choose.one": ChooseFinalPrompt([]int{2}),
 	}
 	for _, d := range []warehouse.Dialect{warehouse.SQLite, warehouse.Snowflake, warehouse.BigQuery} {
 		cases["testcase."+string(d)] = TestcasePrompt(TestcaseInput{Dialect: d, TableInfo: "Table full name: t\nColumn name: id Type: INTEGER\n",
@@ -155,33 +197,54 @@ func TestExecutorFeedback(t *testing.T) {
 	}
 }
 
-// TestProbeStopRules: a batch with a successful answering SQL ends the
-// test case at once; exploration-only and all-failed batches go back to the
-// model with the feedback; not_enough_information ends it; a model that
-// never succeeds stops at the step limit (15 steps = 8 calls) (D-P4).
+// TestProbeStopRules: a batch with a successful answering SQL is followed
+// by the generator's choice, seeing the results, which ends the test case
+// (D-P24), or by its revision; exploration-only and all-failed batches go
+// back to the model with the feedback; not_enough_information ends it; a
+// model that never succeeds stops at the step limit (15 steps = 8 calls)
+// (D-P4).
 func TestProbeStopRules(t *testing.T) {
 	t.Parallel()
 	db := agenttest.SQLite(t, tSQL)
 	good, bad := q{"ids", "SELECT id FROM t", false}, q{"bad", "SELECT nope FROM t", false}
+	names := q{"names", "SELECT name FROM t", false}
 	explore := q{"names", "SELECT DISTINCT name FROM t", true}
+	execute := func(qs ...q) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("c", ToolExecuteSQL, queries(qs...)))
+	}
+	choose := func(n int) *llm.Response {
+		return agenttest.ToolCalls(agenttest.Call("f", ToolChooseFinal, map[string]any{"query": n}))
+	}
 	for _, tt := range []struct {
 		name    string
-		replies []*llm.Response
+		replies []*llm.Response // the writing turns', the last repeated
+		choices []*llm.Response // the choice turns' (nil: the first listed)
 		calls   int
 		status  string
 		classes string
 	}{
-		// Two successes: the generator is asked to choose (D-P24); a reply
-		// that names none leaves the first.
-		{"two successes", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(bad, good, good)))}, 2, ProbeFinal, "failure final successful"},
-		{"exploration first", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(explore))), agenttest.ToolCalls(agenttest.Call("c2", ToolExecuteSQL, queries(good)))},
-			2, ProbeFinal, "exploratory final"},
-		{"all failed", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolExecuteSQL, queries(bad))), agenttest.ToolCalls(agenttest.Call("c2", ToolExecuteSQL, queries(good)))},
-			2, ProbeFinal, "failure final"},
+		{"two successes: the generator chooses", []*llm.Response{execute(bad, good, names)}, []*llm.Response{choose(3)}, 2, ProbeFinal, "failure successful final"},
+		{"one success: its result is checked too", []*llm.Response{execute(bad, good)}, []*llm.Response{choose(2)}, 2, ProbeFinal, "failure final"},
+		{"exploration first", []*llm.Response{execute(explore), execute(good)}, nil, 3, ProbeFinal, "exploratory final"},
+		{"all failed", []*llm.Response{execute(bad), execute(good)}, nil, 3, ProbeFinal, "failure final"},
+		// No result answers the probe: the generator revises in its
+		// choice turn and chooses from the revision's results.
+		{"revised after the results", []*llm.Response{execute(good)}, []*llm.Response{execute(names), choose(1)}, 3, ProbeFinal, "successful final"},
 		{"not enough information", []*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolNotEnoughInfo, map[string]string{"explanation": "no such table"}))},
-			1, ProbeNEI, ""},
+			nil, 1, ProbeNEI, ""},
+		{"not enough information after the results", []*llm.Response{execute(good)},
+			[]*llm.Response{agenttest.ToolCalls(agenttest.Call("c1", ToolNotEnoughInfo, map[string]string{"explanation": "no such table"}))}, 2, ProbeNEI, "successful"},
 	} {
-		m := byRole(func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] })
+		m := byRoleChoosing(func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] },
+			func(req llm.Request, n int) *llm.Response {
+				if n < len(tt.choices) {
+					return tt.choices[n]
+				}
+				return choose(1)
+			})
+		if tt.choices == nil {
+			m = byRole(func(_ llm.Request, n int) *llm.Response { return tt.replies[min(n, len(tt.replies)-1)] })
+		}
 		s := &Steps{cfg: DefaultConfig(), llm: m}
 		var c cost.Cost
 		o, err := s.Probe(context.Background(), db, TestcaseInput{Dialect: warehouse.SQLite, Probe: "ids of t"}, seeds, &c)
@@ -192,8 +255,8 @@ func TestProbeStopRules(t *testing.T) {
 		for _, r := range o.Records {
 			classes = append(classes, r.Class)
 		}
-		if m.Calls() != tt.calls || o.Status != tt.status || strings.Join(classes, " ") != tt.classes {
-			t.Errorf("%s: %d calls, status %q, classes %v; want %d, %q, %q", tt.name, m.Calls(), o.Status, classes, tt.calls, tt.status, tt.classes)
+		if m.Calls() != tt.calls || o.Status != tt.status || strings.Join(classes, " ") != tt.classes || c.FormatReasks != 0 {
+			t.Errorf("%s: %d calls, status %q, classes %v, %d re-asks; want %d, %q, %q, 0", tt.name, m.Calls(), o.Status, classes, c.FormatReasks, tt.calls, tt.status, tt.classes)
 		}
 		if tt.name == "all failed" {
 			last := agenttest.LastMessage(m.Request(1))
@@ -201,8 +264,8 @@ func TestProbeStopRules(t *testing.T) {
 				t.Errorf("the revision request does not carry the error: %+v", last)
 			}
 		}
-		if tt.name == "not enough information" && o.Detail != "no such table" {
-			t.Errorf("explanation %q lost", o.Detail)
+		if strings.HasPrefix(tt.name, "not enough information") && o.Detail != "no such table" {
+			t.Errorf("%s: explanation %q lost", tt.name, o.Detail)
 		}
 	}
 	m := byRole(func(llm.Request, int) *llm.Response {
@@ -244,7 +307,7 @@ func passModel(k int, answer string) *agenttest.Model {
 			}
 			return agenttest.ToolCalls(agenttest.Call("f", ToolFinish, map[string]any{}))
 		case RoleTestcase:
-			// One of the two succeeds: no choice to make (D-P24).
+			// One of the two succeeds; the choice turn names it (D-P24).
 			return agenttest.ToolCalls(agenttest.Call("e", ToolExecuteSQL, queries(q{"a", "SELECT id FROM t", false}, q{"b", "SELECT nope FROM t", false})))
 		case RolePropose:
 			switch n {
@@ -262,9 +325,10 @@ func passModel(k int, answer string) *agenttest.Model {
 }
 
 // TestHappyPassCallStructure: with k probes that succeed at once and a
-// proposer that executes, verifies and answers, a pass makes k + 7 LLM
-// calls (plan 3, testcase k, propose 3, verify 1) and Σm + 1 warehouse
-// queries, the verifier re-using the proposer's execution (§1.10).
+// proposer that executes, verifies and answers, a pass makes 2k + 7 LLM
+// calls (plan 3, testcase 2k: each probe's batch and its choice of the
+// Final, D-P24; propose 3, verify 1) and Σm + 1 warehouse queries, the
+// verifier re-using the proposer's execution (§1.10).
 func TestHappyPassCallStructure(t *testing.T) {
 	t.Parallel()
 	db := agenttest.SQLite(t, tSQL)
@@ -296,14 +360,14 @@ func TestHappyPassCallStructure(t *testing.T) {
 	if act, err = s.PlanTurn(ctx, st, nil, seeds, ledger.Stage("plan")); err != nil || !act.Finish {
 		t.Fatalf("third turn: %+v (%v)", act, err)
 	}
-	want := map[string]int{"plan": 3, "probe": k, "propose": 3, "verify": 1}
+	want := map[string]int{"plan": 3, "probe": 2 * k, "propose": 3, "verify": 1}
 	for stage, n := range want {
 		if got := ledger.Stage(stage).LLMCalls; got != n {
 			t.Errorf("stage %s: %d LLM calls, want %d", stage, got, n)
 		}
 	}
-	if tot := ledger.Total(); tot.LLMCalls != k+7 || tot.Queries != k*2+1 {
-		t.Errorf("pass: %d calls, %d queries; want %d and %d", tot.LLMCalls, tot.Queries, k+7, k*2+1)
+	if tot := ledger.Total(); tot.LLMCalls != 2*k+7 || tot.Queries != k*2+1 {
+		t.Errorf("pass: %d calls, %d queries; want %d and %d", tot.LLMCalls, tot.Queries, 2*k+7, k*2+1)
 	}
 	// The planner saw each probe's block and the proposal's.
 	var tools []string
@@ -467,7 +531,7 @@ func TestNoProposerPlanner(t *testing.T) {
 	if r := passResult(0, 1, &PlanState{Proposal: p}, ""); r.Status != agent.StatusOK || r.SQL != answer || r.Rows != 5 {
 		t.Errorf("pass result %+v", r)
 	}
-	want := map[string][2]int{"plan": {5, 2}, "probe": {1, 1}, "verify": {1, 0}, "propose": {0, 0}}
+	want := map[string][2]int{"plan": {5, 2}, "probe": {2, 1}, "verify": {1, 0}, "propose": {0, 0}}
 	for stage, w := range want {
 		if got := ledger.Stage(stage); got.LLMCalls != w[0] || got.Queries != w[1] {
 			t.Errorf("stage %s: %d LLM calls, %d queries; want %d and %d", stage, got.LLMCalls, got.Queries, w[0], w[1])

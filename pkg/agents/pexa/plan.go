@@ -34,9 +34,9 @@ type PlanState struct {
 	// on unreadable output (cost.Cost.FormatEnded).
 	LastUnread bool `json:"last_unread,omitempty"`
 	// FinalsChosen and FinalsFirst count the probes whose Final the
-	// generator chose (most_promising) and those where the first
-	// successful answering query stood in (D-P5); ProbesDropped the
-	// probes sequential planning did not run (D-P22).
+	// generator chose after seeing the results (choose_final) and those
+	// where the fallback stood in (D-P24); ProbesDropped the probes
+	// sequential planning did not run (D-P22).
 	FinalsChosen  int `json:"finals_chosen,omitempty"`
 	FinalsFirst   int `json:"finals_first,omitempty"`
 	ProbesDropped int `json:"probes_dropped,omitempty"`

@@ -198,16 +198,15 @@ func toolNames(tools []llm.Tool) string {
 }
 
 func testcaseTools(maxSQLs int) []llm.Tool {
-	// most_promising is how the generator chooses its Final query in the
-	// call that writes it, with no extra call (D-P5).
-	desc := "Execute a batch of SQL queries and return, for each, Success with the first rows, NULL Error (no rows) or Compilation Error." +
-		" Set most_promising to true on the one answering query you judge most likely to answer the question: if it succeeds, it is the probe's final SQL."
+	// The Final is chosen once the results are seen (choose_final,
+	// D-P24), so the batch carries no mark.
+	desc := "Execute a batch of SQL queries and return, for each, Success with the first rows, NULL Error (no rows) or Compilation Error."
 	if maxSQLs > 0 {
 		desc += fmt.Sprintf(" Submit at most %d queries.", maxSQLs)
 	}
 	return []llm.Tool{
 		{Name: ToolExecuteSQL, Description: desc,
-			Parameters: json.RawMessage(`{"type":"object","required":["queries"],"properties":{"queries":{"type":"array","items":{"type":"object","required":["description","sql_query","exploration"],"properties":{"description":{"type":"string"},"sql_query":{"type":"string"},"exploration":{"type":"boolean"},"most_promising":{"type":"boolean"}}}}}}`)},
+			Parameters: json.RawMessage(`{"type":"object","required":["queries"],"properties":{"queries":{"type":"array","items":{"type":"object","required":["description","sql_query","exploration"],"properties":{"description":{"type":"string"},"sql_query":{"type":"string"},"exploration":{"type":"boolean"}}}}}}`)},
 		{Name: ToolNotEnoughInfo, Description: "The question is not self-contained or is unanswerable.",
 			Parameters: json.RawMessage(`{"type":"object","required":["explanation"],"properties":{"explanation":{"type":"string"}}}`)},
 	}

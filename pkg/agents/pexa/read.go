@@ -78,8 +78,9 @@ const errQueriesForm = `give {"queries": [{"description": "...", "sql_query": ".
 // readQueries reads an execute_sql batch, capped to maxSQLs (0 = no cap,
 // D-P15). A query whose SQL or exploration flag cannot be read is kept
 // with its Problem, so the feedback can number the batch as the model
-// wrote it; an unreadable most_promising is read as not chosen (it only
-// ranks, D-P5).
+// wrote it; an unreadable most_promising (not asked for, but read when a
+// model writes it) is read as not marked (it only ranks the fallback,
+// D-P24).
 func readQueries(args string, maxSQLs int) ([]query, error) {
 	f, err := reply.Args(args)
 	if err != nil {

@@ -492,7 +492,7 @@ func (a *pexa) propose(ctx context.Context, c *agent.Context, t agent.Task, p pa
 }
 
 // passRecord is the agent's own record of a pass's candidate: with how
-// its probes' Finals were chosen (D-P5) and how many probes sequential
+// its probes' Finals were chosen (D-P24) and how many probes sequential
 // planning dropped (D-P22).
 type passRecord struct {
 	Turns         int    `json:"turns"`

@@ -78,7 +78,8 @@ type Record struct {
 	// feedback numbers it; call counts the message's calls (not stored).
 	Number int `json:"-"`
 	call   int
-	// Promising is the generator's most_promising mark (D-P5).
+	// Promising is a most_promising mark the generator wrote unasked: it
+	// ranks the fallback Final (D-P24).
 	Promising bool   `json:"most_promising,omitempty"`
 	Feedback  string `json:"feedback"`
 	OK        bool   `json:"ok,omitempty"`
@@ -99,8 +100,8 @@ type ProbeOutcome struct {
 	Status  string   `json:"status"`
 	Detail  string   `json:"detail,omitempty"`
 	Records []Record `json:"records,omitempty"`
-	// Chosen says the generator chose the Final record (most_promising);
-	// a Final without it is the first successful answering query (D-P5).
+	// Chosen says the generator chose the Final record after seeing the
+	// results (choose_final); a Final without it is the fallback (D-P24).
 	Chosen bool `json:"chosen,omitempty"`
 	// Calls and Queries count the probe's LLM calls and SQL executions.
 	Calls   int `json:"calls"`
@@ -137,18 +138,26 @@ func temp(t float64) *float64 { return &t }
 // mustUseTool is said when a reply that had to call a tool did not.
 const mustUseTool = "In every response, you must use one of the tools."
 
-// Probe runs one Test Case Generator (§1.5): the model writes SQLs, they
-// run in parallel, and a batch with at least one successful answering
-// query ends it (D-P4); an exploration-only or all-failed batch goes back
-// to the model with the feedback. Every reply answered (tool results or a
-// re-ask) is a step besides the reply's own (D-P3).
+// Probe runs one Test Case Generator (§1.5): the model writes SQLs and
+// they run in parallel; a batch with a successful answering query is
+// followed by the generator's choice of its Final among the successes,
+// made seeing their results (D-P24), or by its revision; an
+// exploration-only or all-failed batch goes back to the model with the
+// feedback (D-P4). Every reply answered (tool results, the choice
+// question or a re-ask) is a step besides the reply's own (D-P3).
 func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseInput, seed func(step int) int64, c *cost.Cost) (*ProbeOutcome, error) {
 	out := &ProbeOutcome{Probe: in.Probe}
 	msgs := []llm.Message{llm.User(TestcasePrompt(in))}
 	var records []Record
+	// pending is the last batch while its successes await the choice.
+	var pending []Record
 	unread := false // the last reply could not be read
 	for steps := 0; ; {
 		if steps >= s.cfg.MaxTestcaseSteps {
+			if pending != nil {
+				// No turn left to choose in: the fallback stands.
+				return ended(out, records, pending, fallbackFinal(pending)), nil
+			}
 			out.Status = ProbeLimit
 			if unread {
 				c.FormatEnded++
@@ -156,12 +165,20 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 			break
 		}
 		sd := seed(steps)
-		resp, err := s.chat(ctx, c, llm.Request{Role: RoleTestcase, Messages: msgs, Tools: testcaseTools(s.cfg.MaxSQLsPerTestCase),
+		tools := testcaseTools(s.cfg.MaxSQLsPerTestCase)
+		if pending != nil {
+			msgs = append(msgs, llm.User(ChooseFinalPrompt(successNumbers(pending))))
+			tools = append(tools, chooseFinalTool())
+		}
+		resp, err := s.chat(ctx, c, llm.Request{Role: RoleTestcase, Messages: msgs, Tools: tools,
 			ToolChoice: llm.ToolChoiceRequired, Temperature: temp(s.cfg.Temperature), Seed: &sd})
 		steps++
 		out.Calls++
 		var ce *llm.CallError
 		if errors.As(err, &ce) {
+			if pending != nil {
+				return ended(out, records, pending, fallbackFinal(pending)), nil
+			}
 			out.Status, out.Detail = ProbeLimit, "the LLM call failed: "+ce.Error()
 			break
 		}
@@ -169,6 +186,26 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 			return nil, err
 		}
 		msgs = append(msgs, resp.Message())
+		if pending != nil {
+			if n, answered := choice(resp); answered {
+				final := -1
+				for i, r := range pending {
+					if r.OK && !r.Exploration && r.Number == n {
+						final = i
+					}
+				}
+				if final < 0 {
+					// A failed query named, or no number: counted, so
+					// it shows, and the fallback stands.
+					c.FormatReasks++
+					return ended(out, records, pending, fallbackFinal(pending)), nil
+				}
+				out.Chosen = true
+				return ended(out, records, pending, final), nil
+			}
+			// Not choosing is revising: the batch becomes evidence.
+			records, pending = append(records, pending...), nil
+		}
 		steps++ // the tools execution, or the re-ask
 		if len(resp.ToolCalls) == 0 {
 			msgs = append(msgs, llm.User(mustUseTool))
@@ -190,7 +227,7 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 					}
 				}
 				out.Status, out.Detail = ProbeNEI, detail
-				out.Records, _ = classify(records, nil)
+				out.Records = classify(records, nil, -1)
 				return out, nil
 			case ToolExecuteSQL:
 				rs, text, readable, err := s.executeBatch(ctx, wh, c, in.Probe, call.Arguments)
@@ -213,25 +250,30 @@ func (s *Steps) Probe(ctx context.Context, wh warehouse.Warehouse, in TestcaseIn
 			}
 		}
 		unread = unreadCalls == len(resp.ToolCalls)
-		for _, r := range batch {
-			if r.OK && !r.Exploration {
-				if steps+2 <= s.cfg.MaxTestcaseSteps {
-					if err := s.chooseFinal(ctx, c, &msgs, batch, sd, out); err != nil {
-						return nil, err
-					}
-				}
-				out.Status = ProbeFinal
-				out.Records, out.Chosen = classify(records, batch)
-				return out, nil
-			}
+		switch ok := successes(batch); {
+		case len(ok) == 0:
+			records = append(records, batch...)
+		case batch[ok[0]].call != batch[ok[len(ok)-1]].call:
+			// Several execute_sql calls number their queries alike, so
+			// no number names one: the fallback stands.
+			return ended(out, records, batch, fallbackFinal(batch)), nil
+		default:
+			pending = batch
 		}
-		records = append(records, batch...)
 	}
-	out.Records, _ = classify(records, nil)
+	out.Records = classify(records, nil, -1)
 	if out.Status == ProbeLimit && out.Detail == "" && len(out.Records) > 0 {
 		out.Detail = "no answering query succeeded"
 	}
 	return out, nil
+}
+
+// ended closes a probe whose terminating batch has a success, final
+// being the Final's index in it.
+func ended(out *ProbeOutcome, earlier, terminating []Record, final int) *ProbeOutcome {
+	out.Status = ProbeFinal
+	out.Records = classify(earlier, terminating, final)
+	return out
 }
 
 // executeBatch runs one execute_sql call: its readable queries at once,
@@ -280,21 +322,16 @@ func (s *Steps) executeBatch(ctx context.Context, wh warehouse.Warehouse, c *cos
 }
 
 // classify puts each record in one of the Proposer's clusters (D-P5):
-// exploratory by its flag; in the terminating batch, the successful
-// answering query the generator marked most_promising is Final ("chosen
-// by the test case generator as the most promising", B.1 L317), or, when
-// it marked none that succeeded, the first successful answering query
-// (chosen is then false); other successes Successful; answering queries
-// that failed or returned nothing Failure.
-func classify(earlier, terminating []Record) (out []Record, chosen bool) {
+// exploratory by its flag; the terminating batch's record at index final
+// is Final (the generator's choice, D-P24, or the fallback); other
+// successes Successful; answering queries that failed or returned nothing
+// Failure.
+func classify(earlier, terminating []Record, final int) []Record {
 	all := append(append([]Record(nil), earlier...), terminating...)
-	final := -1
-	for i := len(earlier); i < len(all); i++ {
-		if r := all[i]; r.OK && !r.Exploration && (final < 0 || r.Promising && !chosen) {
-			final, chosen = i, r.Promising
-		}
+	if final >= 0 {
+		final += len(earlier)
 	}
-	out = make([]Record, 0, len(all))
+	out := make([]Record, 0, len(all))
 	for i, r := range all {
 		switch {
 		case r.Exploration:
@@ -308,7 +345,45 @@ func classify(earlier, terminating []Record) (out []Record, chosen bool) {
 		}
 		out = append(out, r)
 	}
-	return out, chosen
+	return out
+}
+
+// successes are the positions in batch of its successful answering
+// queries.
+func successes(batch []Record) []int {
+	var out []int
+	for i, r := range batch {
+		if r.OK && !r.Exploration {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// successNumbers are the batch numbers of its successful answering
+// queries, as the choice question names them.
+func successNumbers(batch []Record) []int {
+	var out []int
+	for _, i := range successes(batch) {
+		out = append(out, batch[i].Number)
+	}
+	return out
+}
+
+// fallbackFinal is the Final when the generator did not choose (D-P24):
+// the first success it marked most_promising unasked, else the first
+// success, in listed order; -1 when none succeeded.
+func fallbackFinal(batch []Record) int {
+	ok := successes(batch)
+	for _, i := range ok {
+		if batch[i].Promising {
+			return i
+		}
+	}
+	if len(ok) == 0 {
+		return -1
+	}
+	return ok[0]
 }
 
 // Proposal is the Proposer's answer.
@@ -605,84 +680,57 @@ const ToolChooseFinal = "choose_final"
 
 func chooseFinalTool() llm.Tool {
 	return llm.Tool{Name: ToolChooseFinal,
-		Description: "Choose, from the queries of your last batch that executed with Success, the one most promising for answering the question: it becomes the probe's final SQL.",
+		Description: "Choose, from the queries of your last batch that executed with Success, the one whose result answers the question: it becomes the probe's final SQL.",
 		Parameters:  json.RawMessage(`{"type":"object","required":["query"],"properties":{"query":{"type":"integer","description":"the query's number in the batch (1 = the first)"}}}`)}
 }
 
-// ChooseFinalPrompt asks the generator to choose among the batch's
-// successful answering queries, by their numbers in the batch.
+// ChooseFinalPrompt follows a batch with successful answering queries,
+// numbered as in the batch: the generator checks their results against
+// the question ("executes successfully and entails the NL test case",
+// §3.1.1 L73) and names its Final, or revises.
 func ChooseFinalPrompt(numbers []int) string {
+	if len(numbers) == 1 {
+		n := strconv.Itoa(numbers[0])
+		return "Query " + n + " of your batch executed with Success. Call choose_final with the number of the query if its result answers the question, judging by the result above: it becomes the probe's final SQL. If it does not, call execute_sql with revised queries instead."
+	}
 	list := make([]string, len(numbers))
 	for i, n := range numbers {
 		list[i] = strconv.Itoa(n)
 	}
-	return "Queries " + strings.Join(list, ", ") + " of your batch executed with Success. Call choose_final with the number of the one most promising for answering the question, judging by their results above."
+	return "Queries " + strings.Join(list, ", ") + " of your batch executed with Success. Call choose_final with the number of the one whose result answers the question, judging by their results above: it becomes the probe's final SQL. If none of them does, call execute_sql with revised queries instead."
 }
 
-// chooseFinal lets the generator pick its Final query after seeing the
-// batch's results (the paper's Final queries are "chosen by the test case
-// generator as the most promising", B.1 L317): when several answering
-// queries succeeded and none it marked most_promising did, one forced
-// choose_final call names the query. A choice that cannot be read leaves
-// the first success standing (counted as a format re-ask, so it shows).
-func (s *Steps) chooseFinal(ctx context.Context, c *cost.Cost, msgs *[]llm.Message, batch []Record, seed int64, out *ProbeOutcome) error {
-	var ok []int // positions in batch of the successful answering queries
-	for i, r := range batch {
-		if r.OK && !r.Exploration {
-			if r.Promising {
-				return nil // its own mark, made before the results, stands
-			}
-			ok = append(ok, i)
-		}
-	}
-	if len(ok) < 2 || batch[ok[0]].call != batch[ok[len(ok)-1]].call {
-		// One success leaves no choice; successes from several
-		// execute_sql calls share numbers, so the first stands.
-		return nil
-	}
-	numbers := make([]int, len(ok))
-	for i, pos := range ok {
-		numbers[i] = batch[pos].Number
-	}
-	*msgs = append(*msgs, llm.User(ChooseFinalPrompt(numbers)))
-	sd := seed + 1
-	resp, err := s.chat(ctx, c, llm.Request{Role: RoleTestcase, Messages: *msgs, Tools: []llm.Tool{chooseFinalTool()},
-		ToolChoice: ToolChooseFinal, Temperature: temp(s.cfg.Temperature), Seed: &sd})
-	out.Calls++
-	var ce *llm.CallError
-	if errors.As(err, &ce) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	n := chosenNumber(resp)
-	for _, pos := range ok {
-		if batch[pos].Number == n {
-			batch[pos].Promising = true
-			return nil
-		}
-	}
-	c.FormatReasks++
-	return nil
-}
-
-// chosenNumber reads the query number of a choose_final reply: the call's
-// argument (a number or its text, under any of the names models use), else
-// a number in the reply's text ("Query 2 is the best."); 0 when none.
-func chosenNumber(resp *llm.Response) int {
+// choice reads the generator's reply to the choice question: answered
+// when it calls choose_final, or no tool it has (a choice in prose), n
+// being the number read (0 when none); execute_sql or
+// not_enough_information instead revises.
+func choice(resp *llm.Response) (n int, answered bool) {
 	for _, call := range resp.ToolCalls {
-		if f, err := reply.Args(call.Arguments); err == nil {
-			if v, ok := f.String("query", "query_number", "number", "index", "choice"); ok {
-				if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-					return n
-				}
-			}
+		if toolName(call.Name) == ToolChooseFinal {
+			return chosenNumber(call), true
+		}
+	}
+	for _, call := range resp.ToolCalls {
+		if name := toolName(call.Name); name == ToolExecuteSQL || name == ToolNotEnoughInfo {
+			return 0, false
 		}
 	}
 	if m := firstNumber.FindString(reply.Visible(resp.Text)); m != "" {
-		n, _ := strconv.Atoi(m)
-		return n
+		n, _ = strconv.Atoi(m)
+	}
+	return n, true
+}
+
+// chosenNumber reads the query number of a choose_final call: its
+// argument, a number or its text, under any of the names models use; 0
+// when none.
+func chosenNumber(call llm.ToolCall) int {
+	if f, err := reply.Args(call.Arguments); err == nil {
+		if v, ok := f.String("query", "query_number", "number", "index", "choice"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
 	}
 	return 0
 }
