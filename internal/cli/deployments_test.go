@@ -9,7 +9,7 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 )
 
-// azureYAML is the README's example: gpt-4o in three Azure regions, each
+// azureYAML is docs/models.md's example: gpt-4o in three Azure regions, each
 // with its own quota, gpt-4.1 as the fallback.
 const azureYAML = `endpoints:
   - name: default

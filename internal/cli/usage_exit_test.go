@@ -14,7 +14,7 @@ import (
 )
 
 // TestEvalAndAskUsageErrorsExit2, through the binary: every error of
-// eval's and ask's command line or input exits 2, as the README promises,
+// eval's and ask's command line or input exits 2, as docs/usage.md promises,
 // with a message naming what was wrong.
 func TestEvalAndAskUsageErrorsExit2(t *testing.T) {
 	t.Parallel()

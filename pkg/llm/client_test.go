@@ -324,7 +324,7 @@ func matchedRun(t *testing.T, quota ratelimit.LLMQuota, latency llmsim.Latency, 
 // matchedRuns runs matchedRun until ok accepts a run, at most twice: a
 // machine loaded many times over its cores can send calls the limiter
 // admitted in time so late that they bunch past the provider's one second
-// of burst (README, Performance), which says nothing of the limiter; a
+// of burst (docs/performance.md), which says nothing of the limiter; a
 // limiter that over-admits fails both runs. Each run is logged.
 func matchedRuns(t *testing.T, run func() matched, describe func(matched) string, ok func(matched) bool) matched {
 	t.Helper()
@@ -360,7 +360,7 @@ func TestLimiterMatchedToProviderDrawsNo429s(t *testing.T) {
 	// The share used is logged, not asserted: on a machine loaded many
 	// times over its cores the simulator itself answers late (20 % was
 	// seen beside two make test runs), which says nothing of the limiter;
-	// make bench measures the quota ratio (README, Performance).
+	// make bench measures the quota ratio (docs/performance.md).
 }
 
 func TestHungAttemptsAreAbandoned(t *testing.T) {

@@ -5,7 +5,7 @@
 // function); the session and every query set MULTI_STATEMENT_COUNT=1, so the
 // server itself refuses "…; DROP …" piggy-backs whatever the account default;
 // and users should connect with a role that only has USAGE and SELECT (see
-// the README). Each query carries a QUERY_TAG
+// docs/warehouses.md). Each query carries a QUERY_TAG
 // naming its run and example, runs under STATEMENT_TIMEOUT_IN_SECONDS, and a
 // cancelled context makes the driver POST abort-request, which stops the
 // query on the server.
