@@ -158,12 +158,22 @@ func TestEveryCommandHasAWorkingExample(t *testing.T) {
 				t.Errorf("quorum %s: example %q does not run this command", c.Name(), line)
 				continue
 			}
+			// A command with subcommands (runs, limits): the example's
+			// flags are its subcommand's.
+			cmd, args := c, fields[2:]
+			if len(args) > 0 {
+				for _, sub := range c.Commands() {
+					if sub.Name() == args[0] {
+						cmd, args = sub, args[1:]
+					}
+				}
+			}
 			fs := pflag.NewFlagSet(c.Name(), pflag.ContinueOnError)
-			fs.AddFlagSet(c.Flags())
+			fs.AddFlagSet(cmd.Flags())
 			fs.AddFlagSet(root.PersistentFlags())
 			fs.Bool("version", false, "")
 			fs.SetOutput(io.Discard)
-			if err := fs.Parse(fields[2:]); err != nil {
+			if err := fs.Parse(args); err != nil {
 				t.Errorf("quorum %s: example %q: %v", c.Name(), line, err)
 			}
 		}

@@ -25,8 +25,8 @@ team shares the quota, the configured number was wrong. A limit set replaces
 the configured one (--llm-rpm, --llm-tpm, the endpoint's or the model's
 quota), field by field; every worker reads it within ` + ratelimit.LimitsRefresh.String() + `. Each change
 is logged; limits show lists the limits set and the changes.`,
-		Example: `  quorum limits set --model gpt-4o --rpm 1500          # --redis-url or QUORUM_REDIS_URL
-  quorum limits set --model gpt-4o --endpoint azure --tpm 400000
+		Example: `  quorum limits set --model gpt-4o --llm-rpm 1500          # --redis-url or QUORUM_REDIS_URL
+  quorum limits set --model gpt-4o --endpoint azure --llm-tpm 400000
   quorum limits show --state-dir out/run-1/.state        # the Redis a quorum run keeps
   quorum limits clear --model gpt-4o`,
 	}
@@ -85,7 +85,7 @@ func newLimitsSetCmd() *cobra.Command {
 				return err
 			}
 			if rpm < 0 || tpm < 0 || rpm == 0 && tpm == 0 {
-				return usage(fmt.Errorf("--rpm %v, --tpm %v: give one or both above 0 (quorum limits clear returns to the configured quota)", rpm, tpm))
+				return usage(fmt.Errorf("--llm-rpm %v, --llm-tpm %v: give one or both above 0 (quorum limits clear returns to the configured quota)", rpm, tpm))
 			}
 			l, done, err := f.limiter()
 			if err != nil {
@@ -100,8 +100,8 @@ func newLimitsSetCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd, true)
-	cmd.Flags().Float64Var(&rpm, "rpm", 0, "requests per minute (0: keep the configured)")
-	cmd.Flags().Float64Var(&tpm, "tpm", 0, "tokens per minute (0: keep the configured)")
+	cmd.Flags().Float64Var(&rpm, "llm-rpm", 0, "requests per minute (0: keep the configured)")
+	cmd.Flags().Float64Var(&tpm, "llm-tpm", 0, "tokens per minute (0: keep the configured)")
 	return cmd
 }
 

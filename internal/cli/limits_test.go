@@ -23,10 +23,10 @@ func TestLimitsCommands(t *testing.T) {
 		fail bool
 	}{
 		{[]string{"limits", "show", "--redis-url", url}, "No limit set", false},
-		{[]string{"limits", "set", "--redis-url", url, "--rpm", "1500"}, "--model is required", true},
+		{[]string{"limits", "set", "--redis-url", url, "--llm-rpm", "1500"}, "--model is required", true},
 		{[]string{"limits", "set", "--redis-url", url, "--model", "gpt-4o"}, "give one or both above 0", true},
-		{[]string{"limits", "set", "--redis-url", url, "--model", "gpt-4o", "--rpm", "1500"}, "llm:gpt-4o: 1500 requests/min", false},
-		{[]string{"limits", "set", "--redis-url", url, "--model", "o3", "--endpoint", "azure", "--tpm", "400000"}, "llm@azure:o3: 400000 tokens/min", false},
+		{[]string{"limits", "set", "--redis-url", url, "--model", "gpt-4o", "--llm-rpm", "1500"}, "llm:gpt-4o: 1500 requests/min", false},
+		{[]string{"limits", "set", "--redis-url", url, "--model", "o3", "--endpoint", "azure", "--llm-tpm", "400000"}, "llm@azure:o3: 400000 tokens/min", false},
 		{[]string{"limits", "show", "--redis-url", url}, "llm:gpt-4o: 1500 requests/min (tokens as configured)", false},
 		{[]string{"limits", "clear", "--redis-url", url, "--model", "gpt-4o"}, "back to its configured quota", false},
 		{[]string{"limits", "show", "--redis-url", url}, "llm:gpt-4o: cleared", false},

@@ -57,13 +57,13 @@ Start with:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
-		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd(), newLimitsCmd())
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {
 		c.Example = examples[c.Name()]
 	}
-	root.AddCommand(newRunsCmd()) // after the loop: its examples are its own (runs.go)
+	root.AddCommand(newRunsCmd(), newLimitsCmd()) // after the loop: their examples are their own (runs.go, limits.go)
 	return root
 }
 
