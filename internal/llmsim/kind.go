@@ -54,7 +54,7 @@ const (
 // PExAKinds lists the PExA kinds, in the order of the spec's table.
 func PExAKinds() []Kind {
 	return []Kind{KindPExAPlan, KindPExAPlanAfterProbes, KindPExAPlanAfterProposal, KindPExATestcase, KindPExATestcaseFix,
-		KindPExAPropose, KindPExAProposeNext, KindPExAProposeAfterVerify, KindPExAProposeFix, KindPExAVerify}
+		KindPExAChooseFinal, KindPExAPropose, KindPExAProposeNext, KindPExAProposeAfterVerify, KindPExAProposeFix, KindPExAVerify}
 }
 
 // PExANoProposerKinds lists the kinds only the no-proposer ablation's
