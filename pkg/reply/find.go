@@ -67,6 +67,59 @@ const maxDepth = 4
 // hostile reply of a million "select" words costs linear time.
 const maxStarts = 4096
 
+// envelopes are the JSON values of a text that wrap its content rather
+// than belong to a statement. A value inside a statement of the text is
+// the query's own literal; but a query in a JSON string before it can run
+// on over the whole text (cut: the string's quote never closes for SQL),
+// hiding the statements after it. So the values outside every statement
+// are taken out and the text read again: a value that then sits inside a
+// whole statement, and holds no query itself, is that statement's own
+// ("UNNEST(['a', 'b'])" in BigQuery) and stays.
+func envelopes(text string, raw []found) []region {
+	var out []region
+	for _, r := range jsonRegions(text) {
+		if !inside(raw, r.start, r.end) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	b := []byte(text)
+	for _, r := range out {
+		blankBytes(b, r.start, r.end)
+	}
+	again := scanText(string(b))
+	kept := out[:0]
+	for _, r := range out {
+		if inside(again, r.start, r.end) && !holdsQuery(r) {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+// holdsQuery reports whether a JSON value's strings hold a query.
+func holdsQuery(r region) bool {
+	for _, l := range r.leaves {
+		if looksLikeSQL(peel(clean(l.value))) || len(scanText(clean(l.value))) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// blankBytes turns b[start:end] into spaces, keeping its line breaks so
+// that offsets and lines stay where they were.
+func blankBytes(b []byte, start, end int) {
+	for i := start; i < end; i++ {
+		if b[i] != '\n' {
+			b[i] = ' '
+		}
+	}
+}
+
 // found is a statement with its place in the text it was found in.
 type found struct {
 	pos int
@@ -89,11 +142,7 @@ func findIn(text string, depth int) []Statement {
 		if blanked == nil {
 			blanked = []byte(text)
 		}
-		for i := start; i < end; i++ {
-			if blanked[i] != '\n' {
-				blanked[i] = ' '
-			}
-		}
+		blankBytes(blanked, start, end)
 	}
 	prevEnd := 0 // the prose marking a block final is between it and the last
 	if end, next, ok := leadingQuery(text); ok {
@@ -135,12 +184,12 @@ func findIn(text string, depth int) []Statement {
 	raw := scanText(text)
 	// JSON values outside every statement hold the reply's content in
 	// their strings: read those, and the text without them.
-	regionEnd := 0
-	for _, r := range jsonRegions(text) {
-		if inside(raw, r.start, r.end) {
-			continue
-		}
+	regions := envelopes(text, raw)
+	for _, r := range regions {
 		blank(r.start, r.end)
+	}
+	regionEnd := 0
+	for _, r := range regions {
 		// Prose before the value may mark what it holds final.
 		marked := finalProse.MatchString(text[regionEnd:r.start])
 		regionEnd = r.end
