@@ -70,13 +70,23 @@ func (t *Tokenizer) encoding(model string) *tiktoken.Tiktoken {
 	if e, ok := t.encs[name]; ok {
 		return e
 	}
-	e, err := tiktoken.GetEncoding(name)
+	e, err := encodings[name]()
 	if err != nil {
 		// The encodings are embedded; failing here means a broken build.
 		panic("llm: load embedded encoding " + name + ": " + err.Error())
 	}
 	t.encs[name] = e
 	return e
+}
+
+// encodings builds each embedded encoding once a process. Building one
+// sorts its 100k-200k tokens (about a CPU-second; ten under the race
+// detector) and the result is only read, so the Tokenizers of a process
+// (every client and simulator has one) share it: a constant built late,
+// not state.
+var encodings = map[string]func() (*tiktoken.Tiktoken, error){
+	tiktoken.MODEL_CL100K_BASE: sync.OnceValues(func() (*tiktoken.Tiktoken, error) { return tiktoken.GetEncoding(tiktoken.MODEL_CL100K_BASE) }),
+	tiktoken.MODEL_O200K_BASE:  sync.OnceValues(func() (*tiktoken.Tiktoken, error) { return tiktoken.GetEncoding(tiktoken.MODEL_O200K_BASE) }),
 }
 
 // maxRunBytes is the longest run without space that is counted whole.
