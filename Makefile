@@ -100,16 +100,17 @@ PLAIN_PKGS = $(shell $(GO) list ./... | grep -vE '^$(MODULE)/($(subst $(space),|
 LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 # NORACE are tests of the RACE packages that compute over data in one
 # goroutine (every gold query through a persona, 1.5 MB hostile CSVs, long
-# tokenizer runs) or compare whole runs' decisions (the agents' adaptive
-# sampling, which plain runs over the whole demo, not the subset they take
-# under race): the race detector makes them 3-15x slower and checks
-# nothing their packages' concurrent tests (TestSeamThroughTheSimulator,
-# the runtime's) do not. The race step skips
-# them and the plain step runs them in NORACE_PKGS, so each runs once
-# (a name that matches nothing runs under race, as before);
-# internal/layout checks that every name is a test of NORACE_PKGS.
+# tokenizer runs, 64 MiB of rows read by SQLite, which is Go code too) or
+# compare whole runs' decisions (the agents' adaptive sampling, which
+# plain runs over the whole demo, not the subset they take under race):
+# the race detector makes them 3-15x slower and checks nothing their
+# packages' concurrent tests (TestSeamThroughTheSimulator, the runtime's)
+# do not. The race step skips them and the plain step runs them in
+# NORACE_PKGS, so each runs once (a name that matches nothing runs under
+# race, as before); internal/layout checks that every name is a test of
+# NORACE_PKGS.
 NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/ \
-	./pkg/agents/pexa/ ./pkg/agents/reforce/
+	./pkg/agents/pexa/ ./pkg/agents/reforce/ ./pkg/warehouse/sqlite/
 NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLongRunsIsLinear \
 	TestTrajectoryThroughTheSimulator TestPersonaForms TestRAISETrajectories TestPersonaKeepsTheAnswer \
 	TestCanonicalGolden TestPExATestcase TestRAISEColumns TestEnvelopesForms \
@@ -117,7 +118,8 @@ NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLo
 	TestRAISERamble TestPExAEndToEnd TestRAISEFinalCoverage TestPersonasReadByTheReader \
 	TestRAISETrajectoryUnderPersonas TestEnvelopeCommands TestPExAPlanner TestPExAMostPromising \
 	TestRAISECommandForms TestCanonicalPersonaIsCanonical TestLongTextsCountedInChunks \
-	TestAdaptiveSamplingPasses TestAdaptiveSamplingRounds TestAdaptiveSamplingWaves
+	TestAdaptiveSamplingPasses TestAdaptiveSamplingRounds TestAdaptiveSamplingWaves \
+	TestHostileResultsAreCut
 NORACE_RE = ^($(subst $(space),|,$(strip $(NORACE))))$$
 
 # check is the fast tier, for every change: gofmt, vet, the layout rules and

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -19,7 +19,6 @@ import (
 
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/llmsim"
-	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
@@ -51,27 +50,38 @@ func countingSim(t *testing.T, ds *dataset.Dataset, needle ...string) (string, *
 	return ts.URL + "/v1", &calls
 }
 
-// startServe starts quorum serve in this process with args (its API keys
-// from them), stopped at the end of the test.
-func startServe(t *testing.T, args ...string) (*serveFlags, *serving) {
+// startServe runs the quorum binary's serve with args (its API keys from
+// them) on a free port, and waits until it is ready; it is stopped at the
+// end of the test. A listen address in args is replaced. The flags are
+// parsed here too, for what a test reads of them (the state folder).
+func startServe(t *testing.T, args ...string) (*serveFlags, *servedProcess) {
 	t.Helper()
-	tier.Servers(t, "quorum serve")
+	bin := quorumBinary(t)
 	f, err := parseServeFlags(true, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenants, err := f.tenants()
-	if err != nil {
-		t.Fatal(err)
+	addr := fmt.Sprintf("127.0.0.1:%d", killFreePort(t))
+	argv := []string{"serve", "--listen", addr}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--listen":
+			i++
+		case strings.HasPrefix(a, "--listen="):
+		default:
+			argv = append(argv, a)
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := f.start(ctx, io.Discard, tenants)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.close(); cancel() })
+	p := startKillServe(t, bin, argv, filepath.Join(t.TempDir(), "serve.log"))
+	s := &servedProcess{killServe: p, url: "http://" + addr}
+	p.waitReady(t, http.DefaultClient, s.url)
 	return f, s
+}
+
+// servedProcess is a quorum serve process and its API's address.
+type servedProcess struct {
+	*killServe
+	url string
 }
 
 // client talks to the question API as one tenant.
@@ -141,6 +151,7 @@ func (c *client) wait(id string) *serve.Question {
 const (
 	keyA = "tenant-a-0123456789abcdef"
 	keyB = "tenant-b-0123456789abcdef"
+	keyC = "tenant-c-0123456789abcdef"
 )
 
 // TestServeAnswersLikeSolve runs quorum serve's question API through the
@@ -186,7 +197,8 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 	}
 
 	keys := filepath.Join(t.TempDir(), "keys")
-	os.WriteFile(keys, []byte("a:"+keyA+"\nb:"+keyB+"\n"), 0o600)
+	// Tenant c is unlimited: b's limit is spent by the refusals.
+	os.WriteFile(keys, []byte("a:"+keyA+"\nb:"+keyB+"\nc:"+keyC+"\n"), 0o600)
 	f, s := startServe(t, "--dataset", demo, "--api-keys", keys, "--tenant-limit", "b=2/0", "--votes", "2", "--seed", "1",
 		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
 	a := &client{t: t, base: s.url, key: keyA}
@@ -372,6 +384,35 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 		})
 		if !logged {
 			t.Error("the question log has no line of tenant a")
+		}
+	})
+
+	// Issue 50: a correction's SQL and question reach only its tenant's
+	// questions (in process: TestFeedbackStaysWithItsTenant, which reads
+	// the prompts too).
+	t.Run("feedback stays with its tenant", func(t *testing.T) {
+		e := demoDS.Examples[43]
+		const secret = "SELECT COUNT(*) AS secret_of_tenant_a FROM customers"
+		qa := a.wait(a.ask(map[string]any{"db": e.DB, "question": e.Question, "cache": false}))
+		if code, _, out := a.do("POST", "/v1/questions/"+qa.ID+"/feedback", map[string]string{"verdict": "down", "sql": secret}); code != http.StatusOK {
+			t.Fatalf("tenant a's correction: %d %s", code, out)
+		}
+		similar := map[string]any{"db": e.DB, "question": e.Question + " Answer in one query.", "cache": false}
+		c := &client{t: t, base: s.url, key: keyC}
+		qc := c.wait(c.ask(similar))
+		_, _, history := c.do("GET", "/v1/questions", nil)
+		_, _, record := c.do("GET", "/v1/questions/"+qc.ID, nil)
+		for where, text := range map[string]string{"tenant c's question": string(record), "tenant c's history": string(history)} {
+			for _, leak := range []string{"secret_of_tenant_a", qa.ID} {
+				if strings.Contains(text, leak) {
+					t.Errorf("%s holds %q from tenant a's feedback", where, leak)
+				}
+			}
+		}
+		// The correction keeps its meaning for tenant a's own questions.
+		qa2 := a.wait(a.ask(similar))
+		if len(qa2.Examples) != 1 || qa2.Examples[0].SQL != secret || qa2.Examples[0].From != qa.ID {
+			t.Errorf("tenant a's similar question is offered %+v; want its own correction (%q from %s)", qa2.Examples, secret, qa.ID)
 		}
 	})
 }

@@ -274,16 +274,15 @@ func (r *leakRig) cancels(from, n int) {
 }
 
 // cycles is how many cycles TestCancelLeavesNothing runs:
-// QUORUM_CANCEL_CYCLES, else 500 (200 with -short). The 1,000
-// take about 26 s on two shared cores: QUORUM_CANCEL_CYCLES=1000.
+// QUORUM_CANCEL_CYCLES (make slow: the 1,000), else 100: a
+// consumer left by any one cancel fails the test, and so do the goroutines
+// of a leak in one cancel of ten (four each, against goroutineSlack); under
+// the race detector each cycle costs about a tenth of a CPU-second.
 func cycles() int {
 	if v, err := strconv.Atoi(os.Getenv("QUORUM_CANCEL_CYCLES")); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() {
-		return 200
-	}
-	return 500
+	return 100
 }
 
 // TestCancelLeavesNothing asks questions and cancels them, again and again,

@@ -57,11 +57,7 @@ func TestSoakHeapFlat(t *testing.T) {
 		heap, rss, redisMem, keys int64
 	}
 	snap := func() snapshot {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		sn := snapshot{heap: int64(ms.HeapAlloc), rss: rss(t)}
+		sn := snapshot{heap: liveHeap(), rss: rss(t)}
 		info, _ := rdb.Info(ctx, "memory").Result()
 		for _, line := range strings.Split(info, "\r\n") {
 			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
@@ -143,6 +139,16 @@ func TestSoakHeapFlat(t *testing.T) {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
+// liveHeap is the heap in use after two collections: what the process
+// keeps, not what it has yet to collect.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
 // rss is this process's resident set size, from /proc.
 func rss(t *testing.T) int64 {
 	b, err := os.ReadFile("/proc/self/status")
@@ -163,7 +169,8 @@ func rss(t *testing.T) int64 {
 // never answers (each question is running at its cancel) and serve's
 // --retain at 10 s, and checks that the process ends where it started
 // once the questions are settled and their retention has passed: its
-// goroutines, the stream's coordinator consumers and its messages on the
+// goroutines, its live heap after GC (at most 16 KiB more a question; RSS
+// is logged beside it), the stream's coordinator consumers and its messages on the
 // questions' subjects, Redis's keys without an expiry, and Redis's keys by
 // pattern (SCAN) — all but the cancelled questions' charges
 // (serve:charged:<id>), which keep rdb.TokensTTL (48 h) by design. Run
@@ -204,11 +211,13 @@ func TestSoakCancelFlat(t *testing.T) {
 	type snapshot struct {
 		goroutines, consumers, persistent int
 		messages                          uint64
+		heap, rss                         int64
 		keys                              map[string]int
 		zsets                             map[string]int64
 	}
 	snap := func(want int) snapshot {
 		sn := snapshot{goroutines: r.goroutines(want), consumers: len(r.consumers()), messages: r.questionMessages(), zsets: map[string]int64{}}
+		sn.heap, sn.rss = liveHeap(), rss(t)
 		sn.keys, sn.persistent = keyCounts(ctx, t, r)
 		for _, z := range []string{rdb.RunsKey, rdb.RoundsKey, rdb.SettleKey, rdb.PendingKey} {
 			sn.zsets[z] = r.cl.Redis.ZCard(ctx, z).Val()
@@ -227,7 +236,13 @@ func TestSoakCancelFlat(t *testing.T) {
 		float64(n)/cycled.Seconds(), took.Round(time.Second))
 	t.Logf("goroutines %d -> %d; coordinator consumers %d -> %d; messages on questions' subjects %d -> %d; keys without expiry %d -> %d",
 		before.goroutines, after.goroutines, before.consumers, after.consumers, before.messages, after.messages, before.persistent, after.persistent)
+	perQ := float64(after.heap-before.heap) / float64(n)
+	t.Logf("live heap after GC: %.1f MiB -> %.1f MiB (%+.0f B/question); RSS %.1f MiB -> %.1f MiB",
+		mib(before.heap), mib(after.heap), perQ, mib(before.rss), mib(after.rss))
 	t.Logf("sorted sets %v -> %v", before.zsets, after.zsets)
+	if perQ > 16<<10 {
+		t.Errorf("%d cancels grew the live heap %.0f bytes a question (%.1f MiB -> %.1f MiB)", n, perQ, mib(before.heap), mib(after.heap))
+	}
 	t.Logf("keys by pattern %v -> %v", before.keys, after.keys)
 	if after.goroutines > before.goroutines+goroutineSlack {
 		t.Errorf("%d cancels left %d goroutines more", n, after.goroutines-before.goroutines)
