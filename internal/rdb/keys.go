@@ -316,8 +316,12 @@ func MoneyKey(tenant string, day time.Time) string {
 	return servePrefix + "money:" + tenant + ":" + day.UTC().Format("20060102")
 }
 
-// ChargedKey holds what cancelled question id has been charged.
+// ChargedKey holds the tokens cancelled question id has been charged.
 func ChargedKey(id string) string { return servePrefix + "charged:" + id }
+
+// ChargedMoneyKey holds the money (millionths) cancelled question id has
+// been charged; ChargedKey("*") matches it too.
+func ChargedMoneyKey(id string) string { return ChargedKey(id) + ":money" }
 
 // TokensTTL keeps a day's token count (and a question's charge) past the
 // day's end.

@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -332,7 +333,9 @@ func ForgetRun(ctx context.Context, c redis.Cmdable, run string) error {
 // ---- Questions: internal/app/serve ----
 
 // chargeScript raises what a question has been charged (KEYS[1]) to
-// ARGV[1] tokens, adding the difference to the tenant's day (KEYS[2]): run
+// ARGV[1] tokens, adding the difference to the tenant's day (KEYS[2]), and
+// its money charged (KEYS[3], millionths) to ARGV[3], adding the difference
+// to the day's money (KEYS[4], "micro"; "n" counts the question once): run
 // twice, or by two processes at once, it charges once.
 var chargeScript = redis.NewScript(`
 local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -342,13 +345,24 @@ if now > prev then
   redis.call('INCRBY', KEYS[2], now - prev)
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end
+local mprev = tonumber(redis.call('GET', KEYS[3]) or '0')
+local mnow = tonumber(ARGV[3])
+if mnow > mprev then
+  redis.call('SET', KEYS[3], mnow, 'PX', ARGV[2])
+  redis.call('HINCRBY', KEYS[4], 'micro', mnow - mprev)
+  if mprev == 0 then redis.call('HINCRBY', KEYS[4], 'n', 1) end
+  redis.call('PEXPIRE', KEYS[4], ARGV[2])
+end
 return now - prev`)
 
-// Charge brings what question id has been charged (ChargedKey) up to
-// tokens, adding the difference to tenant's tokens of the day; both keys
-// keep TokensTTL. It returns the tokens added.
-func Charge(ctx context.Context, c redis.Cmdable, tenant, id string, tokens int) (int64, error) {
-	return chargeScript.Run(ctx, c, []string{ChargedKey(id), TokensKey(tenant, time.Now())}, tokens, TokensTTL.Milliseconds()).Int64()
+// Charge brings what question id has been charged up to tokens and money
+// (ChargedKey, ChargedMoneyKey), adding the differences to tenant's tokens
+// and money of the day (TokensKey, MoneyKey); all keep TokensTTL. It
+// returns the tokens added.
+func Charge(ctx context.Context, c redis.Cmdable, tenant, id string, tokens int, money float64) (int64, error) {
+	now := time.Now()
+	return chargeScript.Run(ctx, c, []string{ChargedKey(id), TokensKey(tenant, now), ChargedMoneyKey(id), MoneyKey(tenant, now)},
+		tokens, TokensTTL.Milliseconds(), int64(math.Round(money*1e6))).Int64()
 }
 
 // ---- Rate limits: internal/ratelimit ----

@@ -63,13 +63,16 @@ func TestRunKeysAreTracked(t *testing.T) {
 }
 
 // TestChargeOnce: charging a question twice, or less, adds to its tenant's
-// day only what it had not been charged; both keys expire.
+// day only the tokens and money it had not been charged; every key expires.
 func TestChargeOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	for _, tc := range []struct{ tokens, added int64 }{{100, 100}, {100, 0}, {150, 50}, {120, -30}} {
-		added, err := rdb.Charge(ctx, c, "acme", "q1", int(tc.tokens))
+	for _, tc := range []struct {
+		tokens, added int64
+		money         float64
+	}{{100, 100, 0.25}, {100, 0, 0.25}, {150, 50, 0.5}, {120, -30, 0.4}} {
+		added, err := rdb.Charge(ctx, c, "acme", "q1", int(tc.tokens), tc.money)
 		if err != nil || added != tc.added {
 			t.Fatalf("charge %d: added %d (%v), want %d", tc.tokens, added, err, tc.added)
 		}
@@ -78,7 +81,12 @@ func TestChargeOnce(t *testing.T) {
 	if n, err := c.Get(ctx, day).Int64(); err != nil || n != 150 {
 		t.Fatalf("the day's tokens: %d (%v)", n, err)
 	}
-	for _, k := range []string{day, rdb.ChargedKey("q1")} {
+	// The money as the tokens: the most charged, the question counted once.
+	money := rdb.MoneyKey("acme", time.Now())
+	if v, err := c.HGetAll(ctx, money).Result(); err != nil || v["micro"] != "500000" || v["n"] != "1" {
+		t.Fatalf("the day's money: %v (%v), want micro 500000 over n 1", v, err)
+	}
+	for _, k := range []string{day, rdb.ChargedKey("q1"), money, rdb.ChargedMoneyKey("q1")} {
 		if ttl, err := c.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > rdb.TokensTTL {
 			t.Errorf("%s expires in %v (%v)", k, ttl, err)
 		}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -126,6 +127,12 @@ func TestCancelChargesWhatTheLLMServed(t *testing.T) {
 		t.Errorf("the question reads %s costing %d tokens, want cancelled costing the %d charged", rec.Status, rec.Cost.Tokens(), charged)
 	}
 	t.Logf("cancelled after %d LLM requests: %d tokens served, %d charged", st.Requests, served, charged)
+	// The money as the tokens, against --tenant-budget (gpt-4o's built-in
+	// price): once, the question counted among the day's.
+	spent, n, err := s.quota.spent(ctx, "a")
+	if err != nil || rec.Cost.Money <= 0 || math.Abs(spent-rec.Cost.Money) > 1e-6 || n != 1 {
+		t.Errorf("tenant charged %.6f over %d questions (%v); the question cost %.6f", spent, n, err, rec.Cost.Money)
+	}
 	// The run was retired at the cancel, before its running tasks stopped:
 	// the keys their late results created expire like the others.
 	keys, err := rdb.Keys(ctx, "quorum:run:"+id+":*").Result()

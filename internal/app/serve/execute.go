@@ -301,7 +301,7 @@ func (s *Server) cancel(ctx context.Context, id string) (*Question, error) {
 // its recorded results cost is charged now, its running tasks' costs as
 // they stop (settle.go).
 func (s *Server) stopped(ctx context.Context, q *Question) {
-	if err := s.charge(ctx, q.Tenant, q.ID, q.Cost.Tokens()); err != nil {
+	if err := s.charge(ctx, q.Tenant, q.ID, q.Cost); err != nil {
 		s.cfg.Log.Warn("charging a stopped question", zap.String("question", q.ID), zap.Error(err))
 	}
 	s.toSettle(ctx, q.ID)

@@ -219,7 +219,7 @@ func TestTokenReservationsAreReconciled(t *testing.T) {
 	if err := s.store.put(ctx, q2); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.charge(ctx, "a", q2.ID, 100); err != nil {
+	if err := s.charge(ctx, "a", q2.ID, Cost{PromptTokens: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if got := held(); got != 500 {

@@ -19,10 +19,12 @@ import (
 // settles them, and a process that dies leaves them to the next.
 const settleKey = rdb.SettleKey
 
-// charge brings the tokens charged for question id up to tokens: run
-// twice, or by two processes at once, it charges once (rdb.Charge).
-func (s *Server) charge(ctx context.Context, tenant, id string, tokens int) error {
-	if _, err := rdb.Charge(ctx, s.cfg.Redis, tenant, id, tokens); err != nil {
+// charge brings the tokens and money charged for question id up to what
+// it spent: run twice, or by two processes at once, it charges once
+// (rdb.Charge). The money counts against --tenant-budget as an answer's.
+func (s *Server) charge(ctx context.Context, tenant, id string, spent Cost) error {
+	tokens := spent.Tokens()
+	if _, err := rdb.Charge(ctx, s.cfg.Redis, tenant, id, tokens, spent.Money); err != nil {
 		return fmt.Errorf("charging question %s: %w", id, err)
 	}
 	// Its token reservation now holds only what it may still cost
@@ -82,7 +84,7 @@ func (s *Server) settle(ctx context.Context) {
 			continue
 		}
 		spent := s.spent(ctx, q)
-		if err := s.charge(ctx, q.Tenant, q.ID, spent.Tokens()); err != nil {
+		if err := s.charge(ctx, q.Tenant, q.ID, spent); err != nil {
 			s.cfg.Log.Warn("settling a cancelled question", zap.String("question", id), zap.Error(err))
 			continue
 		}
