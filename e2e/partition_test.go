@@ -77,7 +77,9 @@ func leasedBy(ctx context.Context, t *testing.T, rc *redis.Client, run string, p
 	var held []task
 	for _, k := range keys {
 		token, err := rc.Get(ctx, k).Result()
-		if err != nil || !strings.Contains(token, fmt.Sprintf("-%d/", pid)) {
+		// The token names its holder: "<role>-<host>-<pid>#<incarnation>/…".
+		name, _, _ := strings.Cut(rdb.Owner(token), "#")
+		if err != nil || !strings.HasSuffix(name, fmt.Sprintf("-%d", pid)) {
 			continue
 		}
 		parts := strings.Split(strings.TrimPrefix(k, prefix), ":") // ex, agent, "lease", task

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,24 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 // Taking a lease one already holds fails (call Renew).
 func (l *Lease) Acquire(ctx context.Context) (bool, error) {
 	return l.c.SetNX(ctx, l.key, l.token, l.ttl).Result()
+}
+
+// Holder is the token of whoever holds the lease now ("" if no one).
+func (l *Lease) Holder(ctx context.Context) (string, error) {
+	v, err := l.c.Get(ctx, l.key).Result()
+	if err == redis.Nil {
+		return "", nil
+	}
+	return v, err
+}
+
+// Owner is the owner a lease's token names ("" if none): what NewLease
+// was given.
+func Owner(token string) string {
+	if i := strings.LastIndexByte(token, '/'); i >= 0 {
+		return token[:i]
+	}
+	return ""
 }
 
 // Renew extends the lease by its TTL if it is still ours; false when it

@@ -330,3 +330,40 @@ func TestTaskLeaseTTLFor(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseTakeOver: a lease is taken from the holder read from its key,
+// and from no one else: if another took it meanwhile, nothing changes.
+// Owner reads back the owner a token names.
+func TestLeaseTakeOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Start(t).Client(t)
+	const key, ttl = "quorum:test:takeover", time.Hour
+	dead := rdb.NewLease(c, key, "gen#old", ttl)
+	if ok, err := dead.Acquire(ctx); err != nil || !ok {
+		t.Fatalf("the first holder: %v %v", ok, err)
+	}
+	next := rdb.NewLease(c, key, "gen#new", ttl)
+	holder, err := next.Holder(ctx)
+	if err != nil || rdb.Owner(holder) != "gen#old" {
+		t.Fatalf("the holder read: %q (owner %q), %v; want gen#old's token", holder, rdb.Owner(holder), err)
+	}
+	if ok, err := next.TakeOver(ctx, "gen#old/not-its-token"); err != nil || ok {
+		t.Fatalf("taken from a token that does not hold it: %v %v", ok, err)
+	}
+	if ok, err := next.TakeOver(ctx, holder); err != nil || !ok {
+		t.Fatalf("taken from its holder: %v %v", ok, err)
+	}
+	if ok, err := next.Renew(ctx); err != nil || !ok {
+		t.Errorf("the new holder cannot renew: %v %v", ok, err)
+	}
+	if ok, err := dead.Renew(ctx); err != nil || ok {
+		t.Errorf("the old holder still renews: %v %v", ok, err)
+	}
+	if pttl := c.PTTL(ctx, key).Val(); pttl <= 0 || pttl > ttl {
+		t.Errorf("the taken lease expires in %v, want within its TTL %v", pttl, ttl)
+	}
+	if got, err := rdb.NewLease(c, "quorum:test:none", "x", ttl).Holder(ctx); err != nil || got != "" {
+		t.Errorf("the holder of a free lease: %q %v", got, err)
+	}
+}

@@ -42,6 +42,24 @@ func ExpireIfEquals(ctx context.Context, c redis.Cmdable, key, value string, ttl
 	return n == 1, err
 }
 
+// takeOverScript sets KEYS[1] to ARGV[2] for ARGV[3] ms if it holds
+// ARGV[1]: a lease taken from a holder known to be dead, and from no one
+// else (the holder may have changed since it was read).
+var takeOverScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0`)
+
+// TakeOver takes the lease from holder (a token read from its key, whose
+// owner is known to be dead), if that is still who holds it, and says
+// whether it did.
+func (l *Lease) TakeOver(ctx context.Context, holder string) (bool, error) {
+	n, err := takeOverScript.Run(ctx, l.c, []string{l.key}, holder, l.token, l.ttl.Milliseconds()).Int()
+	return n == 1, err
+}
+
 // renewOrRetakeScript renews the lease KEYS[1] (token ARGV[1], ttl ARGV[2]
 // ms) if it is still ARGV[1]'s; if the key is gone and ARGV[3] is not a
 // member of the set KEYS[2], it takes it again (2).

@@ -56,6 +56,14 @@ type Env struct {
 	Metrics *metrics.Metrics
 	// Name identifies the process in results and logs.
 	Name string
+	// Incarnation tells this process from an earlier one of the same Name
+	// (random at its start; "": it never takes a lease over). Name is
+	// unique among live processes (the default host-pid is; --name must
+	// be), so a task lease held under Name by another incarnation is a
+	// dead predecessor's: a process restarted under its name (a container
+	// restarted in its pod) takes those over at once rather than waiting
+	// out their TTL.
+	Incarnation string
 	// TaskLeaseTTL is how long a task's lease lasts without a renewal
 	// (rdb.TaskLeaseTTLFor the Redis failover time; 0: rdb.TaskLeaseTTL).
 	TaskLeaseTTL time.Duration

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -67,7 +68,11 @@ const leaseWait = 250 * time.Millisecond
 // done when the holder finished the task meanwhile. A holder that died
 // frees it within its TTL (Env.TaskLeaseTTL).
 func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done bool, err error) {
-	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, w.env.Name, w.env.TaskLeaseTTL)
+	owner := w.env.Name
+	if w.env.Incarnation != "" {
+		owner += "#" + w.env.Incarnation
+	}
+	l = w.env.State.TaskLease(t.Run, t.Example, t.Agent, t.Task.ID, owner, w.env.TaskLeaseTTL)
 	logged := false
 	// Waiting for the holder leaves this delivery's slot to others: the
 	// holder may be in this process, needing one to finish.
@@ -76,6 +81,9 @@ func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done
 	for {
 		got, err := l.Acquire(wctx)
 		if err != nil || got {
+			return l, false, err
+		}
+		if took, err := w.takeOverFromPredecessor(wctx, l, t); err != nil || took {
 			return l, false, err
 		}
 		if done, err := w.env.State.Done(wctx, t.Run, t.Example, t.Agent, t.Task.ID); err != nil || done {
@@ -114,4 +122,30 @@ func (w *worker) keepLease(ctx context.Context, l *rdb.Lease, t *message.Task) (
 	}
 	_ = r.Start(lctx) // a new renewer, with Renew and Every, starts
 	return lctx, func() { r.Stop(); cancel(nil) }
+}
+
+// takeOverFromPredecessor takes the task's lease if an earlier run of this
+// process holds it (runenv.Env.Incarnation): that holder is dead, and its
+// delivery waiting out the lease's TTL would only cost time.
+func (w *worker) takeOverFromPredecessor(ctx context.Context, l *rdb.Lease, t *message.Task) (bool, error) {
+	holder, err := l.Holder(ctx)
+	if err != nil || !predecessor(rdb.Owner(holder), w.env.Name, w.env.Incarnation) {
+		return false, err
+	}
+	took, err := l.TakeOver(ctx, holder)
+	if took {
+		w.env.Log.Info("took over a task's lease from an earlier run of this process", zap.String("run", t.Run),
+			zap.String("example", t.Example), zap.String("agent", t.Agent), zap.String("task", t.Task.ID), zap.String("holder", holder))
+	}
+	return took, err
+}
+
+// predecessor reports whether a lease's owner ("name#incarnation") is an
+// earlier run of the process called name, now at incarnation.
+func predecessor(owner, name, incarnation string) bool {
+	i := strings.LastIndexByte(owner, '#')
+	if incarnation == "" || i < 0 {
+		return false
+	}
+	return owner[:i] == name && owner[i+1:] != "" && owner[i+1:] != incarnation
 }

@@ -215,6 +215,7 @@ func startLeasing(t *testing.T, ttl time.Duration) *fixture {
 		root: agenttest.NewDataset(t, "shop", "CREATE TABLE t (id INTEGER); INSERT INTO t VALUES (1), (2), (3);",
 			agenttest.Question{ID: "local001", Question: "How many?"}).Dataset.Root}
 	f.env.TaskLeaseTTL = ttl
+	f.env.Incarnation = "this-start" // as the cluster assembly gives each process start
 	for _, pool := range []agent.Pool{agent.Generator, agent.Explorer} {
 		envtest.Go(t, string(pool)+" worker", func(ctx context.Context) error {
 			return worker.Run(ctx, worker.Config{Env: f.env, Pool: pool, Warehouses: []string{"sqlite"}, Concurrency: 4,
@@ -445,6 +446,47 @@ func TestWorkerTakesBackALeaseRedisLost(t *testing.T) {
 	}
 	if n := tk.executions("h"); n != 1 {
 		t.Errorf("the task ran %d times, want once: losing its lease to a failover stopped it", n)
+	}
+}
+
+// TestWorkerTakesOverItsPredecessorsLease: a task whose lease an earlier
+// start of the worker's process holds (its name, another incarnation: it
+// died holding it) runs at once, not after the lease's TTL (an hour here);
+// one held under another name is waited for until that holder lets go.
+func TestWorkerTakesOverItsPredecessorsLease(t *testing.T) {
+	t.Parallel()
+	f := startLeasing(t, time.Hour)
+	ctx := context.Background()
+	const count = "SELECT COUNT(*) AS n FROM t"
+	run, results := f.run(t, "predecessor", false)
+	held := func(id, owner string) *rdb.Lease {
+		l := rdb.NewLease(f.redis, rdb.TaskLeaseKey("predecessor", "local001", "tasker", id), owner, time.Hour)
+		if ok, err := l.Acquire(ctx); err != nil || !ok {
+			t.Fatalf("holding task %s's lease as %s: %v %v", id, owner, ok, err)
+		}
+		return l
+	}
+	held("p", f.env.Name+"#an-earlier-start")
+	other := held("q", "another-process#its-start")
+	f.open(t, run, 2, task(t, "answer", "p", []int{0}, job{SQL: count}), task(t, "answer", "q", []int{1}, job{SQL: count}))
+	tk := run.Agent.(*tasker)
+	r := wait.Recv(t, time.Minute, "task p's result", results)
+	if r.Status != agent.StatusOK || r.Index != 0 {
+		t.Fatalf("first result %+v, want task p's (slot 0), ok: its predecessor's lease was not taken over", r)
+	}
+	if n := tk.executions("q"); n != 0 {
+		t.Fatalf("task q ran %d times while another process held its lease", n)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait.Recv(t, time.Minute, "task q's result", results); r.Status != agent.StatusOK || r.Index != 1 {
+		t.Errorf("second result %+v, want task q's (slot 1), ok", r)
+	}
+	for _, id := range []string{"p", "q"} {
+		if n := tk.executions(id); n != 1 {
+			t.Errorf("task %s ran %d times, want once", id, n)
+		}
 	}
 }
 

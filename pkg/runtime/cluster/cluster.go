@@ -356,7 +356,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c.exporter = exp
 	blobs, state := blob.New(rdb, 0), runstate.New(rdb)
 	c.Env = &runenv.Env{Queue: q, Blobs: blobs, State: state, LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: cfg.Name, TaskLeaseTTL: cfg.TaskLeaseTTL, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
+		Metrics: c.Metrics, Name: cfg.Name, Incarnation: incarnation(), TaskLeaseTTL: cfg.TaskLeaseTTL, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
 		Traces: &trace.Store{Lists: state, Blobs: blobs}, Exporter: exp}
 	if cfg.HTTPAddr != "" {
 		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
@@ -424,3 +424,7 @@ func configured(f *registry.File) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// incarnation is a random name for this start of the process
+// (runenv.Env.Incarnation).
+func incarnation() string { return secret()[:12] }
