@@ -28,15 +28,16 @@ func (w *worker) beat(ctx context.Context, r runstate.Round, m *runstate.Manifes
 	return b.Stop
 }
 
-// watchCancel returns a context that ends when an interactive run is
-// cancelled (checked every second), so a cancelled question stops its
-// running tasks; the redelivery then finds the run cancelled and drops it.
-// The returned stop ends the watch and returns once it has ended.
+// watchCancel returns a context that ends, with cause errRunCancelled,
+// when an interactive run is cancelled (checked every second), so a
+// cancelled question stops its running tasks; the redelivery then finds
+// the run cancelled and drops it. The returned stop ends the watch and
+// returns once it has ended; the context it then ends has another cause.
 func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Context, func()) {
 	if !run.Manifest.Interactive {
 		return ctx, func() {}
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancelCause(ctx)
 	watch := &service.Func{Run: func(ctx context.Context) error {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -46,15 +47,19 @@ func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Cont
 				return nil
 			case <-t.C:
 				if c, _ := w.env.State.Cancelled(ctx, run.Manifest.Run); c {
-					cancel()
+					cancel(errRunCancelled)
 					return nil
 				}
 			}
 		}
 	}}
 	_ = watch.Start(wctx) // a new component starts
-	return wctx, func() { watch.Stop(); cancel() }
+	return wctx, func() { watch.Stop(); cancel(nil) }
 }
+
+// errRunCancelled ends the context of a task whose question was cancelled
+// while it ran.
+var errRunCancelled = errors.New("the task's run was cancelled")
 
 // errLeaseLost ends a task whose lease another delivery took (this
 // worker stalled past its TTL).

@@ -167,6 +167,9 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 	tr := w.startTrace(ctx, d, run, &t, kind.Name)
 	out, err := def.Execute(llm.WithMeter(run.Priority(tr.context(ectx)), used), ag, ac, t.Task)
 	stopped := stoppedByMeter(context.Cause(ectx))
+	// Read before the watch's stop ends ectx too: only the cancel's cause
+	// says the question was cancelled, not any error of an interactive task.
+	cancelled := errors.Is(context.Cause(ectx), errRunCancelled)
 	stopTask(nil)
 	stopWatch()
 	// The task's own spans parent what it publishes.
@@ -181,7 +184,7 @@ func (w *worker) handle(ctx context.Context, d queue.Delivery) (err error) {
 		// redelivery finds the task done or still held.
 		return fmt.Errorf("task %s: %w", t.Task.ID, errLeaseLost)
 	}
-	if err != nil && (stopped || run.Manifest.Interactive && ectx.Err() != nil) && ctx.Err() == nil {
+	if err != nil && (stopped || cancelled) && ctx.Err() == nil {
 		// Stopped by the question's cancel or its run's token cap: what
 		// the task spent is still charged to its tenant.
 		// The agent's ledger loses the calls of the step that failed; the

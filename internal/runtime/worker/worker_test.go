@@ -230,9 +230,16 @@ func startLeasing(t *testing.T, ttl time.Duration) *fixture {
 // tasks are taken.
 func (f *fixture) run(t *testing.T, id string, cancelled bool) (*runenv.Run, <-chan *message.CandidateResult) {
 	t.Helper()
+	return f.runWith(t, id, cancelled, cancelled)
+}
+
+// runWith is run, the run interactive (a question's) or not, cancelled or
+// not.
+func (f *fixture) runWith(t *testing.T, id string, interactive, cancelled bool) (*runenv.Run, <-chan *message.CandidateResult) {
+	t.Helper()
 	ctx := context.Background()
 	m := &runstate.Manifest{Run: id, Dataset: f.root, Seed: 1, Examples: []string{"local001"}, Agent: "tasker", RoundTimeout: time.Minute,
-		Created: time.Now(), Interactive: cancelled}
+		Created: time.Now(), Interactive: interactive}
 	if _, _, err := f.env.State.CreateManifest(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -446,6 +453,24 @@ func TestWorkerTakesBackALeaseRedisLost(t *testing.T) {
 	}
 	if n := tk.executions("h"); n != 1 {
 		t.Errorf("the task ran %d times, want once: losing its lease to a failover stopped it", n)
+	}
+}
+
+// TestWorkerRetriesAFailedInteractiveTask: a question's task that fails
+// (an LLM error), its run not cancelled, is delivered again and answers,
+// as a batch run's does; it was taken for cancelled and dropped, because
+// ending the cancel watch cancelled the task's context.
+func TestWorkerRetriesAFailedInteractiveTask(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	run, results := f.runWith(t, "flakyquestion", true, false)
+	f.open(t, run, 1, task(t, "answer", "f", []int{0}, job{SQL: "SELECT COUNT(*) AS n FROM t", Flaky: 1}))
+	r := wait.Recv(t, time.Minute, "the task's result", results)
+	if r.Status != agent.StatusOK {
+		t.Errorf("result %s (%q), want ok from the second delivery", r.Status, r.Error)
+	}
+	if n := run.Agent.(*tasker).executions("f"); n != 2 {
+		t.Errorf("the task ran %d times, want twice (one failure, one answer)", n)
 	}
 }
 
