@@ -75,7 +75,9 @@
 //	  <dialect>:<db>
 //	serve:verified:<dialect>:<db>     none now (an older serve)  the pairs every tenant shared before      none; deleted at serve's
 //	                                                             pairs were per tenant; never read now     start (DeleteLegacyVerified)
-//	serve:charged:<id>                serve                      what a cancelled question was charged     TokensTTL (48 h)
+//	serve:charged:<id>                serve                      the tokens a cancelled question was       TokensTTL (48 h)
+//	                                                             charged
+//	serve:charged:<id>:money          serve                      the money (millionths) it was charged     TokensTTL (48 h)
 //	serve:settle                      serve                      sorted set of cancelled questions         none; members leave when
 //	                                                             whose late costs are still to charge      settled
 //	serve:idkey                       serve                      the secret question ids are signed with   none (shared by every process)
