@@ -492,7 +492,9 @@ func TestServeLiveSchema(t *testing.T) {
 
 	// A new table: the schema is read again, and the cache no longer
 	// answers for the old schema.
-	rw, err := sql.Open("sqlite", dbPath)
+	// serve reads the file every 200 ms from another process; the writer
+	// waits for those readers' shared locks instead of failing busy.
+	rw, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(60000)")
 	if err != nil {
 		t.Fatal(err)
 	}
