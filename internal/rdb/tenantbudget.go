@@ -113,17 +113,6 @@ func (l *ledger) held() (int64, int) {
 	return sum, len(l.holds)
 }
 
-// oldest is the earliest-admitted field with prefix ("" if none).
-func (l *ledger) oldest(prefix string) string {
-	best := ""
-	for f, h := range l.holds {
-		if strings.HasPrefix(f, prefix) && (best == "" || h.Expires < l.holds[best].Expires || h.Expires == l.holds[best].Expires && f < best) {
-			best = f
-		}
-	}
-	return best
-}
-
 func (l *ledger) dirty() bool { return len(l.put)+len(l.drop)+len(l.also) > 0 }
 
 // readLedger reads the ledger at key and drops the reservations that
@@ -196,32 +185,47 @@ func updateLedger(ctx context.Context, c redis.UniversalClient, tenant string, f
 // reserves the tokens it returns (none when it returns 0 or an error, which
 // is returned). The result is the reservation's field, "" if none.
 func ReserveTokens(ctx context.Context, c redis.UniversalClient, tenant string, decide func(TokenLedger) (int64, error)) (string, error) {
-	day := time.Now()
-	prev := day.AddDate(0, 0, -1)
-	counters := []string{TokensKey(tenant, day), TokenQuestionsKey(tenant, day), TokensKey(tenant, prev), TokenQuestionsKey(tenant, prev)}
 	var field string
 	var refused error
 	err := updateLedger(ctx, c, tenant, func(tx *redis.Tx, l *ledger) error {
 		field, refused = "", nil
-		n, err := readCounters(ctx, tx, counters)
-		if err != nil {
+		tokens, no, err := decideHold(ctx, tx, l, tenant, decide)
+		if err != nil || no != nil || tokens == 0 {
+			refused = no
 			return err
-		}
-		view := TokenLedger{Charged: n[0], Questions: n[1], PrevCharged: n[2], PrevQuestions: n[3]}
-		view.Held, view.Holds = l.held()
-		tokens, err := decide(view)
-		if err != nil || tokens <= 0 {
-			refused = err
-			return nil
 		}
 		field = "p:" + nonce()
 		l.set(field, TokenHold{Tokens: tokens, Expires: l.now.Add(PendingHoldTTL).UnixMilli()})
 		return nil
-	}, counters[:2]...)
+	}, dayCounters(tenant)[:2]...)
 	if err != nil {
 		return "", err
 	}
 	return field, refused
+}
+
+// dayCounters are the keys admission decides on: the tenant's tokens and
+// questions of today and of yesterday.
+func dayCounters(tenant string) []string {
+	day := time.Now()
+	prev := day.AddDate(0, 0, -1)
+	return []string{TokensKey(tenant, day), TokenQuestionsKey(tenant, day), TokensKey(tenant, prev), TokenQuestionsKey(tenant, prev)}
+}
+
+// decideHold shows decide the ledger l and the day's counters, and returns
+// the tokens it reserves (0: admitted, reserving none) or its refusal.
+func decideHold(ctx context.Context, tx *redis.Tx, l *ledger, tenant string, decide func(TokenLedger) (int64, error)) (int64, error, error) {
+	n, err := readCounters(ctx, tx, dayCounters(tenant))
+	if err != nil {
+		return 0, nil, err
+	}
+	view := TokenLedger{Charged: n[0], Questions: n[1], PrevCharged: n[2], PrevQuestions: n[3]}
+	view.Held, view.Holds = l.held()
+	tokens, refused := decide(view)
+	if refused != nil {
+		return 0, refused, nil
+	}
+	return max(0, tokens), nil, nil
 }
 
 // readCounters reads integer keys (missing: 0).
@@ -265,23 +269,44 @@ func ReleaseTokenHold(ctx context.Context, c redis.UniversalClient, tenant, fiel
 	return nil
 }
 
-// StartTokenHold moves tenant's oldest admission reservation to question
-// id, once it is stored: the reservation then lasts while id is pending,
-// however long it runs. runs false (an answer from the cache) releases it
-// instead. A question whose admission reservation lapsed gets an empty
-// one, so that its charge releases its own.
-func StartTokenHold(ctx context.Context, c redis.UniversalClient, tenant, id string, runs bool) error {
-	return updateLedger(ctx, c, tenant, func(_ *redis.Tx, l *ledger) error {
-		var h TokenHold
-		if f := l.oldest("p:"); f != "" {
-			h.Tokens = l.holds[f].Tokens
-			l.remove(f)
+// StartTokenHold moves the admission reservation pending (ReserveTokens'
+// field) to question id, once it is stored: the reservation then lasts
+// while id is pending, however long it runs; it returns the tokens id
+// holds. runs false (an answer from the cache) releases it instead.
+//
+// A question stored after its admission's reservation lapsed (storing
+// took longer than PendingHoldTTL) reserves again, decide seeing the
+// ledger as admission does, so it never runs uncapped; refused, decide's
+// refusal is returned and id holds nothing.
+func StartTokenHold(ctx context.Context, c redis.UniversalClient, tenant, id, pending string, runs bool, decide func(TokenLedger) (int64, error)) (int64, error) {
+	var tokens int64
+	var refused error
+	err := updateLedger(ctx, c, tenant, func(tx *redis.Tx, l *ledger) error {
+		tokens, refused = 0, nil
+		h, ok := l.holds[pending]
+		if ok {
+			l.remove(pending)
 		}
-		if runs {
-			l.set("q:"+id, h)
+		if !runs {
+			return nil
 		}
+		if !ok {
+			t, no, err := decideHold(ctx, tx, l, tenant, decide)
+			if err != nil || no != nil {
+				refused = no
+				return err
+			}
+			h = TokenHold{Tokens: t}
+		}
+		h.Expires = 0
+		tokens = h.Tokens
+		l.set("q:"+id, h)
 		return nil
-	})
+	}, dayCounters(tenant)[:2]...)
+	if err != nil {
+		return 0, err
+	}
+	return tokens, refused
 }
 
 // QuestionTokenHold returns the tokens question id of tenant reserved

@@ -101,9 +101,11 @@ type accepted struct {
 func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tenant := tenantOf(r)
-	if !s.admitTenant(w, r) {
+	hold, ok := s.admitTenant(w, r)
+	if !ok {
 		return
 	}
+	defer func() { s.quota.release(ctx, tenant, hold) }() // "" once the question holds it
 	q, ok := s.parseQuestion(w, r)
 	if !ok {
 		return
@@ -191,7 +193,16 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.remember(ctx, &q.Question)
-	if q.Cached || q.NoAnswer {
+	if err := s.holdTokens(ctx, &q.Question, hold); err != nil {
+		// Its admission's reservation lapsed while it was stored, and the
+		// tenant's tokens are taken now: it ends refused, saying so.
+		q.Status, q.Finished, q.Error = Failed, time.Now().UTC(), "refused: "+err.Error()
+		if err := s.store.put(ctx, &q.Question); err != nil {
+			s.cfg.Log.Warn("recording a question refused its tokens", zap.String("question", q.ID), zap.Error(err))
+		}
+	}
+	hold = ""
+	if q.Cached || q.NoAnswer || q.Status == Failed {
 		s.finished(ctx, &q.Question)
 	} else {
 		// The question is stored before it is started: from here on a

@@ -350,9 +350,8 @@ func (s *Server) verify(ctx context.Context, q *Question, fb *Feedback) error {
 	return s.putVerified(ctx, q, storedPair{VerifiedPair: VerifiedPair{Question: q.Question, SQL: sql, From: q.ID, Time: fb.Time}, Tenant: q.Tenant})
 }
 
-// remember adds a stored question to its tenant's history, and gives it
-// the token reservation its admission made (tenants.go's holdTokens):
-// postQuestion calls it once per stored question.
+// remember adds a stored question to its tenant's history: postQuestion
+// calls it once per stored question.
 func (s *Server) remember(ctx context.Context, q *Question) {
 	k := rdb.HistoryKey(q.Tenant)
 	_, _ = s.cfg.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -361,7 +360,6 @@ func (s *Server) remember(ctx context.Context, q *Question) {
 		p.Expire(ctx, k, s.cfg.Retain.State)
 		return nil
 	})
-	s.holdTokens(ctx, q)
 }
 
 // historyItem is one line of GET /v1/questions.

@@ -137,12 +137,23 @@ func TestTokenReservationsAreReconciled(t *testing.T) {
 	s, c := feedbackServer(t, func(cfg *Config) { cfg.Tenants.Limits["a"] = Limits{TokensPerDay: limit} })
 	ctx := context.Background()
 	l := s.cfg.Tenants.LimitsOf("a")
+	var holds []string // the admissions' reservations, oldest first
 	admit := func(asks bool) error {
-		wait, err := s.quota.admit(ctx, "a", l, asks)
+		hold, wait, err := s.quota.admit(ctx, "a", l, asks)
 		if wait > 0 {
 			t.Fatalf("admission waits %v: no per-minute quota is set", wait)
 		}
+		if hold != "" {
+			holds = append(holds, hold)
+		}
 		return err
+	}
+	holdTokens := func(q *Question) {
+		t.Helper()
+		if err := s.holdTokens(ctx, q, holds[0]); err != nil {
+			t.Fatalf("moving question %s's reservation to it: %v", q.ID, err)
+		}
+		holds = holds[1:]
 	}
 	ledger := func() map[string]string {
 		m, err := c.HGetAll(ctx, rdb.ReservedKey("a")).Result()
@@ -188,7 +199,7 @@ func TestTokenReservationsAreReconciled(t *testing.T) {
 		t.Errorf("a rerun: %v, %d held; want admitted, reserving nothing", err, held())
 	}
 	q1 := store(Running)
-	s.holdTokens(ctx, q1)
+	holdTokens(q1)
 	if m := ledger(); len(m) != 1 || m["q:"+q1.ID] == "" {
 		t.Fatalf("after the question is stored the ledger is %v; want its reservation under q:%s", m, q1.ID)
 	}
@@ -211,8 +222,8 @@ func TestTokenReservationsAreReconciled(t *testing.T) {
 		t.Errorf("a third at the mean: refused for %v with %d held; want %v, 600", w, held(), reserveRetry)
 	}
 	q2, q3 := store(Running), store(Running)
-	s.holdTokens(ctx, q2)
-	s.holdTokens(ctx, q3)
+	holdTokens(q2)
+	holdTokens(q3)
 
 	// q2 is cancelled having cost 100: it holds the 200 it may still cost.
 	q2.Status = Cancelled
@@ -238,5 +249,70 @@ func TestTokenReservationsAreReconciled(t *testing.T) {
 	}
 	if got := held(); got != 200 {
 		t.Errorf("held at the end: %d, want q2's 200", got)
+	}
+}
+
+// TestLapsedReservationReservesAgain: a question stored after its
+// admission's reservation lapsed (storing took longer than
+// rdb.PendingHoldTTL) reserves again as admission would, so it still runs
+// capped; when the tenant's tokens are taken by then, it is refused and
+// holds nothing.
+func TestLapsedReservationReservesAgain(t *testing.T) {
+	const limit = 1000
+	s, c := feedbackServer(t, func(cfg *Config) { cfg.Tenants.Limits["a"] = Limits{TokensPerDay: limit} })
+	ctx := context.Background()
+	hold, wait, err := s.quota.admit(ctx, "a", s.cfg.Tenants.LimitsOf("a"), true)
+	if err != nil || wait > 0 || hold == "" {
+		t.Fatalf("admission: %q, %v, %v; want a reservation", hold, wait, err)
+	}
+	// Lapsed: its expiry (Redis's clock, ms) is long past.
+	if err := c.HSet(ctx, rdb.ReservedKey("a"), hold, fmt.Sprintf("%d 0 1", limit)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	q1 := storeAnswered(t, s, "a", "How many customers?", "SELECT 1")
+	q1.Status = Running
+	if err := s.store.put(ctx, q1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.holdTokens(ctx, q1, hold); err != nil {
+		t.Fatalf("a question whose reservation lapsed, the tenant's tokens free: %v, want it reserved again", err)
+	}
+	if cap, err := s.tokenCap(ctx, q1); err != nil || cap != limit {
+		t.Errorf("its cap: %d (%v), want %d reserved again (no history: the whole limit), not 0 (uncapped)", cap, err, limit)
+	}
+
+	q2 := storeAnswered(t, s, "a", "How many orders?", "SELECT 2")
+	q2.Status = Running
+	if err := s.store.put(ctx, q2); err != nil {
+		t.Fatal(err)
+	}
+	err = s.holdTokens(ctx, q2, "p:lapsed")
+	var over *overTokens
+	if !errors.As(err, &over) || !strings.Contains(err.Error(), "daily limit of 1000 tokens") {
+		t.Errorf("a lapsed question while another holds the whole limit: %v, want refused naming the limit", err)
+	}
+	if n, err := rdb.QuestionTokenHold(ctx, c, "a", q2.ID); err != nil || n != 0 {
+		t.Errorf("the refused question holds %d tokens (%v), want none", n, err)
+	}
+	if m := c.HGetAll(ctx, rdb.ReservedKey("a")).Val(); len(m) != 1 {
+		t.Errorf("ledger %v, want only q:%s", m, q1.ID)
+	}
+}
+
+// TestRefusedRequestReleasesItsReservation: a request admitted and then
+// refused (a bad body) gives its reservation back at once, rather than
+// holding the tenant's tokens until it lapses; with no history the
+// reservation is the whole limit, so the tenant's next question would
+// otherwise be refused for a minute.
+func TestRefusedRequestReleasesItsReservation(t *testing.T) {
+	s, c := feedbackServer(t, func(cfg *Config) { cfg.Tenants.Limits["a"] = Limits{TokensPerDay: 1000} })
+	h := s.Handler()
+	for _, body := range []string{`{"db":"shop"}`, `{"db":"nowhere","question":"How many?"}`, `not json`} {
+		if w := request(t, h, "POST", "/v1/questions", keyA, body); w.Code != http.StatusBadRequest {
+			t.Fatalf("POST %s: %d %s, want 400", body, w.Code, w.Body)
+		}
+		if m := c.HGetAll(context.Background(), rdb.ReservedKey("a")).Val(); len(m) != 0 {
+			t.Errorf("after POST %s was refused the ledger holds %v, want nothing", body, m)
+		}
 	}
 }

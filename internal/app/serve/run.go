@@ -49,29 +49,30 @@ const runWait = 10 * time.Second
 // admitTenant takes a request from the tenant's quota; on refusal it has
 // answered 429 (or 503). A request on no existing question (POST
 // /v1/questions) asks one: its tokens are reserved (tenants.go); one on a
-// question (a rerun) calls no LLM and reserves none.
-func (s *Server) admitTenant(w http.ResponseWriter, r *http.Request) bool {
+// question (a rerun) calls no LLM and reserves none. hold is the
+// reservation (quota.admit).
+func (s *Server) admitTenant(w http.ResponseWriter, r *http.Request) (hold string, ok bool) {
 	if s.cfg.Tenants == nil {
-		return true
+		return "", true
 	}
 	tenant := tenantOf(r)
-	wait, err := s.quota.admit(r.Context(), tenant, s.cfg.Tenants.LimitsOf(tenant), r.PathValue("id") == "")
+	hold, wait, err := s.quota.admit(r.Context(), tenant, s.cfg.Tenants.LimitsOf(tenant), r.PathValue("id") == "")
 	var refused refusal
 	if errors.As(err, &refused) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((refused.retryAfter()+time.Second-1)/time.Second)))
 		writeJSON(w, http.StatusTooManyRequests, apiError{Error: refused.Error()})
-		return false
+		return "", false
 	}
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "checking the tenant's quota: " + err.Error()})
-		return false
+		return "", false
 	}
 	if wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		writeJSON(w, http.StatusTooManyRequests, apiError{Error: fmt.Sprintf("tenant %s is over its quota; retry in %s", tenant, wait.Round(time.Second))})
-		return false
+		return "", false
 	}
-	return true
+	return hold, true
 }
 
 func (s *Server) runSQL(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +102,7 @@ func (s *Server) runSQL(w http.ResponseWriter, r *http.Request) {
 		badField(w, "sql", "%s", err.Error())
 		return
 	}
-	if !s.admitTenant(w, r) {
+	if _, ok := s.admitTenant(w, r); !ok {
 		return
 	}
 	ctx := r.Context()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -122,7 +123,11 @@ var tokensKey = rdb.TokensKey
 // or returns a refusal (*overTokens, *overBudget). asks says the request
 // asks a question, whose tokens are reserved here (tokenReservation); a
 // rerun calls no LLM and needs only the day not spent.
-func (q *quota) admit(ctx context.Context, tenant string, l Limits, asks bool) (time.Duration, error) {
+//
+// An admitted question's reservation is returned (its ledger field, ""
+// if none): holdTokens moves it to the question once it is stored, and
+// release gives it back if the request ends without storing one.
+func (q *quota) admit(ctx context.Context, tenant string, l Limits, asks bool) (string, time.Duration, error) {
 	var hold string
 	if l.TokensPerDay > 0 {
 		var err error
@@ -130,15 +135,25 @@ func (q *quota) admit(ctx context.Context, tenant string, l Limits, asks bool) (
 			return tokenReservation(tenant, l.TokensPerDay, v, asks)
 		})
 		if err != nil {
-			return 0, err
+			return "", 0, err
 		}
 	}
 	wait, err := q.admitRest(ctx, tenant, l)
-	if hold != "" && (wait > 0 || err != nil) {
+	if wait > 0 || err != nil {
 		// Refused after all: the reservation goes back at once.
+		q.release(ctx, tenant, hold)
+		return "", wait, err
+	}
+	return hold, 0, nil
+}
+
+// release gives back an admission's reservation whose request stored no
+// question (a bad body, a replayed Idempotency-Key, an unavailable store),
+// at once rather than when it lapses.
+func (q *quota) release(ctx context.Context, tenant, hold string) {
+	if hold != "" {
 		_ = rdb.ReleaseTokenHold(context.WithoutCancel(ctx), q.rdb, tenant, hold)
 	}
-	return wait, err
 }
 
 // admitRest checks the tenant's money for the day and takes a request
@@ -273,19 +288,31 @@ type refusal interface {
 	retryAfter() time.Duration
 }
 
-// holdTokens moves the reservation admitTenant made for a question to the
-// question, once it is stored (conversation.go's remember, called once per
-// stored question): it then lasts while the question runs. A cached answer
-// runs nothing, so its reservation is released; every other question is
-// charged when it ends (execute.go's finished, through spend), which
-// releases one.
-func (s *Server) holdTokens(ctx context.Context, q *Question) {
-	if s.cfg.Tenants == nil || s.cfg.Tenants.LimitsOf(q.Tenant).TokensPerDay <= 0 {
-		return
+// holdTokens moves the reservation admitTenant made for a question (its
+// ledger field, hold) to the question, once it is stored: it then lasts
+// while the question runs. A cached answer runs nothing, so its
+// reservation is released; every other question is charged when it ends
+// (execute.go's finished, through spend), which releases one. A question
+// whose admission's reservation lapsed before it was stored reserves
+// again, so that it runs capped (tokencap.go); refused, the refusal is
+// returned and the question must not run.
+func (s *Server) holdTokens(ctx context.Context, q *Question, hold string) error {
+	if s.cfg.Tenants == nil {
+		return nil
 	}
-	if err := rdb.StartTokenHold(ctx, s.cfg.Redis, q.Tenant, q.ID, !q.Cached); err != nil {
+	l := s.cfg.Tenants.LimitsOf(q.Tenant)
+	if l.TokensPerDay <= 0 {
+		return nil
+	}
+	_, err := rdb.StartTokenHold(ctx, s.cfg.Redis, q.Tenant, q.ID, hold, !q.Cached && !q.NoAnswer, func(v rdb.TokenLedger) (int64, error) {
+		return tokenReservation(q.Tenant, l.TokensPerDay, v, true)
+	})
+	var refused refusal
+	if err != nil && !errors.As(err, &refused) {
 		s.cfg.Log.Warn("moving a token reservation to its question", zap.String("question", q.ID), zap.Error(err))
+		return nil
 	}
+	return err
 }
 
 // settled reconciles a cancelled question's reservation with what it has
