@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/coordinator"
+	"github.com/quorumsql/quorum/internal/testutil/natstest"
+	"github.com/quorumsql/quorum/internal/testutil/redistest"
+	"github.com/quorumsql/quorum/internal/testutil/wait"
+)
+
+// TestServeCancelsLeaveNothing asks questions of the quorum binary and
+// cancels them, again and again, and checks that the process ends with the
+// goroutines it had (its /metrics), the cluster with the coordinator
+// consumers it had (NATS) and Redis with the keys without expiry it had.
+// The LLM never answers, so a question cancelled after its run's consumer
+// appears is cancelled while it runs; every fifth is cancelled at once
+// after its POST. internal/app/serve's TestCancelLeavesNothing checks the
+// same of the serve assembly in process, with each cancel's order; this
+// is the process a user runs. QUORUM_CANCEL_CYCLES sets the cycles (make
+// slow: 1,000).
+func TestServeCancelsLeaveNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds quorum and runs it against NATS and redis-server")
+	}
+	n := 100
+	if v, err := strconv.Atoi(os.Getenv("QUORUM_CANCEL_CYCLES")); err == nil && v > 0 {
+		n = v
+	}
+	ns, rs := natstest.Start(t), redistest.Start(t)
+	red := rs.Client(t)
+	var calls atomic.Int64
+	llm := brokenEndpoint(t, func(_ http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		// Read to the end, or the server never sees the client go and
+		// the context is never done.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done() // never answers: the question runs until cancelled
+	})
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", killFreePort(t))
+	_, s := startServe(t, "--dataset", demo, "--no-auth", "--votes", "2", "--cache-ttl", "0",
+		"--llm-base-url", llm, "--llm-api-key", "k", "--nats-url", ns.URL(), "--redis-url", rs.URL(),
+		"--http-addr", metricsAddr, "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
+	c := &client{t: t, base: s.url}
+	js := jetStream(t, ns.URL())
+	m := &metricsReader{t: t, url: "http://" + metricsAddr + "/metrics"}
+
+	cycle := func(i int) {
+		id := c.ask(map[string]any{"db": "shop", "question": fmt.Sprintf("How many customers does the shop have? (%d)", i)})
+		if i%5 != 0 {
+			wait.For(t, time.Minute, "question "+id+"'s run to start", func() bool { return coordinatorConsumers(t, js)[coordinator.ConsumerName(id)] })
+		}
+		if i == 1 { // one is cancelled while it waits for the LLM
+			wait.For(t, time.Minute, "question "+id+"'s LLM call", func() bool { return calls.Load() > 0 })
+		}
+		if code, _, out := c.do("DELETE", "/v1/questions/"+id, nil); code != http.StatusOK {
+			t.Fatalf("DELETE question %s: %d %s", id, code, out)
+		}
+	}
+	idle := func() {
+		wait.For(t, time.Minute, "every question's driver to return", func() bool { return m.value("quorum_serve_questions_running") == 0 })
+	}
+	for i := range 5 { // warm: pools, connections, the schema
+		cycle(i)
+	}
+	idle()
+	consumersBefore, keysBefore := len(coordinatorConsumers(t, js)), persistentKeys(t, red)
+	before, rssBefore := m.value("go_goroutines"), m.value("process_resident_memory_bytes")
+	for i := range n {
+		cycle(100 + i)
+	}
+	idle()
+	after := before
+	// Back to the start, or near it: what is on its way out (a fetch, a
+	// closing connection) is given a while; a leak waits it out.
+	wait.Until(15*time.Second, func() bool { after = m.value("go_goroutines"); return after <= before })
+	consumersAfter, keysAfter := len(coordinatorConsumers(t, js)), persistentKeys(t, red)
+	rssAfter := m.value("process_resident_memory_bytes")
+	t.Logf("%d POST+DELETE cycles through the binary (%d LLM calls cancelled): goroutines %d -> %d, coordinator consumers %d -> %d, keys without expiry %d -> %d, RSS %.1f -> %.1f MiB",
+		n, calls.Load(), before, after, consumersBefore, consumersAfter, keysBefore, keysAfter, float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20))
+	if consumersAfter != consumersBefore {
+		t.Errorf("%d cancels left %d coordinator consumers (had %d)", n, consumersAfter, consumersBefore)
+	}
+	if after > before+goroutineSlack {
+		t.Errorf("%d cancels left serve with %d goroutines more (%d -> %d)", n, after-before, before, after)
+	}
+	if keysAfter != keysBefore {
+		t.Errorf("%d cancels left %d Redis keys without expiry (had %d)", n, keysAfter, keysBefore)
+	}
+}
+
+// goroutineSlack is how many goroutines more than at the start still count
+// as flat: a fetch or a closing connection may be on its way out. A
+// consumer left behind costs a NATS client goroutines of its own, and each
+// leaking cancel adds its own: a leak in one cancel of ten passes it.
+const goroutineSlack = 12
+
+// jetStream connects to the NATS server at url, closed at cleanup.
+func jetStream(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// coordinatorConsumers are the names of the questions' coordinator
+// consumers on the task stream.
+func coordinatorConsumers(t *testing.T, js jetstream.JetStream) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, queue.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	names := st.ConsumerNames(ctx)
+	for n := range names.Name() {
+		if strings.HasPrefix(n, coordinator.ConsumerName("")) {
+			out[n] = true
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// persistentKeys counts the keys without an expiry.
+func persistentKeys(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := c.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if ttl, err := c.PTTL(ctx, iter.Val()).Result(); err == nil && ttl == -1 {
+			n++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// metricsReader reads a process's Prometheus text exposition.
+type metricsReader struct {
+	t   *testing.T
+	url string
+}
+
+// value is the sum of metric name's samples (every label set).
+func (m *metricsReader) value(name string) int {
+	m.t.Helper()
+	resp, err := http.Get(m.url)
+	if err != nil {
+		m.t.Fatalf("GET %s: %v", m.url, err)
+	}
+	defer resp.Body.Close()
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			m.t.Fatalf("%s: %q: %v", m.url, line, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		m.t.Fatalf("%s has no %s", m.url, name)
+	}
+	return int(sum)
+}
