@@ -57,7 +57,7 @@ Start with:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
-		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd())
+		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd(), newCompareCmd())
 	root.Version = Version
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {
@@ -101,6 +101,9 @@ var examples = map[string]string{
   quorum trace --run run-1 --example local002 --json --redis-url rediss://…`,
 	"check-sql": `  quorum check-sql --dialect sqlite examples/demo/evaluation_suite/gold/sql/local*.sql
   quorum check-sql --dialect bigquery query.sql      # exit 1 and the reason when refused`,
+	"compare": `  quorum compare out/reforce out/pexa
+  quorum compare out/fixed out/adaptive --fail-on-change     # exit 1 if any answer moved
+  quorum compare out/seed1 out/seed2 out/seed3 --json`,
 	"version": `  quorum version
   quorum --version`,
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/quorumsql/quorum/internal/app/compare"
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/redisconn"
@@ -211,12 +212,24 @@ func newRunsListCmd() *cobra.Command {
 		questions bool
 	)
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the runs in Redis: status, examples, created, keys, expiry",
-		Args:  cobra.NoArgs,
+		Use:   "list [DIR...]",
+		Short: "List the runs in Redis (status, examples, created, keys, expiry), or the run folders under DIRs",
+		Long: `list shows the runs Redis holds: their status, examples, keys and when
+they expire. Given folders, it lists instead the runs written under them
+(each folder holding a run.json, up to four levels down; hidden folders such
+as a run's .state are not entered): an index of the runs kept on disk, with
+agent, dataset, seed, examples answered, EX where gold scored them, LLM
+calls, money and start. quorum compare sets two of them side by side.`,
 		Example: `  quorum runs list --redis-url redis://redis:6379/0 --questions
-  quorum runs list --state-dir out/run-1/.state   # the Redis a quorum run kept there`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  quorum runs list --state-dir out/run-1/.state   # the Redis a quorum run kept there
+  quorum runs list out/                           # the run folders under out/`,
+		RunE: func(cmd *cobra.Command, dirs []string) error {
+			if len(dirs) > 0 {
+				if cf.redisURL != "" || stateDir != "" || questions {
+					return usage(errors.New("folders list the runs written there; --redis-url, --state-dir and --questions list those in Redis: give one or the other"))
+				}
+				return listRunFolders(cmd.OutOrStdout(), dirs, asJSON)
+			}
 			st, closeStore, err := runsStore(&cf, stateDir)
 			if err != nil {
 				return err
@@ -251,6 +264,38 @@ func newRunsListCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as JSON")
 	cmd.Flags().BoolVar(&questions, "questions", false, "list quorum serve's question runs too")
 	return cmd
+}
+
+// listRunFolders lists the runs written under dirs.
+func listRunFolders(w io.Writer, dirs []string, asJSON bool) error {
+	runs, err := compare.Find(dirs)
+	if err != nil {
+		return usage(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(append([]compare.Listed{}, runs...))
+	}
+	if len(runs) == 0 {
+		_, err := fmt.Fprintf(w, "no run folder (one holding a run.json) under %s\n", strings.Join(dirs, ", "))
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOLDER\tRUN\tAGENT\tDATASET\tSEED\tANSWERED\tEX\tLLM CALLS\tMONEY\tSTARTED")
+	for _, r := range runs {
+		ex := "-"
+		if r.EX != nil {
+			ex = fmt.Sprintf("%.1f%%", 100**r.EX)
+		}
+		started := "-"
+		if !r.Started.IsZero() {
+			started = r.Started.UTC().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%d\t%.4f\t%s\n", r.Dir, r.RunID, r.Agent, filepath.Base(r.Dataset), r.Seed,
+			r.Answered, r.Examples, ex, r.LLMCalls, r.Money, started)
+	}
+	return tw.Flush()
 }
 
 // printRuns writes the runs as a table; TTL is when the run's state
