@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
@@ -129,23 +128,7 @@ func jetStream(t *testing.T, url string) jetstream.JetStream {
 // consumers on the task stream.
 func coordinatorConsumers(t *testing.T, js jetstream.JetStream) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, queue.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	names := st.ConsumerNames(ctx)
-	for n := range names.Name() {
-		if strings.HasPrefix(n, coordinator.ConsumerName("")) {
-			out[n] = true
-		}
-	}
-	if err := names.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return natstest.Consumers(t, js, coordinator.ConsumerName(""))
 }
 
 // persistentKeys counts the keys without an expiry.

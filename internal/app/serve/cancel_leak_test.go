@@ -26,6 +26,7 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
+	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents"
@@ -144,23 +145,7 @@ func (r *leakRig) status(id string) string {
 // JetStream itself.
 func (r *leakRig) consumers() map[string]bool {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := r.js.Stream(ctx, queue.Stream)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	out := map[string]bool{}
-	names := st.ConsumerNames(ctx)
-	for n := range names.Name() {
-		if strings.HasPrefix(n, coordinator.ConsumerName("")) {
-			out[n] = true
-		}
-	}
-	if err := names.Err(); err != nil {
-		r.t.Fatal(err)
-	}
-	return out
+	return natstest.Consumers(r.t, r.js, coordinator.ConsumerName(""))
 }
 
 func (r *leakRig) hasConsumer(id string) bool {
