@@ -126,6 +126,25 @@ func solveExample(ctx context.Context, ds *dataset.Dataset, e *dataset.Example, 
 			atK = atK || score(c)
 		}
 		r.Correct, r.CorrectAtK = &correct, &atK
+		if !correct && d.Winner != nil {
+			r.Gold = goldDiff(e, d.Winner.CSV)
+		}
 	}
 	return r
+}
+
+// goldDiff sets a wrong answer's result against e's gold tables, for a
+// reader (nil when either cannot be read).
+func goldDiff(e *dataset.Example, csv string) *outputs.GoldDiff {
+	answer, err := eval.ReadCSV([]byte(csv))
+	if err != nil {
+		return nil
+	}
+	var golds []*eval.Frame
+	for _, f := range e.Gold.Results {
+		if g, err := eval.ReadCSVFile(f); err == nil {
+			golds = append(golds, g)
+		}
+	}
+	return outputs.NewGoldDiff(answer, golds, e.Gold.SQL)
 }

@@ -89,6 +89,12 @@ func (g *BirdGold) frame(ctx context.Context, id, goldSQL string) (*Frame, error
 	return e.frame, e.frameErr
 }
 
+// Frame is the gold result of example id as a table, run once and kept
+// until Forget (for a reader's diff, DiffRows).
+func (g *BirdGold) Frame(ctx context.Context, id, goldSQL string) (*Frame, error) {
+	return g.frame(ctx, id, goldSQL)
+}
+
 // Forget drops id's gold result, once nothing more is scored against it.
 func (g *BirdGold) Forget(id string) {
 	g.mu.Lock()

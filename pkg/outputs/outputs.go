@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/eval"
 )
 
 // Example is one example's line in run.json.
@@ -67,7 +68,11 @@ type Example struct {
 	Correct    *bool  `json:"correct,omitempty"`
 	CorrectAtK *bool  `json:"correct_at_k,omitempty"`
 	Metric     string `json:"metric,omitempty"`
-	Error      string `json:"error,omitempty"`
+	// Gold shows a wrong answer against gold, for a reader: the gold SQL
+	// and how the answer's rows differ from the gold rows (Correct is the
+	// verdict, by Metric's rules; this only explains it).
+	Gold  *GoldDiff `json:"gold,omitempty"`
+	Error string    `json:"error,omitempty"`
 	// Members are an ensemble's member decisions (their answers are in
 	// members/<agent>/), and Rule how they were combined.
 	Members []Member `json:"members,omitempty"`
@@ -79,6 +84,40 @@ type Example struct {
 	StoppedAfter int     `json:"stopped_after,omitempty"`
 	Posterior    float64 `json:"posterior_confidence,omitempty"`
 }
+
+// GoldDiff is a wrong answer set against gold: the gold SQL (where the
+// dataset has it, cut at MaxGoldSQL bytes) and the rows (eval.DiffRows
+// against the gold table closest to the answer).
+type GoldDiff struct {
+	SQL string `json:"sql,omitempty"`
+	*eval.RowDiff
+}
+
+// NewGoldDiff sets answer against the one of golds closest to it (the
+// fewest rows missing and extra), with the gold SQL cut at MaxGoldSQL;
+// nil without a gold table.
+func NewGoldDiff(answer *eval.Frame, golds []*eval.Frame, goldSQL string) *GoldDiff {
+	var best *eval.RowDiff
+	for _, g := range golds {
+		d := eval.DiffRows(answer, g, GoldRowsShown)
+		if best == nil || d.MissingCount+d.ExtraCount < best.MissingCount+best.ExtraCount {
+			best = d
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	if len(goldSQL) > MaxGoldSQL {
+		goldSQL = goldSQL[:MaxGoldSQL] + "…"
+	}
+	return &GoldDiff{SQL: goldSQL, RowDiff: best}
+}
+
+// MaxGoldSQL bounds the gold SQL a report carries per example.
+const MaxGoldSQL = 8 << 10
+
+// GoldRowsShown is how many missing and extra rows a GoldDiff lists.
+const GoldRowsShown = 10
 
 // Member is one member agent's decision of an ensemble example.
 type Member struct {

@@ -69,6 +69,47 @@
       hay[i] = [r.id, r.q, r.db, r.dialect, r.sql, r.error].map(function (v) { return v || ""; }).join("\n").toLowerCase();
     }
 
+    // rowsTable is a small table of rows under the given column names.
+    function rowsTable(cols, rows) {
+      var wrap = el("div", null, "scroll"), t = el("table", null, "preview"), hr = el("tr");
+      cols.forEach(function (c) { hr.appendChild(el("th", c)); });
+      t.appendChild(hr);
+      rows.forEach(function (row) {
+        var rr = el("tr");
+        row.forEach(function (c) { rr.appendChild(el("td", c)); });
+        t.appendChild(rr);
+      });
+      wrap.appendChild(t);
+      return wrap;
+    }
+
+    // goldDiff shows a wrong answer against gold: its rows and columns,
+    // the gold rows it lacks and the rows it adds, and the gold SQL.
+    function goldDiff(td, d) {
+      var found = [], lost = [];
+      d.gold_columns.forEach(function (c, j) {
+        if (d.answer_columns[j]) found.push(c + (d.answer_columns[j] === c ? "" : " (the answer's " + d.answer_columns[j] + ")"));
+        else lost.push(c);
+      });
+      td.appendChild(el("p", "Gold has " + d.gold_rows + " row(s), the answer " + d.answer_rows + ". Gold's columns found in the answer: " +
+        (found.length ? found.join(", ") : "none") + (lost.length ? "; not found: " + lost.join(", ") : "") + "."));
+      var cols = d.gold_columns.filter(function (_, j) { return d.answer_columns[j]; });
+      if (!cols.length) {
+        td.appendChild(el("p", "No gold column is in the answer, so its rows cannot be set against gold's.", "note"));
+      } else if (!d.missing_count && !d.extra_count) {
+        td.appendChild(el("p", "Over those columns the rows are the same (numbers within 0.01): the difference is in the columns or their order.", "note"));
+      }
+      if (d.missing_count) {
+        td.appendChild(el("p", "Gold rows the answer lacks: " + d.missing_count + (d.missing.length < d.missing_count ? " (the first " + d.missing.length + ")" : "") + "."));
+        td.appendChild(rowsTable(cols, d.missing));
+      }
+      if (d.extra_count) {
+        td.appendChild(el("p", "Answer rows gold lacks: " + d.extra_count + (d.extra.length < d.extra_count ? " (the first " + d.extra.length + ")" : "") + "."));
+        td.appendChild(rowsTable(cols, d.extra));
+      }
+      if (d.sql) { td.appendChild(el("h4", "Gold SQL")); td.appendChild(el("pre", d.sql, "sql")); }
+    }
+
     function detail(i) {
       var r = rows[i], tr = el("tr", null, "detail"), cell = el("td"), td = el("div", null, "box");
       cell.colSpan = ncols;
@@ -97,6 +138,7 @@
       }
       td.appendChild(el("h4", "Against the gold"));
       td.appendChild(el("p", r.gold || "Not scored: the dataset has no gold result for this example."));
+      if (r.gd) goldDiff(td, r.gd);
       td.appendChild(el("h4", "What the agent did"));
       if (r.page) {
         var p = el("p"), a = el("a", "the example's trace page");

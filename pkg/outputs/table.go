@@ -41,8 +41,10 @@ type tableRow struct {
 	Money      float64 `json:"money,omitempty"`
 	Latency    float64 `json:"latency"`
 	Error      string  `json:"error,omitempty"`
-	// Gold says how the answer compared with the gold result, in words.
-	Gold string `json:"gold,omitempty"`
+	// Gold says how the answer compared with the gold result, in words;
+	// GoldDiff, for a wrong answer, the gold SQL and rows against it.
+	Gold     string    `json:"gold,omitempty"`
+	GoldDiff *GoldDiff `json:"gd,omitempty"`
 	// SQL is the final answer's SQL and Columns/Rows the first rows of
 	// its result, when the run's folder holds them; More says the result
 	// had more rows than shown.
@@ -68,7 +70,7 @@ func exampleTable(r *Report, dir string, pages map[string]bool) tableData {
 	for _, e := range r.Examples {
 		row := tableRow{ID: e.InstanceID, Question: e.Question, Database: e.Database, Dialect: e.Dialect, Status: e.Status,
 			Confidence: e.Confidence, Method: e.Method, Correct: e.Correct, Calls: e.Cost.LLMCalls, Tokens: e.Cost.Tokens(),
-			Money: e.Cost.Money(), Latency: e.LatencySeconds, Error: e.Error, Gold: goldWhy(e, cmp.Or(e.Candidates, r.Totals.KOrVotes(r.Votes)))}
+			Money: e.Cost.Money(), Latency: e.LatencySeconds, Error: e.Error, Gold: goldWhy(e, cmp.Or(e.Candidates, r.Totals.KOrVotes(r.Votes))), GoldDiff: e.Gold}
 		if pages[e.InstanceID] {
 			row.Page = ExamplesDir + "/" + PageFile(e.InstanceID)
 		}

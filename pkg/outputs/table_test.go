@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/testutil/chromium"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
+	"github.com/quorumsql/quorum/pkg/eval"
 	"github.com/quorumsql/quorum/pkg/llm"
 )
 
@@ -55,6 +56,10 @@ func bigReport(t testing.TB, dir string, n int) *Report {
 		if e.Status == "failed" {
 			no := false
 			e.Correct = &no
+		}
+		if e.Status == "answered" && !right {
+			e.Gold = &GoldDiff{SQL: "SELECT COUNT(*) AS orders FROM orders -- " + hostile, RowDiff: &eval.RowDiff{GoldRows: 4, AnswerRows: 3 + i%6,
+				Columns: []string{"orders", "customer"}, Found: []string{"orders", ""}, Missing: [][]string{{hostile}}, MissingCount: 1}}
 		}
 		if e.Status == "answered" {
 			sql := fmt.Sprintf("SELECT COUNT(*) AS orders FROM orders WHERE customer_id = %d AND year = 2024 -- %s", i, id)
@@ -274,6 +279,17 @@ func TestReportTableInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(got.Gold, "Wrong: the answer's result differs from the gold result") {
 		t.Errorf("opened %s: no gold comparison in %q", e.InstanceID, got.Gold)
+	}
+	// Its rows against gold's, and the gold SQL, as text.
+	for _, want := range []string{"Gold has 4 row(s), the answer " + fmt.Sprint(e.Gold.AnswerRows) + ". Gold's columns found in the answer: orders; not found: customer.",
+		"Gold rows the answer lacks: 1."} {
+		if !strings.Contains(got.Gold, want) {
+			t.Errorf("opened %s: the gold diff lacks %q in %q", e.InstanceID, want, got.Gold)
+		}
+	}
+	if !b.Bool(`Array.from(document.querySelectorAll("#ex-body tr.detail pre.sql"), p => p.textContent).includes(`+chromium.JSString(e.Gold.SQL)+`)`) ||
+		!b.Bool(`Array.from(document.querySelectorAll("#ex-body tr.detail table.preview td"), c => c.textContent).includes(`+chromium.JSString(hostile)+`)`) {
+		t.Errorf("opened %s: the gold SQL or the missing row is not shown as its text", e.InstanceID)
 	}
 	if got.Link != "examples/"+e.InstanceID+".html" {
 		t.Errorf("opened %s: trace link %q", e.InstanceID, got.Link)

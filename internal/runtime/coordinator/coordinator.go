@@ -1229,10 +1229,33 @@ func (c *coord) scoreExample(ctx context.Context, bird *eval.BirdGold, e *datase
 	}
 	correct, atK := score(f, one, emptyRight)
 	r.Correct, r.CorrectAtK = &correct, &atK
+	if !correct && f.Status == "answered" {
+		var golds []*eval.Frame
+		if r.Metric == "spider2" {
+			golds, _ = goldFrames(e)
+		} else if g, err := bird.Frame(ctx, e.ID, e.Gold.SQL); err == nil {
+			golds = []*eval.Frame{g}
+		}
+		r.Gold = c.goldDiff(ctx, e, golds, f.CSVRef)
+	}
 	for i, m := range f.Members {
 		ok := m.Status == "answered" && one(m.CSVRef)
 		r.Members[i].Correct = &ok
 	}
+}
+
+// goldDiff sets the answer stored at ref against gold, for a reader (nil
+// when either cannot be read).
+func (c *coord) goldDiff(ctx context.Context, e *dataset.Example, golds []*eval.Frame, ref string) *outputs.GoldDiff {
+	csv, err := c.env.Blobs.GetString(ctx, ref)
+	if err != nil {
+		return nil
+	}
+	answer, err := eval.ReadCSV([]byte(csv))
+	if err != nil {
+		return nil
+	}
+	return outputs.NewGoldDiff(answer, golds, e.Gold.SQL)
 }
 
 // goldFrames reads e's gold result tables, once for all its candidates:
