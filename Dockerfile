@@ -7,7 +7,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOFLAGS=-trimpath go build \
-      -ldflags "-s -w -X github.com/quorumsql/quorum/internal/cli.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/quorumsql/quorum/internal/version.Version=${VERSION}" \
       -o /out/ ./cmd/quorum ./cmd/coordinator ./cmd/generator-worker ./cmd/explorer-worker ./cmd/voter
 
 FROM gcr.io/distroless/static-debian12:nonroot

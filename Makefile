@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # -s -w leave out the symbol table and DWARF (120 MB -> 88 MB); panics keep
 # their stack traces.
-LDFLAGS := -s -w -X github.com/quorumsql/quorum/internal/cli.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/quorumsql/quorum/internal/version.Version=$(VERSION)
 DEMO    := examples/demo
 # REDOCLY lints docs/openapi.yaml; make deps installs it, pinned, with npm.
 REDOCLY_VERSION := 2.77.0

@@ -18,9 +18,6 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// Version is stamped at build time with -ldflags "-X github.com/quorumsql/quorum/internal/cli.Version=...".
-var Version = "dev"
-
 // Main runs cmd with SIGINT/SIGTERM cancelling its context, and exits with
 // the command's status.
 func Main(cmd *cobra.Command) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/quorumsql/quorum/internal/version"
 )
 
 // exitError carries a specific exit status (e.g. inspect --strict finding
@@ -58,7 +60,7 @@ Start with:
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newInspectCmd(), newEvalCmd(), newRunCmd(), newSolveCmd(), newServeCmd(), newAskCmd(), newBenchCmd(), newAgentsCmd(), newLLMSimCmd(),
 		newCoordinatorCmd(), newGeneratorCmd(), newExplorerCmd(), newVoterCmd(), newCheckSQLCmd(), newTraceCmd(), newVersionCmd(), newAnalyzeCmd(), newCompareCmd())
-	root.Version = Version
+	root.Version = version.String()
 	root.SetVersionTemplate("quorum {{.Version}}\n")
 	for _, c := range root.Commands() {
 		c.Example = examples[c.Name()]
@@ -114,7 +116,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print quorum's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.Println("quorum", Version)
+			cmd.Println("quorum", version.String())
 			return nil
 		},
 	}

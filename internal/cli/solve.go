@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/ratelimit"
 	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/internal/version"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
@@ -113,13 +114,19 @@ simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 			if err != nil {
 				return err
 			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings}
+			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings,
+				QuorumVersion: version.Version, Revision: version.Revision()}
 			// Every call lands in its task's trace.
 			ag, err := def.New(agentpkg.Config{Options: opts, LLM: trace.Client{LLM: client}})
 			if err != nil {
 				return err
 			}
 			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, level, w)
+			ids := make([]string, len(rep.Examples))
+			for i, e := range rep.Examples {
+				ids[i] = e.InstanceID
+			}
+			rep.DatasetFingerprint = ds.Fingerprint(ids)
 			rep.Finished = time.Now()
 			rep.Summarize()
 			if level != trace.None {

@@ -650,6 +650,16 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"examples", fmt.Sprint(t.Examples)}, {"started", stamp(r.Started)}, {"finished", stamp(r.Finished)},
 	}
 	scenario = append(append(scenario, wall...), Row{"LLM", cmp.Or(r.LLM, "–")})
+	if r.DatasetFingerprint != "" {
+		scenario = append(scenario, Row{"dataset fingerprint (its examples' ids, databases, questions and documents)", r.DatasetFingerprint})
+	}
+	if r.QuorumVersion != "" {
+		by := "quorum " + r.QuorumVersion
+		if r.Revision != "" {
+			by += " (revision " + r.Revision + ")"
+		}
+		scenario = append(scenario, Row{"written by", by})
+	}
 	summary := []Row{{"examples", fmt.Sprint(t.Examples)},
 		{"answered / no answer / failed", fmt.Sprintf("%d / %d / %d", t.Answered, t.NoAnswer, t.Failed)}}
 	if t.EX != nil {

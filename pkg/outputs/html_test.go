@@ -248,3 +248,35 @@ func TestCalibrationInReport(t *testing.T) {
 		})
 	}
 }
+
+// TestReportSaysWhoWroteIt: the scenario names the quorum that wrote the
+// report and the dataset's fingerprint, where run.json has them.
+func TestReportSaysWhoWroteIt(t *testing.T) {
+	r := sampleReport()
+	r.QuorumVersion, r.Revision, r.DatasetFingerprint = "v1.2.3", "0123456789ab", "ae6d0923cc53e669"
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quorum v1.2.3 (revision 0123456789ab)", "ae6d0923cc53e669"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	r.Revision = ""
+	b.Reset()
+	if err := WriteHTML(&b, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "quorum v1.2.3<") {
+		t.Error("a version without a revision is not shown alone")
+	}
+	r.QuorumVersion, r.DatasetFingerprint = "", ""
+	b.Reset()
+	if err := WriteHTML(&b, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "written by") || strings.Contains(b.String(), "dataset fingerprint") {
+		t.Error("a report without them (an older run.json) shows their rows")
+	}
+}

@@ -145,6 +145,13 @@ type Report struct {
 	Seed         uint64            `json:"seed"`
 	Votes        int               `json:"votes"`
 	LLM          string            `json:"llm"`
+	// QuorumVersion and Revision name the quorum that wrote the report
+	// (internal/version); DatasetFingerprint what its examples asked
+	// (dataset.Fingerprint), so two reports say whether they answered
+	// the same questions.
+	QuorumVersion      string `json:"quorum_version,omitempty"`
+	Revision           string `json:"revision,omitempty"`
+	DatasetFingerprint string `json:"dataset_fingerprint,omitempty"`
 	// Started is when the run's first session started, Finished when its
 	// last ended.
 	Started  time.Time `json:"started"`

@@ -129,6 +129,9 @@ func Compare(base, other *Run) (*Diff, error) {
 	if base.Report.Dataset != other.Report.Dataset {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("the runs name different datasets (%s, %s): examples are matched by instance id", base.Report.Dataset, other.Report.Dataset))
 	}
+	if a, b := base.Report.DatasetFingerprint, other.Report.DatasetFingerprint; a != "" && b != "" && a != b {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the runs' dataset fingerprints differ (%s, %s): they asked other examples, or the same ids asked other questions", a, b))
+	}
 	theirs := map[string]outputs.Example{}
 	for _, e := range other.Report.Examples {
 		theirs[e.InstanceID] = e

@@ -32,6 +32,7 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/internal/version"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/eval"
@@ -1112,7 +1113,8 @@ func (c *coord) report() *outputs.Report {
 	c.closeSession(ctx, now)
 	rep := &outputs.Report{RunID: c.m.Run, Dataset: c.m.Dataset, Agent: c.m.Agent, AgentOptions: c.m.AgentOptions,
 		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
-		Started: c.started, Finished: now, Sessions: c.sessions(ctx, now)}
+		Started: c.started, Finished: now, Sessions: c.sessions(ctx, now),
+		QuorumVersion: version.Version, Revision: version.Revision(), DatasetFingerprint: c.run.DS.Fingerprint(c.m.Examples)}
 	for i, s := range rep.Sessions {
 		if i == 0 || s.Started.Before(rep.Started) {
 			rep.Started = s.Started
