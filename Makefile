@@ -100,7 +100,8 @@ PLAIN_PKGS = $(shell $(GO) list ./... | grep -vE '^$(MODULE)/($(subst $(space),|
 LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 # NORACE are tests of the RACE packages that compute over data in one
 # goroutine (every gold query through a persona, 1.5 MB hostile CSVs, long
-# tokenizer runs, 64 MiB of rows read by SQLite, which is Go code too) or
+# tokenizer runs, 64 MiB of rows read by SQLite, which is Go code too,
+# every draw sequence of the sampling rule enumerated) or
 # compare whole runs' decisions (the agents' adaptive sampling, which
 # plain runs over the whole demo, not the subset they take under race):
 # the race detector makes them 3-15x slower and checks nothing their
@@ -110,7 +111,7 @@ LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 # race, as before); internal/layout checks that every name is a test of
 # NORACE_PKGS.
 NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/ \
-	./pkg/agents/pexa/ ./pkg/agents/reforce/ ./pkg/warehouse/sqlite/
+	./pkg/agents/pexa/ ./pkg/agents/reforce/ ./pkg/warehouse/sqlite/ ./pkg/agents/sampling/
 NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLongRunsIsLinear \
 	TestTrajectoryThroughTheSimulator TestPersonaForms TestRAISETrajectories TestPersonaKeepsTheAnswer \
 	TestCanonicalGolden TestPExATestcase TestRAISEColumns TestEnvelopesForms \
@@ -119,7 +120,7 @@ NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLo
 	TestRAISETrajectoryUnderPersonas TestEnvelopeCommands TestPExAPlanner TestPExAMostPromising \
 	TestRAISECommandForms TestCanonicalPersonaIsCanonical TestLongTextsCountedInChunks \
 	TestAdaptiveSamplingPasses TestAdaptiveSamplingRounds TestAdaptiveSamplingWaves \
-	TestHostileResultsAreCut
+	TestHostileResultsAreCut TestSureNeverChangesTheDecision
 NORACE_RE = ^($(subst $(space),|,$(strip $(NORACE))))$$
 
 # check is the fast tier, for every change: gofmt, vet, the layout rules and

@@ -11,7 +11,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/sampling"
+	"github.com/quorumsql/quorum/pkg/agents/sampling"
 )
 
 // SamplingRow is one agent's run under one sampling policy.

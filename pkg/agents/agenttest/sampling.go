@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/pkg/agents/sampling"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
-	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
 // PolicyRun is one run of an agent over a fixture under one sampling

@@ -8,9 +8,9 @@ import (
 	"strconv"
 
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/sampling"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
 // PExA's task kinds: a pass is a chain of planner turns; a turn that

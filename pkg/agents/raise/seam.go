@@ -10,10 +10,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
+	"github.com/quorumsql/quorum/pkg/agents/sampling"
 	"github.com/quorumsql/quorum/pkg/agents/vote"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/sampling"
 )
 
 // RAISE's task kinds: a round's trajectory is one long task on the explore
