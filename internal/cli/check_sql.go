@@ -53,7 +53,7 @@ that cannot be read).`,
 				return usage(fmt.Errorf("--dialect: %w", err))
 			}
 			if len(files) == 0 {
-				return usage(errors.New("no SQL files given: quorum check-sql --dialect DIALECT FILE..."))
+				return usage(errors.New("no SQL files given: name one or more, as in quorum check-sql --dialect DIALECT FILE"))
 			}
 			texts := make([]string, len(files))
 			var unreadable []string

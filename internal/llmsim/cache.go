@@ -76,14 +76,9 @@ func newPromptCache(cfg PromptCache, tok *llm.Tokenizer) *promptCache {
 	return &promptCache{cfg: cfg, tok: tok, by: map[uint64][]*cachedPrompt{}}
 }
 
-// promptText is the prompt as the provider processes it, tools first:
-// what a cached prefix is a prefix of.
-func promptText(req chatRequest) string {
-	text, _ := promptMarked(req)
-	return text
-}
-
-// promptMarked is promptText and where each cache_control breakpoint ends
+// promptMarked is the prompt as the provider processes it, tools first
+// (what a cached prefix is a prefix of), and where each cache_control
+// breakpoint ends
 // in it, in order.
 func promptMarked(req chatRequest) (string, []int) {
 	var b strings.Builder

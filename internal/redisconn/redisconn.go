@@ -210,6 +210,5 @@ func (o *Options) Client() *redis.Client {
 		TLSConfig:             p.TLSConfig,
 		DisableIdentity:       p.DisableIdentity,
 		IdentitySuffix:        p.IdentitySuffix,
-		UnstableResp3:         p.UnstableResp3,
 	})
 }

@@ -22,9 +22,7 @@ func Blocks(text, kind string) []string {
 		}
 		lang := rest[loc[2]:loc[3]]
 		body := rest[loc[1]:]
-		if strings.HasPrefix(body, "\n") {
-			body = body[1:]
-		}
+		body = strings.TrimPrefix(body, "\n")
 		end := closingFence(body)
 		content := body
 		next := ""

@@ -18,10 +18,10 @@ import (
 
 // readSQL calls reply.SQL, turning a panic into a reported failure so that
 // one bad envelope does not hide the others.
-func readSQL(text string) (got string, err error, panicked any) {
+func readSQL(text string) (got string, panicked any, err error) {
 	defer func() { panicked = recover() }()
 	got, err = reply.SQL(text, "")
-	return got, err, nil
+	return got, nil, err
 }
 
 type outcome struct {
@@ -36,7 +36,7 @@ type outcome struct {
 func (c *goldCorpus) check(e envelope) outcome {
 	o := outcome{}
 	o.text, o.want, o.desc, o.feats = c.render(e)
-	o.got, o.err, o.panicked = readSQL(o.text)
+	o.got, o.panicked, o.err = readSQL(o.text)
 	q := &c.queries[e.gold]
 	o.ok = o.panicked == nil && o.err == nil && sqltext.Normalize(o.got, q.opt) == sqltext.Normalize(o.want, q.opt)
 	return o
@@ -216,7 +216,7 @@ func TestReaderFindsFinalAfterDraft(t *testing.T) {
 		for k := 0; k < n; k++ {
 			tb := c.genTwoBlocks(envRand(base, gi, k), gi)
 			text, _, want, desc := c.renderTwo(tb)
-			got, err, p := readSQL(text)
+			got, p, err := readSQL(text)
 			total++
 			o := outcome{got: got, err: err, panicked: p}
 			if p == nil && err == nil && sqltext.Normalize(got, q.opt) == sqltext.Normalize(want, q.opt) {
@@ -265,7 +265,7 @@ func TestReaderRefusals(t *testing.T) {
 	}
 	failed := 0
 	for _, it := range items {
-		got, err, p := readSQL(it.text)
+		got, p, err := readSQL(it.text)
 		var u *reply.Unreadable
 		if p == nil && errors.As(err, &u) {
 			continue

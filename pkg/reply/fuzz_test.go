@@ -49,7 +49,7 @@ func FuzzReader(f *testing.F) {
 		case 0:
 			tb := c.genTwoBlocks(r, gi)
 			text, _, want, desc := c.renderTwo(tb)
-			got, err, p := readSQL(text)
+			got, p, err := readSQL(text)
 			if p == nil && err == nil && sqltext.Normalize(got, q.opt) == sqltext.Normalize(want, q.opt) {
 				return
 			}
@@ -57,7 +57,7 @@ func FuzzReader(f *testing.F) {
 				q.name, desc, trunc(text, 1500), outcome{got: got, err: err, panicked: p}.gotString(q.opt), trunc(q.norm, 300))
 		case 1:
 			rf := genRefusal(r)
-			got, err, p := readSQL(rf.text)
+			got, p, err := readSQL(rf.text)
 			var u *reply.Unreadable
 			if p == nil && errors.As(err, &u) {
 				return

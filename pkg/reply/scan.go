@@ -321,7 +321,6 @@ func (sc *scanner) word(lx sqltext.Lexeme) (int, bool) {
 			return -1, true
 		}
 		lx.End = lx.Start + k
-		text = text[:k]
 		if _, bad := sc.word(lx); bad {
 			return -1, true
 		}

@@ -91,6 +91,9 @@ func Open(ctx context.Context, cfg Config, budget ByteBudget) (*DB, error) {
 	}
 	var opts []option.ClientOption
 	if cfg.CredentialsFile != "" {
+		// Any credentials file (a service account, a user's, an external
+		// account), as before: its successor asks for one type.
+		//lint:ignore SA1019 WithAuthCredentialsFile takes one credential type; users give files of several
 		opts = append(opts, option.WithCredentialsFile(cfg.CredentialsFile))
 	}
 	if cfg.Endpoint != "" {

@@ -151,7 +151,9 @@ func (c Config) driverConfig() (*sf.Config, error) {
 	one := "1"
 	dc := &sf.Config{Account: c.Account, User: c.User, Role: c.Role, Warehouse: c.Warehouse, Database: c.Database, Schema: c.Schema,
 		Host: c.Host, Port: c.Port, Protocol: c.Protocol, Application: "quorum",
-		Params:       map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs, "MULTI_STATEMENT_COUNT": &one},
+		Params: map[string]*string{"STATEMENT_TIMEOUT_IN_SECONDS": &secs, "MULTI_STATEMENT_COUNT": &one},
+		// LoginTimeout and DisableTelemetry have no successor yet.
+		//lint:ignore SA1019 the driver has no other way to bound a login or turn its telemetry off
 		LoginTimeout: 60 * time.Second, DisableTelemetry: true}
 	switch {
 	case c.PrivateKeyFile != "":
