@@ -222,7 +222,16 @@ func (f *llmFlags) config(ds *dataset.Dataset, out io.Writer) (llm.Config, strin
 		// Simulated calls cost nothing, whatever model they name, unless
 		// --llm-price prices them.
 		cfg.Prices = llm.Prices{llm.AnyModel: {}}
-		label = fmt.Sprintf("SIMULATED LLM (quorum llmsim, seed %d, p-gold %.2f) — not a real model", f.simSeed, f.simGold)
+		// The persona and difficulty change what the simulator writes: a
+		// run's label (run.json, the report, quorum compare) names them.
+		var more string
+		if p := f.simPersonas.String(); p != "" {
+			more += ", persona " + p
+		}
+		if f.simDifficulty != "" {
+			more += ", difficulty " + f.simDifficulty
+		}
+		label = fmt.Sprintf("SIMULATED LLM (quorum llmsim, seed %d, p-gold %.2f%s) — not a real model", f.simSeed, f.simGold, more)
 		fmt.Fprintln(out, "No LLM is configured (--llm-base-url / OPENAI_API_KEY): using quorum's SIMULATED LLM, llmsim.")
 		fmt.Fprintln(out, "It answers from the dataset's gold SQL with noise; its accuracy says nothing about a real model.")
 	}

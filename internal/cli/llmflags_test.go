@@ -12,6 +12,7 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 // env is a fixed environment for the flags.
@@ -245,5 +246,25 @@ func TestRoleEndpointReachesItsServer(t *testing.T) {
 	}
 	if !strings.Contains(label, "format=gpt-4o at side") {
 		t.Errorf("label %s", label)
+	}
+}
+
+// TestSimulatedLabelNamesThePersona: a run on the simulator under a
+// persona or a difficulty mix says so in its LLM label (run.json, the
+// report, quorum compare), so two runs that differ only there do not read
+// as the same setup.
+func TestSimulatedLabelNamesThePersona(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "out")
+	if log, err := run(t, "solve", "--dataset", demo, "--examples", "1", "--votes", "1", "--sim-persona", "truncating",
+		"--sim-difficulty", "default", "--out", out); err != nil {
+		t.Fatalf("solve: %v\n%s", err, log)
+	}
+	rep, err := outputs.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep.LLM, "SIMULATED") || !strings.Contains(rep.LLM, "persona truncating") || !strings.Contains(rep.LLM, "difficulty default") {
+		t.Errorf("run.json's llm %q: want the simulator, its persona and its difficulty named", rep.LLM)
 	}
 }
