@@ -771,9 +771,8 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	latNote := "No example finished."
 	if len(lat) > 0 {
 		s := slices.Sorted(slices.Values(lat))
-		q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
 		latNote = fmt.Sprintf("Latency of the %d examples that did not fail: median %s, p95 %s, max %s.",
-			len(s), secs(q(0.5)), secs(q(0.95)), secs(s[len(s)-1]))
+			len(s), secs(Quantile(s, 0.5)), secs(Quantile(s, 0.95)), secs(s[len(s)-1]))
 	}
 	if len(xs) < 2 {
 		latNote += " No throughput chart: the run recorded fewer than two finish times."

@@ -113,6 +113,16 @@ func NewGoldDiff(answer *eval.Frame, golds []*eval.Frame, goldSQL string) *GoldD
 	return &GoldDiff{SQL: goldSQL, RowDiff: best}
 }
 
+// Quantile is the p-quantile of sorted (0 if empty) as every report and
+// comparison of runs states it: the element at index p·n, so the same
+// latencies give the same p50 and p95 wherever they are shown.
+func Quantile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
 // MaxGoldSQL bounds the gold SQL a report carries per example.
 const MaxGoldSQL = 8 << 10
 

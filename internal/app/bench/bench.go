@@ -724,10 +724,7 @@ func measure(sc Scenario, out *outputs.Report, st llmsim.Stats, cn counters, lim
 }
 
 func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+	return outputs.Quantile(s, q)
 }

@@ -246,16 +246,7 @@ func (t *Totals) add(s *Side) {
 
 func (t *Totals) percentiles() {
 	slices.Sort(t.latencies)
-	t.LatencyP50, t.LatencyP95 = percentile(t.latencies, 0.50), percentile(t.latencies, 0.95)
-}
-
-// percentile is the nearest-rank percentile p of sorted xs (0 if none).
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	i := int(float64(len(xs))*p+0.999999) - 1
-	return xs[min(max(i, 0), len(xs)-1)]
+	t.LatencyP50, t.LatencyP95 = outputs.Quantile(t.latencies, 0.50), outputs.Quantile(t.latencies, 0.95)
 }
 
 // EX is the share of the scored examples answered right, and whether
