@@ -177,8 +177,12 @@ and writes mixed.json.`,
 	f.StringVar(&sc.Difficulty, "difficulty", sc.Difficulty, "the simulator's mix of easy, medium and hard questions: easy=W,medium=W,hard=W, default, or off (--sampling uses default when unset)")
 	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
 	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the quota and the agent's load, -1 = every example at once)")
-	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota)")
+	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota unless --told-rpm)")
 	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
+	f.IntVar(&sc.ToldRPM, "told-rpm", 0, "requests/min quorum's limiter is told, when not the provider's (-1 = no limit: quorum must learn it)")
+	f.IntVar(&sc.ProviderConcurrency, "provider-concurrency", 0, "concurrent requests the provider allows before 429s (0 = any)")
+	f.BoolVar(&sc.SilentLimits, "silent-limits", false, "the provider states no x-ratelimit-* headers (429s still name their retry delay)")
+	f.IntVar(&sc.StrangerRPM, "stranger-rpm", 0, "another client's steady requests/min on the same provider quota (it retries 429s as told)")
 	f.BoolVar(&sc.PromptCache, "prompt-cache", sc.PromptCache, "the simulated provider caches prompt prefixes (cached_tokens for a shared prefix of >= 1,024 tokens)")
 	f.BoolVar(&sc.CachedOutsideTPM, "cached-outside-tpm", sc.CachedOutsideTPM, "cached prompt tokens do not count toward the provider's tokens/min (nor the limiter's)")
 	f.BoolVar(&sc.PromptCacheMarkers, "prompt-cache-markers", sc.PromptCacheMarkers, "the simulated cache keeps only prefixes a request marks with cache_control, as Anthropic's does (with --prompt-cache)")
@@ -371,7 +375,19 @@ func benchSampling(cmd *cobra.Command, sc bench.Scenario, names, policies []stri
 func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	fmt.Fprintf(w, "\nScenario %s (SIMULATED LLM): %d examples, %d candidates, wall %.1fs\n", r.Scenario.Name, r.Examples, r.Candidates, r.Wall)
 	fmt.Fprintf(w, "Quota bound %.1fs (%s) -> quota ratio %.3f\n", r.QuotaBound, r.BindingLimit, r.QuotaRatio)
-	fmt.Fprintf(w, "429s %d, redeliveries %d, failed examples %d\n", r.RateLimited, r.Redeliveries, r.FailedExamples)
+	fmt.Fprintf(w, "429s %d (%.2f %% of the run's attempts), redeliveries %d, failed examples %d\n", r.RateLimited, 100*r.RateLimitedShare, r.Redeliveries, r.FailedExamples)
+	if t := r.Scenario.ToldRPM; t != 0 || r.LearnedRPM > 0 || r.StatedRPM > 0 {
+		told := "no limit"
+		if t > 0 {
+			told = fmt.Sprintf("%d req/min", t)
+		}
+		fmt.Fprintf(w, "Limits: the provider allows %d req/min; quorum was told %s; its headers stated %s; the limiter ended at %s learned\n",
+			r.Scenario.RPM, told, orNone(r.StatedRPM), orNone(r.LearnedRPM))
+	}
+	if st := r.Stranger; st != nil {
+		fmt.Fprintf(w, "Another client on the quota: asked %d req/min, served %.0f req/min, %d x 429 (%.2f %% of its %d requests), %d failed; together %.3f of the provider's capacity\n",
+			st.DemandRPM, st.ServedRPM, st.RateLimited, 100*st.RateLimitedShare, st.Requests, st.Failed, st.SharedRatio)
+	}
 	fmt.Fprintf(w, "Example latency p50 %.1fs p95 %.1fs (%.1fs / %.1fs once its first task started); one candidate chain p50 %.1fs p95 %.1fs; overhead %.1f ms/task\n",
 		r.LatencyP50, r.LatencyP95, r.ServiceP50, r.ServiceP95, r.ChainP50, r.ChainP95, r.OverheadMS)
 	if p := r.OverheadByPart; p != nil {
@@ -406,6 +422,14 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 			r.Scenario.RPM, r.BindsAtEstimate, r.Scenario.ScalingConcurrency)
 	}
 	fmt.Fprintf(w, "Wrote %s and %s (bench took %s)\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"), took.Round(time.Second))
+}
+
+// orNone is a limit in requests a minute, or "nothing".
+func orNone(rpm float64) string {
+	if rpm <= 0 {
+		return "nothing"
+	}
+	return fmt.Sprintf("%.0f req/min", rpm)
 }
 
 func joinInts(ns []int) string {

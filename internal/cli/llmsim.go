@@ -123,6 +123,7 @@ per model (repeatable; a bare PERSONA sets the default). Personas:
 	deprecate(f, "llm-rpm", "rpm")
 	deprecate(f, "llm-tpm", "tpm")
 	f.IntVar(&limits.MaxConcurrency, "max-concurrency", 0, "concurrent requests before 429s (0 = unlimited)")
+	f.BoolVar(&limits.Silent, "silent-limits", false, "state no x-ratelimit-* headers, as a provider or gateway that does not say its limits (429s still carry Retry-After)")
 	f.Float64Var(&faults.ServerError, "p-5xx", 0, "probability of a 500/502/503 per attempt")
 	f.Float64Var(&faults.Hang, "p-hang", 0, "probability that an attempt hangs before any response headers (a dead endpoint)")
 	f.Float64Var(&faults.Malformed, "p-malformed", 0, "probability of a malformed response body")

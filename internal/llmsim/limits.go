@@ -56,6 +56,9 @@ func (p *providerLimits) admitRequest() (func(), time.Duration, map[string]strin
 	if p.cfg.MaxConcurrency > 0 && p.inFlight >= p.cfg.MaxConcurrency {
 		wait = max(wait, 100*time.Millisecond)
 	}
+	if p.cfg.Silent {
+		clear(hdr)
+	}
 	if wait > 0 {
 		return nil, wait, hdr
 	}
@@ -83,6 +86,9 @@ func (p *providerLimits) admitTokens(tokens int) (time.Duration, map[string]stri
 	hdr["X-Ratelimit-Remaining-Tokens"] = fmt.Sprint(remaining(now, tokTAT, p.cfg.TokensPerMinute))
 	if wait == 0 {
 		p.tokTAT = tokTAT
+	}
+	if p.cfg.Silent {
+		clear(hdr)
 	}
 	return wait, hdr
 }

@@ -52,6 +52,9 @@ type Limits struct {
 	RequestsPerMinute int
 	TokensPerMinute   int
 	MaxConcurrency    int
+	// Silent states no x-ratelimit-* headers (a provider or gateway
+	// that does not say its limits); 429s still name their retry delay.
+	Silent bool
 }
 
 // Faults are per-attempt failure rates.

@@ -71,12 +71,21 @@ type LLMBudget struct {
 	// Overrides, when set, are the limits set on the running cluster
 	// (quorum limits set): they replace the quota above.
 	Overrides *Overrides
+	// Learning, when set, learns the provider's real limits from its
+	// answers (learn.go): they lower the quota above where lower.
+	Learning *Learning
 }
 
-// quota is the endpoint's own quota when it has one (zero fields then mean
-// unlimited), else the model's, else the default; a limit set on the
-// running cluster replaces what it sets.
+// quota is the quota in force: overridden, lowered where the cluster
+// learned the provider allows less (learn.go).
 func (b *LLMBudget) quota(ctx context.Context, bk llm.Bucket) LLMQuota {
+	return b.learned(ctx, b.group(bk), b.overridden(ctx, bk))
+}
+
+// overridden is the endpoint's own quota when it has one (zero fields
+// then mean unlimited), else the model's, else the default; a limit set on
+// the running cluster replaces what it sets.
+func (b *LLMBudget) overridden(ctx context.Context, bk llm.Bucket) LLMQuota {
 	q := b.configured(bk)
 	if set, ok := b.Overrides.of(ctx, b.group(bk)); ok {
 		q = set.over(q)
@@ -115,9 +124,18 @@ func (b *LLMBudget) Acquire(ctx context.Context, bk llm.Bucket, tokens int) (set
 	claims := b.claims(ctx, bk, tokens)
 	noop := func(context.Context, int) {}
 	if len(claims) == 0 {
+		if b.Learning != nil {
+			b.Learning.called(group, b.Limiter.clk().now(), false)
+		}
 		return noop, nil
 	}
-	if _, err := b.Limiter.Wait(ctx, group, claims...); err != nil {
+	// Asked again once the caller's turn in line comes: the rate may have
+	// changed while it waited.
+	_, refused, err := b.Limiter.wait(ctx, group, func() []Claim { return b.claims(ctx, bk, tokens) })
+	if b.Learning != nil {
+		b.Learning.called(group, b.Limiter.clk().now(), refused)
+	}
+	if err != nil {
 		return noop, err
 	}
 	return b.settle(ctx, bk, tokens), nil

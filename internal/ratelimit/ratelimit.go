@@ -171,20 +171,31 @@ func (l *Limiter) Try(ctx context.Context, group string, claims ...Claim) (wait 
 // told the same time do not all return at once). This process's callers
 // of one group and priority wait in a line whose head alone asks Redis.
 func (l *Limiter) Wait(ctx context.Context, group string, claims ...Claim) (time.Duration, error) {
+	d, _, err := l.wait(ctx, group, func() []Claim { return claims })
+	return d, err
+}
+
+// wait is Wait, also saying whether the claims were refused at least once
+// (the demand met the limit). The claims are asked for at each try: a
+// limit may change while a caller waits in line (a learned rate cut
+// after a 429), and a caller queued at the old rate must not be admitted
+// at it.
+func (l *Limiter) wait(ctx context.Context, group string, claims func() []Claim) (_ time.Duration, refused bool, _ error) {
 	start := time.Now()
 	leave, err := l.lines.wait(ctx, lineKey(ctx, group))
 	if err != nil {
-		return time.Since(start), err
+		return time.Since(start), false, err
 	}
 	defer leave()
 	for {
-		wait, admitted, err := l.reserve(ctx, group, claims)
+		wait, admitted, err := l.reserve(ctx, group, claims())
 		if err != nil || admitted {
-			return time.Since(start), err
+			return time.Since(start), refused, err
 		}
+		refused = true
 		wait += time.Duration(rand.Int64N(int64(min(wait/10, 5*time.Millisecond)) + 1))
 		if err := sleep(ctx, wait); err != nil {
-			return time.Since(start), err
+			return time.Since(start), refused, err
 		}
 	}
 }

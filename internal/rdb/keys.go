@@ -59,6 +59,8 @@
 //	rl:llm-limits                     ratelimit (limits.go;      hash group → an LLM quota set on a        none; cleared by quorum
 //	                                  quorum limits set)         running cluster (JSON), over the config   limits clear
 //	rl:llm-limits:log                 ratelimit (limits.go)      list of the changes, newest first         the last LimitsLogLen
+//	rl:llm-learned:<group>            ratelimit (learn.go)       hash: the limits learned of the provider  LearnedTTL from its last
+//	                                                             (rpm, tpm; header limits hrpm, htpm)      change
 //	serve:q:<id>                      internal/app/serve                  a question and its answer (JSON)          serve's --retain, every write
 //	serve:pending                     serve                      sorted set of unfinished questions        none; members leave at the end
 //	serve:lease:<id>                  serve                      a Lease: the process driving it           10 s, renewed
@@ -258,6 +260,14 @@ const (
 	// LimitsLogLen is how many changes the log keeps.
 	LimitsLogLen = 1000
 )
+
+// LLMLearnedName holds what the cluster learned of group's real limits
+// (internal/ratelimit's learn.go).
+func LLMLearnedName(group string) string { return "llm-learned:" + group }
+
+// LearnedTTL is how long a learned limit outlives its last change: a
+// provider's limits change, and what a quiet hour left is stale.
+const LearnedTTL = time.Hour
 
 // DeploymentDownName is set while an LLM deployment (group: endpoint and
 // model) is cooled down after failures; DeploymentFailsName counts its

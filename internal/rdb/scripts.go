@@ -703,3 +703,127 @@ const (
 func WarmTake(ctx context.Context, c redis.Cmdable, key string, lock time.Duration) (string, error) {
 	return warmTakeScript.Run(ctx, c, []string{key}, max(lock.Milliseconds(), 1)).Text()
 }
+
+// ---- Learned LLM limits: internal/ratelimit (learn.go) ----
+
+// learnDownScript cuts a learned limit (the hash KEYS[1], field ARGV[1]:
+// rpm or tpm) to ARGV[2] (the rate in force) times ARGV[3], no lower than
+// ARGV[4], unless it was cut less than ARGV[5] ms ago: the calls in flight
+// when the provider first answered 429 were sent at the old rate, and
+// their 429s say nothing new. ARGV[6] is the additive step (per second)
+// kept from the first cut. Returns the new limit, or -1 (held off).
+var learnDownScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local f = ARGV[1]
+local dec = tonumber(redis.call('HGET', KEYS[1], 'dec:' .. f) or '0')
+if now - dec < tonumber(ARGV[5]) then return '-1' end
+local new = math.max(tonumber(ARGV[4]), tonumber(ARGV[2]) * tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], f, string.format('%.3f', new), 'dec:' .. f, now, 'up:' .. f, now)
+if redis.call('HEXISTS', KEYS[1], 'step:' .. f) == 0 then
+  redis.call('HSET', KEYS[1], 'step:' .. f, ARGV[6])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+return string.format('%.3f', new)
+`)
+
+// learnUpScript raises a learned limit (KEYS[1], field ARGV[1]) by its
+// step per second since it last moved (at most ARGV[3] ms' worth); at the
+// ceiling ARGV[2] (> 0) it is dropped, the ceiling trusted again.
+// Returns the new limit (0: none learned).
+var learnUpScript = redis.NewScript(`
+local f = ARGV[1]
+local cur = tonumber(redis.call('HGET', KEYS[1], f) or '0')
+if cur <= 0 then return '0' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local up = tonumber(redis.call('HGET', KEYS[1], 'up:' .. f) or now)
+local dt = math.min(now - up, tonumber(ARGV[3]))
+if dt <= 0 then return string.format('%.3f', cur) end
+local step = tonumber(redis.call('HGET', KEYS[1], 'step:' .. f) or '0')
+local new = cur + step * dt / 1000
+local ceil = tonumber(ARGV[2])
+if ceil > 0 and new >= ceil then
+  redis.call('HDEL', KEYS[1], f, 'up:' .. f, 'step:' .. f)
+  return '0'
+end
+redis.call('HSET', KEYS[1], f, string.format('%.3f', new), 'up:' .. f, now)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return string.format('%.3f', new)
+`)
+
+// LearnDown cuts the learned limit field (rpm or tpm) of key to
+// current×factor (at least floor), unless it was cut within holdOff;
+// step is the additive increase per second LearnUp applies after it.
+// It returns the new limit, and false when held off.
+func LearnDown(ctx context.Context, c redis.Cmdable, key, field string, current, factor, floor float64, holdOff time.Duration, step float64) (float64, bool, error) {
+	v, err := learnDownScript.Run(ctx, c, []string{key}, field, current, factor, floor, holdOff.Milliseconds(), step, LearnedTTL.Milliseconds()).Text()
+	if err != nil {
+		return 0, false, err
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return f, f >= 0, nil
+}
+
+// LearnUp raises the learned limit field of key by its step per second
+// since it last moved (at most maxStep's worth of seconds); reaching
+// ceiling (> 0) drops it. It returns the new limit, 0 when none is learned.
+func LearnUp(ctx context.Context, c redis.Cmdable, key, field string, ceiling float64, maxStep time.Duration) (float64, error) {
+	v, err := learnUpScript.Run(ctx, c, []string{key}, field, ceiling, maxStep.Milliseconds(), LearnedTTL.Milliseconds()).Text()
+	if err != nil {
+		return 0, err
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return f, nil
+}
+
+// LearnedLimits are a group's learned limits (0: none).
+type LearnedLimits struct {
+	// RPM and TPM are what 429s taught (AIMD); HeaderRPM and HeaderTPM
+	// what the provider's headers state.
+	RPM, TPM, HeaderRPM, HeaderTPM float64
+}
+
+// ReadLearned reads the learned limits at key.
+func ReadLearned(ctx context.Context, c redis.Cmdable, key string) (LearnedLimits, error) {
+	vs, err := c.HMGet(ctx, key, "rpm", "tpm", "hrpm", "htpm").Result()
+	if err != nil {
+		return LearnedLimits{}, err
+	}
+	f := make([]float64, len(vs))
+	for i, v := range vs {
+		if s, ok := v.(string); ok {
+			f[i], _ = strconv.ParseFloat(s, 64)
+		}
+	}
+	return LearnedLimits{RPM: f[0], TPM: f[1], HeaderRPM: f[2], HeaderTPM: f[3]}, nil
+}
+
+// setStatedScript records the limits a provider's headers state (ARGV[1]
+// rpm, ARGV[2] tpm; 0 keeps what is there). ARGV[4] = 1 starts a cut's
+// hold-off on requests: the stated limit just lowered the rate, and the
+// 429s of calls sent before say nothing new.
+var setStatedScript = redis.NewScript(`
+if tonumber(ARGV[1]) > 0 then redis.call('HSET', KEYS[1], 'hrpm', ARGV[1]) end
+if tonumber(ARGV[2]) > 0 then redis.call('HSET', KEYS[1], 'htpm', ARGV[2]) end
+if ARGV[4] == '1' then
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[1], 'dec:rpm', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// SetHeaderLimits records the limits a provider's headers state (0: keep
+// what is there); lowered says they lower the rate in force, which starts
+// a cut's hold-off (LearnDown).
+func SetHeaderLimits(ctx context.Context, c redis.Cmdable, key string, rpm, tpm float64, lowered bool) error {
+	if rpm <= 0 && tpm <= 0 {
+		return nil
+	}
+	low := 0
+	if lowered {
+		low = 1
+	}
+	return setStatedScript.Run(ctx, c, []string{key}, strconv.FormatFloat(rpm, 'f', -1, 64), strconv.FormatFloat(tpm, 'f', -1, 64), LearnedTTL.Milliseconds(), low).Err()
+}

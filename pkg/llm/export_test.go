@@ -56,3 +56,6 @@ func RecordWaits(c *OpenAI) func() []time.Duration {
 		return slices.Clone(got)
 	}
 }
+
+// LimitSignalOf is what the client tells a Learner of an answer's headers.
+var LimitSignalOf = limitSignal

@@ -758,6 +758,7 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			settle(ctx, counted)
 			c.completions.observe(bucket.key(), r.Usage.CompletionTokens)
 			c.pace(ctx, bucket, capt.header(), reserved+completion)
+			c.learn(ctx, bucket, capt.header(), false, reserved+completion)
 			r.Endpoint = ep.Name
 			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
 			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
@@ -789,6 +790,7 @@ func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, er
 			usage.RateLimited++
 			if c.cfg.Limiter != nil {
 				_ = c.cfg.Limiter.Cooldown(ctx, bucket, delay)
+				c.learn(ctx, bucket, capt.header(), true, reserved+completion)
 			}
 			free = told && ownRetries
 			if free {

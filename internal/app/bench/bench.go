@@ -67,6 +67,15 @@ type Scenario struct {
 	// The simulated provider: limits, latency, skill.
 	RPM int `json:"rpm"`
 	TPM int `json:"tpm"`
+	// ToldRPM is the requests a minute the limiter is told (0: RPM, the
+	// provider's; -1: none, the limit unknown to quorum). The provider
+	// may also allow ProviderConcurrency requests at once (0: any),
+	// state no limit headers (SilentLimits), and serve StrangerRPM
+	// requests a minute of another client on the same quota.
+	ToldRPM             int  `json:"told_rpm,omitempty"`
+	ProviderConcurrency int  `json:"provider_concurrency,omitempty"`
+	SilentLimits        bool `json:"silent_limits,omitempty"`
+	StrangerRPM         int  `json:"stranger_rpm,omitempty"`
 	// PromptCache turns llmsim's prefix cache on; CachedOutsideTPM leaves
 	// cached tokens out of its TPM limit and the limiter's (the endpoint
 	// declared so). Price prices the calls (llmsim is free otherwise).
@@ -153,6 +162,8 @@ func (sc Scenario) Validate() error {
 		{"generators (--generators)", sc.Generators, 1}, {"generator_concurrency (--generator-concurrency)", sc.GeneratorConcurrency, 1},
 		{"explorers", sc.Explorers, 1}, {"explorer_concurrency", sc.ExplorerConcurrency, 1},
 		{"rpm (--rpm)", sc.RPM, 0}, {"tpm (--tpm)", sc.TPM, 0},
+		{"told_rpm (--told-rpm)", sc.ToldRPM, -1}, {"provider_concurrency (--provider-concurrency)", sc.ProviderConcurrency, 0},
+		{"stranger_rpm (--stranger-rpm)", sc.StrangerRPM, 0},
 	} {
 		if f.v < f.min {
 			return fmt.Errorf("bench scenario %s: %s is %d; it must be at least %d", sc.Name, f.name, f.v, f.min)
@@ -168,6 +179,17 @@ func (sc Scenario) prices() llm.Prices {
 		return llm.Prices{llm.AnyModel: *sc.Price}
 	}
 	return llm.Prices{llm.AnyModel: {}}
+}
+
+// told is the requests a minute the limiter is told (0: none).
+func (sc Scenario) told() int {
+	switch {
+	case sc.ToldRPM < 0:
+		return 0
+	case sc.ToldRPM > 0:
+		return sc.ToldRPM
+	}
+	return sc.RPM
 }
 
 func (sc Scenario) agent() string {
@@ -191,9 +213,19 @@ type Report struct {
 	BindingLimit string  `json:"binding_limit"`
 	QuotaRatio   float64 `json:"quota_ratio"`
 
-	RateLimited    int64 `json:"rate_limited_responses"`
-	Redeliveries   int64 `json:"redeliveries"`
-	FailedExamples int   `json:"failed_examples"`
+	// RateLimited is the run's 429s (the stranger's not counted),
+	// RateLimitedShare their share of the run's attempts.
+	RateLimited      int64   `json:"rate_limited_responses"`
+	RateLimitedShare float64 `json:"rate_limited_share"`
+	// LearnedRPM and StatedRPM are what the limiter learned of the
+	// provider's requests a minute at the end (0: nothing, the quota it
+	// was told stood) and what the provider's headers stated.
+	LearnedRPM float64 `json:"learned_rpm,omitempty"`
+	StatedRPM  float64 `json:"stated_rpm,omitempty"`
+	// Stranger is the other client's share of the provider (StrangerRPM).
+	Stranger       *StrangerFigures `json:"stranger,omitempty"`
+	Redeliveries   int64            `json:"redeliveries"`
+	FailedExamples int              `json:"failed_examples"`
 
 	LLMCalls         int64 `json:"llm_calls"`
 	PromptTokens     int64 `json:"prompt_tokens"`
@@ -438,14 +470,31 @@ func runTimed(ctx context.Context, sc Scenario, examples, generators int, limite
 		return nil, err
 	}
 	clk.lap("manifest")
+	var str *stranger
+	if limited && sc.StrangerRPM > 0 {
+		str = startStranger(ctx, r.simURL, sc.StrangerRPM)
+	}
 	out, err := coordinator.Run(ctx, cfg)
+	sf := str.stop()
 	if err != nil {
 		return nil, err
 	}
 	clk.lap("coordinator")
 	st := r.sim.Stats()
+	if sf != nil {
+		// The provider's counts less the stranger's: what the run sent.
+		st.Requests -= sf.Requests
+		st.RateLimited -= sf.RateLimited
+		st.PromptTokens -= sf.PromptTokens
+		st.CompletionTokens -= sf.CompletionTokens
+	}
 	rep := measure(sc, out, st, gather(r.cl.Env.Metrics.Registry), limited)
 	rep.Out = cfg.Out
+	if limited {
+		if err := rep.learned(ctx, r.cl.Limiter, r.model, sf); err != nil {
+			return nil, err
+		}
+	}
 	if rep.Redis, err = redisFigures(ctx, r.cl.Redis, before, cfg.Manifest.Run); err != nil {
 		return nil, err
 	}
@@ -460,11 +509,13 @@ type rig struct {
 	sc         Scenario
 	generators int
 	// held is the tasks each worker loop holds at once.
-	held    int
-	dsDir   string
-	ds      *dataset.Dataset
-	sim     *llmsim.Server
-	simURL  string
+	held   int
+	dsDir  string
+	ds     *dataset.Dataset
+	sim    *llmsim.Server
+	simURL string
+	// model is the model the cluster's calls name.
+	model   string
 	quota   ratelimit.LLMQuota
 	cl      *cluster.Cluster
 	closers []func()
@@ -496,14 +547,15 @@ func startRig(ctx context.Context, sc Scenario, examples, generators int, limite
 	}
 	limits := llmsim.Limits{}
 	if limited {
-		limits = llmsim.Limits{RequestsPerMinute: sc.RPM, TokensPerMinute: sc.TPM}
-		r.quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.RPM), TokensPerMinute: float64(sc.TPM)}
+		limits = llmsim.Limits{RequestsPerMinute: sc.RPM, TokensPerMinute: sc.TPM, MaxConcurrency: sc.ProviderConcurrency, Silent: sc.SilentLimits}
+		r.quota = ratelimit.LLMQuota{RequestsPerMinute: float64(sc.told()), TokensPerMinute: float64(sc.TPM)}
 	}
 	model := "gpt-4o"
 	var personas llmsim.Personas
 	if sc.Persona != "" && sc.Persona != llmsim.PersonaCanonical {
 		personas, model = llmsim.Personas{"*": sc.Persona}, sc.Persona
 	}
+	r.model = model
 	mix, err := llmsim.ParseDifficulty(sc.Difficulty)
 	if err != nil {
 		return nil, err

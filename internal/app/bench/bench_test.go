@@ -87,6 +87,34 @@ func TestBenchRunsThroughTheRealPieces(t *testing.T) {
 	}
 }
 
+// TestBenchLearnsAQuotaItWasToldWrong: the limiter is told twice the
+// provider's quota, and another client shares it; the provider's stated
+// limit reaches the limiter through the real pieces (llmsim over HTTP, the
+// cluster, redis-server), the stranger's requests are served and kept out
+// of the run's counts, and no example fails. The 429s and ratios depend on
+// the machine keeping pace: logged here, measured by quorum bench.
+func TestBenchLearnsAQuotaItWasToldWrong(t *testing.T) {
+	tier.Servers(t, "a cluster")
+	t.Parallel()
+	sc := Standard()
+	sc.Dataset = "../../../examples/demo"
+	sc.Examples, sc.Votes, sc.RPM, sc.ToldRPM, sc.StrangerRPM = 8, 2, 600, 1200, 120
+	sc.FirstTokenMS, sc.TokensPerSecond = 20, 0
+	sc.Generators, sc.GeneratorConcurrency, sc.Explorers, sc.ExplorerConcurrency = 1, 4, 1, 4
+	sc.Scaling = nil
+	rep, err := Run(context.Background(), sc, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d 429s (%.2f %%), quota ratio %.3f, stranger %+v", rep.RateLimited, 100*rep.RateLimitedShare, rep.QuotaRatio, rep.Stranger)
+	if rep.FailedExamples != 0 || rep.StatedRPM != 600 {
+		t.Errorf("failed %d, stated %.0f req/min; want 0 failed and the provider's 600 stated", rep.FailedExamples, rep.StatedRPM)
+	}
+	if st := rep.Stranger; st == nil || st.Served == 0 || st.DemandRPM != 120 || st.Failed != 0 {
+		t.Errorf("the stranger: %+v, want some of its 120 req/min served and none failed", st)
+	}
+}
+
 func TestLoadScenario(t *testing.T) {
 	t.Parallel()
 	p := filepath.Join(t.TempDir(), "s.yaml")
@@ -126,6 +154,8 @@ func TestScenarioValidate(t *testing.T) {
 		{"votes (--votes) is -1", func(s *Scenario) { s.Votes = -1 }},
 		{"generators (--generators) is 0", func(s *Scenario) { s.Generators = 0 }},
 		{"rpm (--rpm) is -5", func(s *Scenario) { s.RPM = -5 }},
+		{"told_rpm (--told-rpm) is -2", func(s *Scenario) { s.ToldRPM = -2 }},
+		{"stranger_rpm (--stranger-rpm) is -1", func(s *Scenario) { s.StrangerRPM = -1 }},
 	} {
 		sc := Standard()
 		tc.change(&sc)

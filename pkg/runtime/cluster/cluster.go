@@ -314,9 +314,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	var client llm.Client
 	if calls {
 		// Always the limiter: endpoints carry their own quotas, a 429's
-		// cooldown is shared, and with no quota anywhere a call does not
-		// touch Redis.
+		// cooldown is shared, the provider's real limits are learned, and
+		// with no quota anywhere (none configured, none heard of) a call
+		// does not touch Redis.
 		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
+			Learning: ratelimit.NewLearning(),
 			OnHealth: func(endpoint, model string, d time.Duration) {
 				c.Metrics.DeploymentHealth(endpoint, model, d)
 				c.Health.Set(endpoint, model, d)
