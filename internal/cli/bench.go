@@ -376,13 +376,20 @@ func printBench(w io.Writer, r *bench.Report, out string, took time.Duration) {
 	fmt.Fprintf(w, "\nScenario %s (SIMULATED LLM): %d examples, %d candidates, wall %.1fs\n", r.Scenario.Name, r.Examples, r.Candidates, r.Wall)
 	fmt.Fprintf(w, "Quota bound %.1fs (%s) -> quota ratio %.3f\n", r.QuotaBound, r.BindingLimit, r.QuotaRatio)
 	fmt.Fprintf(w, "429s %d (%.2f %% of the run's attempts), redeliveries %d, failed examples %d\n", r.RateLimited, 100*r.RateLimitedShare, r.Redeliveries, r.FailedExamples)
-	if t := r.Scenario.ToldRPM; t != 0 || r.LearnedRPM > 0 || r.StatedRPM > 0 {
-		told := "no limit"
-		if t > 0 {
-			told = fmt.Sprintf("%d req/min", t)
+	if sc := r.Scenario; sc.ToldRPM != 0 || r.LearnedRPM > 0 || r.StatedRPM > 0 {
+		told := "the same"
+		switch {
+		case sc.ToldRPM < 0:
+			told = "no limit"
+		case sc.ToldRPM > 0:
+			told = fmt.Sprintf("%d req/min", sc.ToldRPM)
 		}
-		fmt.Fprintf(w, "Limits: the provider allows %d req/min; quorum was told %s; its headers stated %s; the limiter ended at %s learned\n",
-			r.Scenario.RPM, told, orNone(r.StatedRPM), orNone(r.LearnedRPM))
+		allows := fmt.Sprintf("%d req/min", sc.RPM)
+		if sc.ProviderConcurrency > 0 {
+			allows += fmt.Sprintf(" and %d requests at once", sc.ProviderConcurrency)
+		}
+		fmt.Fprintf(w, "Limits: the provider allows %s; quorum was told %s; its headers stated %s; the limiter ended at %s learned\n",
+			allows, told, orNone(r.StatedRPM), orNone(r.LearnedRPM))
 	}
 	if st := r.Stranger; st != nil {
 		fmt.Fprintf(w, "Another client on the quota: asked %d req/min, served %.0f req/min, %d x 429 (%.2f %% of its %d requests), %d failed; together %.3f of the provider's capacity\n",

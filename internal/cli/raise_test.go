@@ -17,7 +17,8 @@ import (
 // final_a on one simulated provider, final_b and the column post-process
 // on a second, final_c on a third, each with its own requests-per-minute
 // quota: every example is answered, each server receives only its roles'
-// calls, and run.json shows the three stages and the calls per endpoint.
+// calls, and run.json shows the three stages, the calls per endpoint and
+// the limit each provider stated.
 // That no server answers 429 (each endpoint's quota kept by the
 // cluster-wide limiter) depends on the machine keeping up with the pace
 // the limiter admits calls at: make slow (QUORUM_SLOW) asserts it, make
@@ -98,6 +99,17 @@ func TestRAISEOnThreeEndpoints(t *testing.T) {
 			if n > 0 && !allowed[k] {
 				t.Errorf("endpoint %s received %d %s requests, which belong to another role", name, n, k)
 			}
+		}
+	}
+	// Each provider stated its limit in its headers: run.json says what
+	// the limiter heard of each, beside what it was configured with.
+	stated := map[string]outputs.LimitLearned{}
+	for _, l := range rep.Limits {
+		stated[l.Endpoint] = l
+	}
+	for name, n := range rpm {
+		if l := stated[name]; l.StatedRPM != float64(n) || l.ConfiguredRPM != float64(n) {
+			t.Errorf("run.json limits of endpoint %s: %+v, want %d req/min configured and stated (all: %+v)", name, l, n, rep.Limits)
 		}
 	}
 	byEndpoint := map[string]int{}

@@ -265,6 +265,9 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	if t.Cost.LLM.RateLimited > 0 {
 		fmt.Fprintf(w, "LLM 429s: %d requests answered 429 and were retried (%s)\n", t.Cost.LLM.RateLimited, outputs.RateLimitNote(t.Cost))
 	}
+	for _, l := range rep.Limits {
+		fmt.Fprintf(w, "LLM limits learned: %s\n", l.Note())
+	}
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -91,8 +92,10 @@ type learnState struct {
 	// learned it saw (0: none).
 	cuts   int
 	lowest float64
-	// heard: the provider stated a limit or answered 429 to this process.
-	heard bool
+	// heard: the provider stated a limit or answered 429 to this
+	// process, about bucket.
+	heard  bool
+	bucket llm.Bucket
 }
 
 func (l *Learning) state(group string) *learnState {
@@ -146,10 +149,11 @@ func (l *Learning) heard(group string) bool {
 	return l.state(group).heard
 }
 
-func (l *Learning) hear(group string) {
+func (l *Learning) hear(group string, bk llm.Bucket) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state(group).heard = true
+	s := l.state(group)
+	s.heard, s.bucket = true, bk
 }
 
 func (l *Learning) busy(group string, now time.Time) bool {
@@ -186,29 +190,51 @@ func (l *Learning) cut(group, field string, to float64) {
 	}
 }
 
-// Learned is what a process saw learned of one group's limits.
+// Learned is what was learned of one model's limits: the quota configured
+// (or set on the running cluster), what the provider's headers stated,
+// what 429s taught (0: nothing), and the cuts this process made.
 type Learned struct {
-	Group string
-	// Cuts is the 429s this process cut the rate for; Lowest the lowest
-	// requests a minute a cut set.
-	Cuts   int
+	Endpoint, Model              string
+	ConfiguredRPM, ConfiguredTPM float64
+	StatedRPM, StatedTPM         float64
+	LearnedRPM, LearnedTPM       float64
+	Cuts                         int
+	// Lowest is the lowest requests a minute a cut of this process set.
 	Lowest float64
 }
 
-// Seen lists the groups whose rate this process cut.
-func (l *Learning) Seen() []Learned {
-	if l == nil {
-		return nil
+// LearnedLimits is what was learned of each model this process heard its
+// provider say something of (a stated limit or a 429).
+func (b *LLMBudget) LearnedLimits(ctx context.Context) ([]Learned, error) {
+	if b.Learning == nil {
+		return nil, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []Learned
-	for g, s := range l.groups {
-		if s.cuts > 0 {
-			out = append(out, Learned{Group: g, Cuts: s.cuts, Lowest: s.lowest})
+	type heard struct {
+		group string
+		s     learnState
+	}
+	var hs []heard
+	b.Learning.mu.Lock()
+	for g, s := range b.Learning.groups {
+		if s.heard {
+			hs = append(hs, heard{g, *s})
 		}
 	}
-	return out
+	b.Learning.mu.Unlock()
+	sort.Slice(hs, func(i, j int) bool { return hs[i].group < hs[j].group })
+	out := make([]Learned, 0, len(hs))
+	for _, h := range hs {
+		ll, err := b.Limiter.LearnedLLM(ctx, h.group)
+		if err != nil {
+			return nil, err
+		}
+		q := b.overridden(ctx, h.s.bucket)
+		out = append(out, Learned{Endpoint: h.s.bucket.Endpoint, Model: h.s.bucket.Model,
+			ConfiguredRPM: q.RequestsPerMinute, ConfiguredTPM: q.TokensPerMinute,
+			StatedRPM: ll.HeaderRPM, StatedTPM: ll.HeaderTPM, LearnedRPM: ll.RPM, LearnedTPM: ll.TPM,
+			Cuts: h.s.cuts, Lowest: h.s.lowest})
+	}
+	return out, nil
 }
 
 // learned is q with what the cluster learned of the group's limits in
@@ -251,7 +277,7 @@ func (b *LLMBudget) Learn(ctx context.Context, bk llm.Bucket, s llm.LimitSignal)
 	key := b.Limiter.key(rdb.LLMLearnedName(group))
 	now := b.Limiter.clk().now()
 	if s.RateLimited || s.RequestsLimit > 0 || s.TokensLimit > 0 {
-		b.Learning.hear(group)
+		b.Learning.hear(group, bk)
 	}
 	if (s.RequestsLimit > 0 || s.TokensLimit > 0) && b.Learning.statedChanged(group, s.RequestsLimit, s.TokensLimit, now) {
 		b.stated(ctx, bk, key, s)

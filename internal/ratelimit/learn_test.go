@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -114,8 +115,12 @@ func TestLearnTheProvidersLimit(t *testing.T) {
 	if ttl := red.PTTL(ctx, key).Val(); ttl <= 0 || ttl > rdb.LearnedTTL {
 		t.Errorf("the learned limits' key expires in %v, want within %v", ttl, rdb.LearnedTTL)
 	}
-	if seen := a.Learning.Seen(); len(seen) != 1 || seen[0].Cuts != 2 || seen[0].Lowest != 1125 {
-		t.Errorf("process 1 saw %+v, want 2 cuts of %s, lowest 1125", seen, group)
+	seen, err := a.LearnedLimits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Learned{{Model: "gpt-4o", ConfiguredRPM: 3000, StatedRPM: 1500, LearnedRPM: 1125, Cuts: 2, Lowest: 1125}}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("process 1 learned %+v, want %+v", seen, want)
 	}
 }
 

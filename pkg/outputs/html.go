@@ -734,6 +734,9 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		costTotals = append(costTotals, costRow{"LLM requests answered 429 and retried (" + RateLimitNote(c) + ")",
 			num(c.LLM.RateLimited), per(float64(c.LLM.RateLimited))})
 	}
+	for _, l := range r.Limits {
+		costTotals = append(costTotals, costRow{"LLM limits learned (" + l.Note() + ")", num(l.Cuts) + " cuts", ""})
+	}
 	if c.LLM.Fallbacks > 0 {
 		// A run never silently mixes models: name the examples a
 		// fallback model answered calls of.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/quorumsql/quorum/pkg/cost"
@@ -170,8 +171,12 @@ type Report struct {
 	// interrupted and resumed has several (absent where a report has none,
 	// quorum solve's).
 	Sessions []Session `json:"sessions,omitempty"`
-	Examples []Example `json:"examples"`
-	Totals   Totals    `json:"totals"`
+	// Limits are what the limiter learned of the models' real limits by
+	// the run's end, where the provider said anything (a stated limit or
+	// a 429).
+	Limits   []LimitLearned `json:"limits,omitempty"`
+	Examples []Example      `json:"examples"`
+	Totals   Totals         `json:"totals"`
 	// Skipped are the dataset's task lines left out (--skip-invalid),
 	// each with its file:line and why.
 	Skipped []string `json:"skipped,omitempty"`
@@ -610,6 +615,64 @@ func writeAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// LimitLearned is what the limiter learned of one model's limits: the
+// quota it was configured with (or set on the running cluster), what the
+// provider's headers stated and what its 429s taught (0: none).
+type LimitLearned struct {
+	Endpoint      string  `json:"endpoint,omitempty"`
+	Model         string  `json:"model"`
+	ConfiguredRPM float64 `json:"configured_rpm,omitempty"`
+	ConfiguredTPM float64 `json:"configured_tpm,omitempty"`
+	StatedRPM     float64 `json:"stated_rpm,omitempty"`
+	StatedTPM     float64 `json:"stated_tpm,omitempty"`
+	LearnedRPM    float64 `json:"learned_rpm,omitempty"`
+	LearnedTPM    float64 `json:"learned_tpm,omitempty"`
+	// Cuts are the 429s this session cut the rate for.
+	Cuts int `json:"cuts,omitempty"`
+}
+
+// Note says what was learned, with a hint where the configured quota
+// looks wrong: above what the provider states, or above what its 429s
+// allowed (another client shares it).
+func (l LimitLearned) Note() string {
+	limits := func(rpm, tpm float64) string {
+		var parts []string
+		if rpm > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f req/min", rpm))
+		}
+		if tpm > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f tokens/min", tpm))
+		}
+		if len(parts) == 0 {
+			return "no limit"
+		}
+		return strings.Join(parts, " and ")
+	}
+	name := l.Model
+	if l.Endpoint != "" && l.Endpoint != "default" {
+		name += " at " + l.Endpoint
+	}
+	note := fmt.Sprintf("%s: configured %s; the provider stated %s", name, limits(l.ConfiguredRPM, l.ConfiguredTPM), limits(l.StatedRPM, l.StatedTPM))
+	if l.LearnedRPM > 0 || l.LearnedTPM > 0 {
+		note += "; its 429s left " + limits(l.LearnedRPM, l.LearnedTPM) + " in force"
+	}
+	over := func(configured, truth float64) bool { return truth > 0 && (configured == 0 || configured > truth) }
+	switch {
+	case over(l.ConfiguredRPM, l.StatedRPM) || over(l.ConfiguredTPM, l.StatedTPM):
+		var flags []string
+		if l.StatedRPM > 0 {
+			flags = append(flags, fmt.Sprintf("--llm-rpm %.0f", l.StatedRPM))
+		}
+		if l.StatedTPM > 0 {
+			flags = append(flags, fmt.Sprintf("--llm-tpm %.0f", l.StatedTPM))
+		}
+		note += " — the configured quota is not the provider's: configure the stated one (" + strings.Join(flags, ", ") + ")"
+	case l.LearnedRPM > 0 || l.LearnedTPM > 0:
+		note += " — the provider allowed less than configured: another client may share the quota"
+	}
+	return note
 }
 
 // RateLimitNote says what a run's 429s were: their share of the requests

@@ -181,3 +181,26 @@ func TestRunJSONHoldsCalibration(t *testing.T) {
 		t.Errorf("run.json's k range %d–%d, want 4–12", raw.Totals.KMin, raw.Totals.KMax)
 	}
 }
+
+// TestLimitNote says what the limiter learned and hints at the flag to
+// set where the configured quota is above the provider's.
+func TestLimitNote(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		l    LimitLearned
+		want string
+	}{
+		{LimitLearned{Endpoint: "default", Model: "gpt-4o", ConfiguredRPM: 3000, StatedRPM: 1500},
+			"gpt-4o: configured 3000 req/min; the provider stated 1500 req/min — the configured quota is not the provider's: configure the stated one (--llm-rpm 1500)"},
+		{LimitLearned{Model: "gpt-4o", StatedRPM: 600, StatedTPM: 90000},
+			"gpt-4o: configured no limit; the provider stated 600 req/min and 90000 tokens/min — the configured quota is not the provider's: configure the stated one (--llm-rpm 600, --llm-tpm 90000)"},
+		{LimitLearned{Endpoint: "azure", Model: "o3", ConfiguredRPM: 1500, StatedRPM: 1500, LearnedRPM: 1185},
+			"o3 at azure: configured 1500 req/min; the provider stated 1500 req/min; its 429s left 1185 req/min in force — the provider allowed less than configured: another client may share the quota"},
+		{LimitLearned{Model: "gpt-4o", ConfiguredRPM: 600, StatedRPM: 600}, "gpt-4o: configured 600 req/min; the provider stated 600 req/min"},
+	}
+	for _, tt := range tests {
+		if got := tt.l.Note(); got != tt.want {
+			t.Errorf("%+v:\n got %s\nwant %s", tt.l, got, tt.want)
+		}
+	}
+}

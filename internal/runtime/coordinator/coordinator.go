@@ -86,6 +86,9 @@ type Config struct {
 	// Health, when set, is a clause the progress line adds: the LLM
 	// deployments' cooldowns this process heard of.
 	Health func() string
+	// Limits, when set, are what the limiter learned of the models' real
+	// limits, written into run.json at the end.
+	Limits func(context.Context) []outputs.LimitLearned
 	// Sizing, when set (with MaxInFlight the window it gives for
 	// TokensPerCall), re-sizes the window once the finished examples' calls
 	// show what a call counts toward the TPM quota.
@@ -225,7 +228,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		cfg.RestoreEvery = 10 * time.Second
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health,
+		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health, limits: cfg.Limits,
 		finals: map[string]*message.FinalAnswer{}, ends: map[string]finalEnd{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
@@ -294,6 +297,7 @@ type coord struct {
 	progress io.Writer
 	terminal bool
 	health   func() string
+	limits   func(context.Context) []outputs.LimitLearned
 
 	window       int
 	abortAfter   int
@@ -1115,6 +1119,9 @@ func (c *coord) report() *outputs.Report {
 		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
 		Started: c.started, Finished: now, Sessions: c.sessions(ctx, now),
 		QuorumVersion: version.Version, Revision: version.Revision(), DatasetFingerprint: c.run.DS.Fingerprint(c.m.Examples)}
+	if c.limits != nil {
+		rep.Limits = c.limits(ctx)
+	}
 	for i, s := range rep.Sessions {
 		if i == 0 || s.Started.Before(rep.Started) {
 			rep.Started = s.Started

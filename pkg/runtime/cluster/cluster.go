@@ -44,6 +44,7 @@ import (
 	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
@@ -183,9 +184,30 @@ type Cluster struct {
 	watch      *watcher
 
 	llm         *llm.OpenAI
+	budget      *ratelimit.LLMBudget
 	queue       *queue.Queue
 	natsServer  *queue.Embedded
 	redisServer *localredis.Server
+}
+
+// Limits is what this process's LLM limiter learned of the models' real
+// limits (none for a process that calls no LLM, or when Redis fails: the
+// run's report then goes without them).
+func (c *Cluster) Limits(ctx context.Context) []outputs.LimitLearned {
+	if c.budget == nil {
+		return nil
+	}
+	ls, err := c.budget.LearnedLimits(ctx)
+	if err != nil {
+		c.log.Warn("the limits learned are left out of the report", zap.Error(err))
+		return nil
+	}
+	out := make([]outputs.LimitLearned, len(ls))
+	for i, l := range ls {
+		out[i] = outputs.LimitLearned{Endpoint: l.Endpoint, Model: l.Model, ConfiguredRPM: l.ConfiguredRPM, ConfiguredTPM: l.ConfiguredTPM,
+			StatedRPM: l.StatedRPM, StatedTPM: l.StatedTPM, LearnedRPM: l.LearnedRPM, LearnedTPM: l.LearnedTPM, Cuts: l.Cuts}
+	}
+	return out
 }
 
 // ListenError is Start's error when the health and metrics listener
@@ -317,12 +339,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// cooldown is shared, the provider's real limits are learned, and
 		// with no quota anywhere (none configured, none heard of) a call
 		// does not touch Redis.
-		cfg.LLM.Limiter = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
+		c.budget = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
 			Learning: ratelimit.NewLearning(),
 			OnHealth: func(endpoint, model string, d time.Duration) {
 				c.Metrics.DeploymentHealth(endpoint, model, d)
 				c.Health.Set(endpoint, model, d)
 			}}
+		cfg.LLM.Limiter = c.budget
 		oc, err := llm.New(cfg.LLM)
 		if err != nil {
 			return fail(err)
