@@ -208,7 +208,7 @@ summary. State lives in --state-dir, so an interrupted run resumes with
 			})
 			rep, err := coordinator.Run(ctx, coordinator.Config{Env: cl.Env, Manifest: m, Out: rf.out, Progress: w, Terminal: coordinator.IsTerminal(os.Stdout),
 				MaxInFlight: rf.window(cf.held(), m, cf.llmRPM, cf.llmTPM), Sizing: rf.sizing(cf.held(), m, cf.llmRPM, cf.llmTPM, cachedOutsideTPM(lcfg)),
-				Warnings: warnings, RetryFailed: retryFailed, Health: cl.Health.Summary, Limits: cl.Limits,
+				Warnings: warnings, RetryFailed: retryFailed, Health: cl.Health.Summary, Limits: cl.Limits, LimitChanges: cl.LimitChanges,
 				Retain: rf.retain.retention(), StreamReplicas: cf.streamReplicas, MaxCost: maxCost})
 			if !notice() {
 				<-printed // said before the command's last words

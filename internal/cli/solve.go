@@ -268,6 +268,9 @@ func printSummary(w io.Writer, rep *outputs.Report, out string) {
 	for _, l := range rep.Limits {
 		fmt.Fprintf(w, "LLM limits learned: %s\n", l.Note())
 	}
+	for _, c := range rep.LimitChanges {
+		fmt.Fprintf(w, "LLM limit changed at %s: %s\n", c.At.Local().Format("15:04:05"), c)
+	}
 	fmt.Fprintf(w, "Outputs: %s (<instance_id>.sql, <instance_id>.csv, run.json, report.html)\n", out)
 }
 

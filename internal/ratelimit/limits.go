@@ -124,6 +124,22 @@ func (l *Limiter) LimitChanges(ctx context.Context) ([]LimitChange, error) {
 	return out, nil
 }
 
+// LimitChangesBetween returns the changes made from from to to, oldest
+// first.
+func (l *Limiter) LimitChangesBetween(ctx context.Context, from, to time.Time) ([]LimitChange, error) {
+	all, err := l.LimitChanges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []LimitChange
+	for i := len(all) - 1; i >= 0; i-- {
+		if c := all[i]; !c.At.Before(from) && !c.At.After(to) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // Overrides are the limits set on the cluster as one process sees them:
 // read again at most every LimitsRefresh. A read that fails keeps the
 // last ones (Redis away: the limiter fails on its own anyway).

@@ -75,6 +75,18 @@ func TestLimitsSetOnARunningCluster(t *testing.T) {
 	if len(log) != 2 || !log[0].Cleared || log[1].Quota.RequestsPerMinute != 1500 || log[1].Group != group || !log[0].At.After(log[1].At) {
 		t.Errorf("the changes logged %+v, want the clear then the set of %s at 1500 rpm", log, group)
 	}
+	// A run's report keeps the changes made while it ran, oldest first.
+	during, err := l.LimitChangesBetween(ctx, log[1].At, log[0].At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := l.LimitChangesBetween(ctx, log[1].At.Add(time.Millisecond), log[0].At.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != 2 || during[0].Cleared || !during[1].Cleared || len(after) != 1 || !after[0].Cleared {
+		t.Errorf("changes from the set to the clear %+v, want both, oldest first; from after the set %+v, want the clear", during, after)
+	}
 	if err := l.SetLLMLimit(ctx, group, SetQuota{}); err == nil {
 		t.Error("a limit with neither requests nor tokens was set")
 	}

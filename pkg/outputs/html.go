@@ -737,6 +737,9 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 	for _, l := range r.Limits {
 		costTotals = append(costTotals, costRow{"LLM limits learned (" + l.Note() + ")", num(l.Cuts) + " cuts", ""})
 	}
+	for _, ch := range r.LimitChanges {
+		costTotals = append(costTotals, costRow{"LLM limit changed on the running cluster: " + ch.String(), ch.At.UTC().Format("15:04:05 UTC"), ""})
+	}
 	if c.LLM.Fallbacks > 0 {
 		// A run never silently mixes models: name the examples a
 		// fallback model answered calls of.

@@ -174,9 +174,12 @@ type Report struct {
 	// Limits are what the limiter learned of the models' real limits by
 	// the run's end, where the provider said anything (a stated limit or
 	// a 429).
-	Limits   []LimitLearned `json:"limits,omitempty"`
-	Examples []Example      `json:"examples"`
-	Totals   Totals         `json:"totals"`
+	Limits []LimitLearned `json:"limits,omitempty"`
+	// LimitChanges are the quotas set on the running cluster (quorum
+	// limits set or clear) between the run's start and its end.
+	LimitChanges []LimitChange `json:"limit_changes,omitempty"`
+	Examples     []Example     `json:"examples"`
+	Totals       Totals        `json:"totals"`
 	// Skipped are the dataset's task lines left out (--skip-invalid),
 	// each with its file:line and why.
 	Skipped []string `json:"skipped,omitempty"`
@@ -631,6 +634,32 @@ type LimitLearned struct {
 	LearnedTPM    float64 `json:"learned_tpm,omitempty"`
 	// Cuts are the 429s this session cut the rate for.
 	Cuts int `json:"cuts,omitempty"`
+}
+
+// LimitChange is a quota set (or cleared) on the running cluster: its
+// group (llm:<model>, llm@<endpoint>:<model>), the requests and tokens a
+// minute set (0: as configured), and when.
+type LimitChange struct {
+	Group   string    `json:"group"`
+	RPM     float64   `json:"rpm,omitempty"`
+	TPM     float64   `json:"tpm,omitempty"`
+	At      time.Time `json:"at"`
+	Cleared bool      `json:"cleared,omitempty"`
+}
+
+// String says what changed: "llm:gpt-4o set to 1500 req/min".
+func (c LimitChange) String() string {
+	if c.Cleared {
+		return c.Group + " back to its configured quota"
+	}
+	var parts []string
+	if c.RPM > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f req/min", c.RPM))
+	}
+	if c.TPM > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f tokens/min", c.TPM))
+	}
+	return c.Group + " set to " + strings.Join(parts, " and ")
 }
 
 // Note says what was learned, with a hint where the configured quota

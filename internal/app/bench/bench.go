@@ -633,7 +633,7 @@ func (r *rig) batch(run, out string, progress io.Writer) (coordinator.Config, er
 			TPM: r.quota.TokensPerMinute, CachedOutsideTPM: sc.CachedOutsideTPM}
 		window = coordinator.Window(sizing.Held, sizing.Load, sizing.RPM, sizing.TPM)
 	}
-	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window, Sizing: sizing, Health: r.cl.Health.Summary, Limits: r.cl.Limits}, nil
+	return coordinator.Config{Env: r.cl.Env, Manifest: m, Out: out, Progress: progress, MaxInFlight: window, Sizing: sizing, Health: r.cl.Health.Summary, Limits: r.cl.Limits, LimitChanges: r.cl.LimitChanges}, nil
 }
 
 // counters is what the cluster's workers counted.

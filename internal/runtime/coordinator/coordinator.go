@@ -89,6 +89,9 @@ type Config struct {
 	// Limits, when set, are what the limiter learned of the models' real
 	// limits, written into run.json at the end.
 	Limits func(context.Context) []outputs.LimitLearned
+	// LimitChanges, when set, are the quotas set on the running cluster
+	// between two times, written into run.json at the end.
+	LimitChanges func(ctx context.Context, from, to time.Time) []outputs.LimitChange
 	// Sizing, when set (with MaxInFlight the window it gives for
 	// TokensPerCall), re-sizes the window once the finished examples' calls
 	// show what a call counts toward the TPM quota.
@@ -228,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 		cfg.RestoreEvery = 10 * time.Second
 	}
 	c := &coord{env: env, run: run, m: m, w: w, log: log, progress: cfg.Progress, terminal: cfg.Terminal, window: cfg.MaxInFlight,
-		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health, limits: cfg.Limits,
+		abortAfter: cfg.AbortAfter, maxCost: cfg.MaxCost, warnings: cfg.Warnings, restoreEvery: cfg.RestoreEvery, sizing: cfg.Sizing, health: cfg.Health, limits: cfg.Limits, limitChanges: cfg.LimitChanges,
 		finals: map[string]*message.FinalAnswer{}, ends: map[string]finalEnd{}, flying: map[string]bool{}, began: map[string]time.Time{},
 		inRun: make(map[string]bool, len(m.Examples))}
 	for _, id := range m.Examples {
@@ -298,6 +301,8 @@ type coord struct {
 	terminal bool
 	health   func() string
 	limits   func(context.Context) []outputs.LimitLearned
+	// limitChanges: Config.LimitChanges.
+	limitChanges func(ctx context.Context, from, to time.Time) []outputs.LimitChange
 
 	window       int
 	abortAfter   int
@@ -1119,9 +1124,6 @@ func (c *coord) report() *outputs.Report {
 		Seed: c.m.Seed, Votes: c.m.Votes, LLM: c.m.LLM, Skipped: c.m.Skipped, Warnings: c.warnings,
 		Started: c.started, Finished: now, Sessions: c.sessions(ctx, now),
 		QuorumVersion: version.Version, Revision: version.Revision(), DatasetFingerprint: c.run.DS.Fingerprint(c.m.Examples)}
-	if c.limits != nil {
-		rep.Limits = c.limits(ctx)
-	}
 	for i, s := range rep.Sessions {
 		if i == 0 || s.Started.Before(rep.Started) {
 			rep.Started = s.Started
@@ -1129,6 +1131,12 @@ func (c *coord) report() *outputs.Report {
 		if i == 0 || s.Finished.After(rep.Finished) {
 			rep.Finished = s.Finished
 		}
+	}
+	if c.limits != nil {
+		rep.Limits = c.limits(ctx)
+	}
+	if c.limitChanges != nil {
+		rep.LimitChanges = c.limitChanges(ctx, rep.Started, rep.Finished)
 	}
 	bird, closeBird := c.birdGold()
 	defer closeBird()

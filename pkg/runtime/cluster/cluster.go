@@ -210,6 +210,21 @@ func (c *Cluster) Limits(ctx context.Context) []outputs.LimitLearned {
 	return out
 }
 
+// LimitChanges are the quotas set on the running cluster from from to to
+// (none when Redis fails: the run's report then goes without them).
+func (c *Cluster) LimitChanges(ctx context.Context, from, to time.Time) []outputs.LimitChange {
+	cs, err := c.Limiter.LimitChangesBetween(ctx, from, to)
+	if err != nil {
+		c.log.Warn("the limit changes are left out of the report", zap.Error(err))
+		return nil
+	}
+	out := make([]outputs.LimitChange, len(cs))
+	for i, ch := range cs {
+		out[i] = outputs.LimitChange{Group: ch.Group, RPM: ch.Quota.RequestsPerMinute, TPM: ch.Quota.TokensPerMinute, At: ch.At, Cleared: ch.Cleared}
+	}
+	return out
+}
+
 // ListenError is Start's error when the health and metrics listener
 // cannot listen on Config.HTTPAddr.
 type ListenError struct {
