@@ -55,9 +55,14 @@ const (
 	meterSeconds = 10
 )
 
-// learnFloor is the lowest a cut takes a rate: a request every ten
+// learnFloor is the lowest a cut takes field's rate: a request every ten
 // seconds, or 1,000 tokens a minute.
-var learnFloor = map[string]float64{"rpm": 6, "tpm": 1000}
+func learnFloor(field string) float64 {
+	if field == "tpm" {
+		return 1000
+	}
+	return 6
+}
 
 // Learning is a process's part in learning limits: when its callers last
 // waited, the limits stated last written, its own rate, and what it saw
@@ -314,12 +319,12 @@ func (b *LLMBudget) Learn(ctx context.Context, bk llm.Bucket, s llm.LimitSignal)
 	ceiling, step := stated(field), learnStep
 	if current == 0 {
 		// Nothing known: start from the rate this process sent at.
-		current, step = math.Max(learnFloor["rpm"], b.Learning.rate(group, now)), learnUnknownStep
+		current, step = math.Max(learnFloor("rpm"), b.Learning.rate(group, now)), learnUnknownStep
 	}
 	if ceiling == 0 {
 		ceiling = current
 	}
-	to, cut, err := rdb.LearnDown(ctx, b.Limiter.rdb, key, field, current, learnFactor, learnFloor[field], b.Learning.holdOff(), step*ceiling)
+	to, cut, err := rdb.LearnDown(ctx, b.Limiter.rdb, key, field, current, learnFactor, learnFloor(field), b.Learning.holdOff(), step*ceiling)
 	if err == nil && cut {
 		b.Learning.cut(group, field, to)
 	}
