@@ -242,16 +242,17 @@ func benchConform(cmd *cobra.Command, sc bench.Scenario, names, personas []strin
 	} else {
 		// calls and prompt are against the agent's canonical run; answered
 		// (diff) counts the examples answered, then those answered on one
-		// side only; answers≠ the examples whose final SQL differs.
-		fmt.Fprintf(w, "\n%-9s %-18s %7s %7s %6s %7s %14s %8s %5s %7s %6s %7s %9s %6s %9s  %-7s  (EX figures are the SIMULATED LLM's)\n",
-			"agent", "persona", "EX", "delta", "calls", "prompt", "answered(diff)", "answers≠", "lost", "re-asks", "ended", "unread", "refusals", "errors", "calls/ex", "goal")
+		// side only; answers≠ the examples whose final SQL differs,
+		// results≠ those whose result table does.
+		fmt.Fprintf(w, "\n%-9s %-18s %7s %7s %6s %7s %14s %8s %8s %5s %7s %6s %7s %9s %6s %9s  %-7s  (EX figures are the SIMULATED LLM's)\n",
+			"agent", "persona", "EX", "delta", "calls", "prompt", "answered(diff)", "answers≠", "results≠", "lost", "re-asks", "ended", "unread", "refusals", "errors", "calls/ex", "goal")
 		for _, r := range c.Rows {
 			goal := "met"
 			if !r.Pass {
 				goal = "NOT MET"
 			}
-			fmt.Fprintf(w, "%-9s %-18s %7.4f %+7.1f %6.2f %7.2f %14s %8d %5d %7d %6d %7d %9s %6d %9.1f  %s\n", r.Agent, r.Persona, r.EX, r.DeltaPoints,
-				r.CallsRatio, r.PromptTokensRatio, fmt.Sprintf("%d(%d)", r.Answered, r.AnsweredDiffer), r.AnswersDiffer, r.CandidatesLost, r.FormatReasks,
+			fmt.Fprintf(w, "%-9s %-18s %7.4f %+7.1f %6.2f %7.2f %14s %8d %8d %5d %7d %6d %7d %9s %6d %9.1f  %s\n", r.Agent, r.Persona, r.EX, r.DeltaPoints,
+				r.CallsRatio, r.PromptTokensRatio, fmt.Sprintf("%d(%d)", r.Answered, r.AnsweredDiffer), r.AnswersDiffer, r.ResultsDiffer, r.CandidatesLost, r.FormatReasks,
 				r.EndedEarly, r.VerdictsUnread, fmt.Sprintf("%d/%d", r.Refusals, r.RefusalsSent), r.LLMErrors, r.CallsPerExample, goal)
 		}
 		fmt.Fprintf(w, "Wrote %s and %s\n", filepath.Join(out, "bench.json"), filepath.Join(out, "report.html"))

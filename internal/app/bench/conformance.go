@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/quorumsql/quorum/internal/app/compare"
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/sqltext"
@@ -77,6 +78,10 @@ type ConformanceRow struct {
 	Answered       int `json:"answered"`
 	AnsweredDiffer int `json:"answered_differ"`
 	AnswersDiffer  int `json:"answers_differ"`
+	// ResultsDiffer are the examples whose result table (<id>.csv)
+	// differs from canonical's, an unanswered side included: another SQL
+	// with the same rows is not another answer to the user.
+	ResultsDiffer int `json:"results_differ"`
 	// Refusals are the replies the agent recorded as refusals (pkg/cost),
 	// RefusalsSent those the simulator wrote: fewer recorded than sent
 	// means a refusal was read as something else, such as a query to run.
@@ -120,10 +125,14 @@ func Conform(ctx context.Context, sc Scenario, agentNames, personas []string, wo
 			if err != nil {
 				return nil, fmt.Errorf("persona %s, agent %s: %w", p, row.Agent, err)
 			}
-			if p == llmsim.PersonaCanonical {
-				canonical[row.Agent] = baseline{row, answers}
+			results, err := finalResults(r)
+			if err != nil {
+				return nil, fmt.Errorf("persona %s, agent %s: %w", p, row.Agent, err)
 			}
-			judge(&row, answers, canonical[row.Agent])
+			if p == llmsim.PersonaCanonical {
+				canonical[row.Agent] = baseline{row, answers, results}
+			}
+			judge(&row, answers, results, canonical[row.Agent])
 			c.Pass = c.Pass && row.Pass
 			c.Rows = append(c.Rows, row)
 			c.Runs = append(c.Runs, r)
@@ -132,19 +141,22 @@ func Conform(ctx context.Context, sc Scenario, agentNames, personas []string, wo
 	return c, nil
 }
 
-// baseline is an agent's canonical run: its row and its final answers.
+// baseline is an agent's canonical run: its row, its final answers and
+// their result tables.
 type baseline struct {
 	row     ConformanceRow
 	answers map[string]string
+	results map[string]string
 }
 
 // judge sets a row's figures against its agent's canonical run, and
 // whether it meets the goal.
-func judge(row *ConformanceRow, answers map[string]string, base baseline) {
+func judge(row *ConformanceRow, answers, results map[string]string, base baseline) {
 	row.DeltaPoints = 100 * (row.EX - base.row.EX)
 	row.CallsRatio = ratio(row.LLMCalls, base.row.LLMCalls)
 	row.PromptTokensRatio = ratio(row.PromptTokens, base.row.PromptTokens)
 	row.AnsweredDiffer, row.AnswersDiffer = compareAnswers(answers, base.answers)
+	_, row.ResultsDiffer = compareAnswers(results, base.results)
 	row.Pass = row.CandidatesLost == 0 && row.AnsweredDiffer == 0 &&
 		withinRatio(row.CallsRatio) && withinRatio(row.PromptTokensRatio) &&
 		math.Abs(row.DeltaPoints) <= MaxDeltaPoints+1e-9
@@ -183,6 +195,30 @@ func finalAnswers(r *Report) (map[string]string, error) {
 			sql = string(b)
 		}
 		out[e.InstanceID] = sqltext.Normalize(sql, sqltext.DialectOptions(sqltext.Dialect(e.Dialect)))
+	}
+	return out, nil
+}
+
+// finalResults are a run's answered examples' result tables, by instance
+// id (the answers folder's <id>.csv, compare.CanonicalCSV).
+func finalResults(r *Report) (map[string]string, error) {
+	out := map[string]string{}
+	if r.Run == nil {
+		return out, nil
+	}
+	for _, e := range r.Run.Examples {
+		if e.Status != "answered" {
+			continue
+		}
+		csv := ""
+		if r.Out != "" {
+			b, err := os.ReadFile(filepath.Join(r.Out, e.InstanceID+".csv"))
+			if err != nil {
+				return nil, fmt.Errorf("result of %s: %w", e.InstanceID, err)
+			}
+			csv = string(compare.CanonicalCSV(b))
+		}
+		out[e.InstanceID] = csv
 	}
 	return out, nil
 }
@@ -234,15 +270,15 @@ func ConformanceHTML(w io.Writer, c *Conformance) error {
 	}
 	var b strings.Builder
 	b.WriteString(`<p class="note">Every figure here comes from the <b>simulated LLM</b> (llmsim) speaking as each persona: the forms are real models', the answers are the simulator's. It shows whether an agent reads what real models write, not how accurate a real model is.</p>`)
-	b.WriteString(`<table id="conformance-table"><tr><th>agent</th><th>persona</th><th>EX (simulated)</th><th>Δ vs canonical</th><th>LLM calls vs canonical</th><th>prompt tokens vs canonical</th><th>answered (≠ canonical)</th><th>answers ≠ canonical</th><th>candidates lost to format</th><th>format re-asks</th><th>ended early</th><th>verdicts unread</th><th>refusals recorded / sent</th><th>LLM errors</th><th>calls / example</th><th>goal</th></tr>`)
+	b.WriteString(`<table id="conformance-table"><tr><th>agent</th><th>persona</th><th>EX (simulated)</th><th>Δ vs canonical</th><th>LLM calls vs canonical</th><th>prompt tokens vs canonical</th><th>answered (≠ canonical)</th><th>answers ≠ canonical</th><th>results ≠ canonical</th><th>candidates lost to format</th><th>format re-asks</th><th>ended early</th><th>verdicts unread</th><th>refusals recorded / sent</th><th>LLM errors</th><th>calls / example</th><th>goal</th></tr>`)
 	for _, r := range c.Rows {
 		verdict := "met"
 		if !r.Pass {
 			verdict = "NOT MET"
 		}
-		fmt.Fprintf(&b, `<tr class="conformance-row"><td>%s</td><td>%s</td><td>%.1f%%</td><td>%+.1f</td><td>×%.2f</td><td>×%.2f</td><td>%d (%d)</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d / %d</td><td>%d</td><td>%.1f</td><td>%s</td></tr>`,
+		fmt.Fprintf(&b, `<tr class="conformance-row"><td>%s</td><td>%s</td><td>%.1f%%</td><td>%+.1f</td><td>×%.2f</td><td>×%.2f</td><td>%d (%d)</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d / %d</td><td>%d</td><td>%.1f</td><td>%s</td></tr>`,
 			template.HTMLEscapeString(r.Agent), template.HTMLEscapeString(r.Persona), 100*r.EX, r.DeltaPoints, r.CallsRatio, r.PromptTokensRatio,
-			r.Answered, r.AnsweredDiffer, r.AnswersDiffer, r.CandidatesLost, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.Refusals, r.RefusalsSent,
+			r.Answered, r.AnsweredDiffer, r.AnswersDiffer, r.ResultsDiffer, r.CandidatesLost, r.FormatReasks, r.EndedEarly, r.VerdictsUnread, r.Refusals, r.RefusalsSent,
 			r.LLMErrors, r.CallsPerExample, verdict)
 	}
 	b.WriteString(`</table>`)

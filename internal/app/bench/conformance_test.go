@@ -47,7 +47,7 @@ func TestConformanceUnderPersonas(t *testing.T) {
 			t.Errorf("%s under %s lost %d candidates to the form of its replies", r.Agent, r.Persona, r.CandidatesLost)
 		}
 		if r.Persona == llmsim.PersonaCanonical && (r.FormatReasks != 0 || r.EndedEarly != 0 || r.VerdictsUnread != 0 || r.DeltaPoints != 0 ||
-			r.AnswersDiffer != 0 || r.AnsweredDiffer != 0 || r.RefusalsSent != 0 || r.CallsRatio != 1 || r.PromptTokensRatio != 1 || r.LLMCalls == 0) {
+			r.AnswersDiffer != 0 || r.ResultsDiffer != 0 || r.AnsweredDiffer != 0 || r.RefusalsSent != 0 || r.CallsRatio != 1 || r.PromptTokensRatio != 1 || r.LLMCalls == 0) {
 			t.Errorf("%s under canonical: %+v; want no re-ask, early end, unread verdict, delta, differing answer or refusal, and ratios of 1", r.Agent, r)
 		}
 		if r.Answered == 0 || r.CallsRatio <= 0 || r.PromptTokensRatio <= 0 {
@@ -76,7 +76,10 @@ func TestConformanceUnderPersonas(t *testing.T) {
 func TestConformanceJudge(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(sub string, answers map[string]string) *Report {
+	// An answer's result table is its SQL's result in canon's run; an
+	// answer canon did not give returns "other" (results overrides).
+	canonResult := map[string]string{"SELECT x FROM t": "x\n1\n", "SELECT y FROM u": "y\n2\n"}
+	write := func(sub string, answers map[string]string, results ...map[string]string) *Report {
 		out := filepath.Join(dir, sub)
 		if err := os.MkdirAll(out, 0o700); err != nil {
 			t.Fatal(err)
@@ -85,6 +88,16 @@ func TestConformanceJudge(t *testing.T) {
 		for id, sql := range answers {
 			run.Examples = append(run.Examples, outputs.Example{InstanceID: id, Dialect: "sqlite", Status: "answered"})
 			if err := os.WriteFile(filepath.Join(out, id+".sql"), []byte(sql+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			csv, ok := canonResult[sql]
+			if !ok {
+				csv = "z\r\n3\r\n"
+			}
+			if len(results) > 0 && results[0][id] != "" {
+				csv = results[0][id]
+			}
+			if err := os.WriteFile(filepath.Join(out, id+".csv"), []byte(csv), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,26 +110,33 @@ func TestConformanceJudge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := baseline{conformanceRow("reforce", "canonical", canonRep), canonAnswers}
+	canonResults, err := finalResults(canonRep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := baseline{conformanceRow("reforce", "canonical", canonRep), canonAnswers, canonResults}
 	tests := []struct {
 		name                    string
 		answers                 map[string]string
+		results                 map[string]string
 		calls, prompt           int64
 		lost                    int
 		ex                      float64
 		wantAnswered, wantDiffs int
+		wantResults             int
 		wantPass                bool
 	}{
-		{"same, written otherwise", map[string]string{"a": "select x\r\nFROM t;", "b": "-- answer\nSELECT  y FROM u"}, 103, 10400, 0, 0.5, 0, 0, true},
-		{"another answer", map[string]string{"a": "SELECT z FROM t", "b": "SELECT y FROM u"}, 100, 10000, 0, 0.5, 0, 1, true},
-		{"one example fewer", map[string]string{"a": "SELECT x FROM t"}, 100, 10000, 0, 0.5, 1, 1, false},
-		{"calls 6% more", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 106, 10000, 0, 0.5, 0, 0, false},
-		{"prompt tokens 6% fewer", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 9400, 0, 0.5, 0, 0, false},
-		{"a candidate lost", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 10000, 1, 0.5, 0, 0, false},
-		{"EX 3 points lower", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, 100, 10000, 0, 0.47, 0, 0, false},
+		{"same, written otherwise", map[string]string{"a": "select x\r\nFROM t;", "b": "-- answer\nSELECT  y FROM u"}, map[string]string{"a": "x\r\n1\r\n", "b": "y\n2"}, 103, 10400, 0, 0.5, 0, 0, 0, true},
+		{"another answer", map[string]string{"a": "SELECT z FROM t", "b": "SELECT y FROM u"}, nil, 100, 10000, 0, 0.5, 0, 1, 1, true},
+		{"another answer, the same rows", map[string]string{"a": "SELECT x FROM t WHERE 1", "b": "SELECT y FROM u"}, map[string]string{"a": "x\n1\n"}, 100, 10000, 0, 0.5, 0, 1, 0, true},
+		{"one example fewer", map[string]string{"a": "SELECT x FROM t"}, nil, 100, 10000, 0, 0.5, 1, 1, 1, false},
+		{"calls 6% more", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, nil, 106, 10000, 0, 0.5, 0, 0, 0, false},
+		{"prompt tokens 6% fewer", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, nil, 100, 9400, 0, 0.5, 0, 0, 0, false},
+		{"a candidate lost", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, nil, 100, 10000, 1, 0.5, 0, 0, 0, false},
+		{"EX 3 points lower", map[string]string{"a": "SELECT x FROM t", "b": "SELECT y FROM u"}, nil, 100, 10000, 0, 0.47, 0, 0, 0, false},
 	}
 	for i, tt := range tests {
-		rep := write(fmt.Sprint("p", i), tt.answers)
+		rep := write(fmt.Sprint("p", i), tt.answers, tt.results)
 		rep.LLMCalls, rep.PromptTokens, rep.EX = tt.calls, tt.prompt, tt.ex
 		row := conformanceRow("reforce", llmsim.PersonaEnvelopes, rep)
 		row.CandidatesLost = tt.lost
@@ -124,11 +144,15 @@ func TestConformanceJudge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		judge(&row, answers, base)
-		if row.AnsweredDiffer != tt.wantAnswered || row.AnswersDiffer != tt.wantDiffs || row.Pass != tt.wantPass ||
+		results, err := finalResults(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		judge(&row, answers, results, base)
+		if row.AnsweredDiffer != tt.wantAnswered || row.AnswersDiffer != tt.wantDiffs || row.ResultsDiffer != tt.wantResults || row.Pass != tt.wantPass ||
 			row.CallsRatio != float64(tt.calls)/100 || row.PromptTokensRatio != float64(tt.prompt)/10000 {
-			t.Errorf("%s: answered differ %d, answers differ %d, ratios %.2f %.2f, pass %v; want %d, %d, %v",
-				tt.name, row.AnsweredDiffer, row.AnswersDiffer, row.CallsRatio, row.PromptTokensRatio, row.Pass, tt.wantAnswered, tt.wantDiffs, tt.wantPass)
+			t.Errorf("%s: answered differ %d, answers differ %d, results differ %d, ratios %.2f %.2f, pass %v; want %d, %d, %d, %v",
+				tt.name, row.AnsweredDiffer, row.AnswersDiffer, row.ResultsDiffer, row.CallsRatio, row.PromptTokensRatio, row.Pass, tt.wantAnswered, tt.wantDiffs, tt.wantResults, tt.wantPass)
 		}
 	}
 	c := &Conformance{Rows: []ConformanceRow{base.row}, Runs: []*Report{canonRep}, Agents: []string{"reforce"}, Personas: []string{"canonical"},
@@ -137,7 +161,7 @@ func TestConformanceJudge(t *testing.T) {
 	if err := ConformanceHTML(&html, c); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"LLM calls vs canonical", "prompt tokens vs canonical", "answers ≠ canonical", "refusals recorded / sent", "within 5%"} {
+	for _, want := range []string{"LLM calls vs canonical", "prompt tokens vs canonical", "answers ≠ canonical", "results ≠ canonical", "refusals recorded / sent", "within 5%"} {
 		if !strings.Contains(html.String(), want) {
 			t.Errorf("report.html lacks %q", want)
 		}

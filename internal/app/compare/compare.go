@@ -187,13 +187,13 @@ func side(dir string, e outputs.Example) (*Side, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the result of %s: %w (is %s a complete run folder?)", e.InstanceID, err, dir)
 	}
-	s.result = canonicalCSV(result)
+	s.result = CanonicalCSV(result)
 	return s, nil
 }
 
-// canonicalCSV is a result table with its line endings and final newline
+// CanonicalCSV is a result table with its line endings and final newline
 // made uniform: the same rows written on two machines compare equal.
-func canonicalCSV(b []byte) []byte {
+func CanonicalCSV(b []byte) []byte {
 	b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
 	return bytes.TrimRight(b, "\n")
 }
