@@ -178,30 +178,21 @@ func withinRatio(r float64) bool { return math.Abs(r-1) <= MaxCostRatioDelta+1e-
 // finalAnswers are a run's answered examples' final SQL, normalized, by
 // instance id (the answers folder's <id>.sql).
 func finalAnswers(r *Report) (map[string]string, error) {
-	out := map[string]string{}
-	if r.Run == nil {
-		return out, nil
-	}
-	for _, e := range r.Run.Examples {
-		if e.Status != "answered" {
-			continue
-		}
-		sql := ""
-		if r.Out != "" {
-			b, err := os.ReadFile(filepath.Join(r.Out, e.InstanceID+".sql"))
-			if err != nil {
-				return nil, fmt.Errorf("answer of %s: %w", e.InstanceID, err)
-			}
-			sql = string(b)
-		}
-		out[e.InstanceID] = sqltext.Normalize(sql, sqltext.DialectOptions(sqltext.Dialect(e.Dialect)))
-	}
-	return out, nil
+	return finalFiles(r, ".sql", func(b []byte, e outputs.Example) string {
+		return sqltext.Normalize(string(b), sqltext.DialectOptions(sqltext.Dialect(e.Dialect)))
+	})
 }
 
 // finalResults are a run's answered examples' result tables, by instance
 // id (the answers folder's <id>.csv, compare.CanonicalCSV).
 func finalResults(r *Report) (map[string]string, error) {
+	return finalFiles(r, ".csv", func(b []byte, _ outputs.Example) string { return string(compare.CanonicalCSV(b)) })
+}
+
+// finalFiles reads each answered example's <id><ext> from the run's
+// answers folder, as canon makes it comparable (a run without a folder:
+// canon of nothing).
+func finalFiles(r *Report, ext string, canon func([]byte, outputs.Example) string) (map[string]string, error) {
 	out := map[string]string{}
 	if r.Run == nil {
 		return out, nil
@@ -210,15 +201,14 @@ func finalResults(r *Report) (map[string]string, error) {
 		if e.Status != "answered" {
 			continue
 		}
-		csv := ""
+		var b []byte
 		if r.Out != "" {
-			b, err := os.ReadFile(filepath.Join(r.Out, e.InstanceID+".csv"))
-			if err != nil {
-				return nil, fmt.Errorf("result of %s: %w", e.InstanceID, err)
+			var err error
+			if b, err = os.ReadFile(filepath.Join(r.Out, e.InstanceID+ext)); err != nil {
+				return nil, fmt.Errorf("answer of %s: %w", e.InstanceID, err)
 			}
-			csv = string(compare.CanonicalCSV(b))
 		}
-		out[e.InstanceID] = csv
+		out[e.InstanceID] = canon(b, e)
 	}
 	return out, nil
 }
