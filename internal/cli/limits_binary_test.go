@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,13 +23,14 @@ import (
 // TestLimitSetMidRunReachesEveryWorker: a run through the role binaries
 // (coordinator, two generator workers and an explorer worker, each its
 // own quorum process, with a voter) calls the simulated LLM as fast as
-// --llm-rpm 6000 lets it; once every worker has called it, quorum limits
-// set lowers gpt-4o to 12 requests a minute. From 5 s after the change,
+// --llm-rpm 6000 lets it; once both generator workers have called it,
+// quorum limits set lowers gpt-4o to 12 requests a minute. From 5 s after the change,
 // the workers together send at most what 12 a minute allows over 20 s
 // (four, and one more that an idle quota lets start at once): each worker
 // reads the limit again within ratelimit.LimitsRefresh (2 s). A slow
 // machine sends fewer, never more; a worker that kept its configured
-// quota would send dozens.
+// quota would send dozens, or finish the run (44 examples x 8
+// candidates), which at 12 a minute cannot end in the window.
 func TestLimitSetMidRunReachesEveryWorker(t *testing.T) {
 	bin := quorumBinary(t)
 	t.Parallel()
@@ -53,6 +55,7 @@ func TestLimitSetMidRunReachesEveryWorker(t *testing.T) {
 	}
 	llm := httptest.NewServer(mux)
 	t.Cleanup(llm.Close)
+	out := filepath.Join(t.TempDir(), "out")
 	join := []string{"--nats-url", ns.URL(), "--redis-url", rs.URL(), "--log-level", "error"}
 	llmArgs := func(w string) []string {
 		return []string{"--llm-base-url", llm.URL + "/" + w + "/v1", "--llm-api-key", "k", "--llm-rpm", "6000"}
@@ -61,11 +64,13 @@ func TestLimitSetMidRunReachesEveryWorker(t *testing.T) {
 	runRoleBinary(t, bin, append(append([]string{"generator-worker", "--concurrency", "8"}, join...), llmArgs("gen-b")...)...)
 	runRoleBinary(t, bin, append(append([]string{"explorer-worker", "--concurrency", "8"}, join...), llmArgs("explorer")...)...)
 	runRoleBinary(t, bin, append([]string{"voter"}, join...)...)
-	runRoleBinary(t, bin, append([]string{"coordinator", "--run-id", "limits", "--dataset", demo, "--limit", "20", "--votes", "8",
-		"--out", filepath.Join(t.TempDir(), "out")}, join...)...)
+	runRoleBinary(t, bin, append([]string{"coordinator", "--run-id", "limits", "--dataset", demo, "--limit", "44", "--votes", "8",
+		"--out", out}, join...)...)
 
-	wait.For(t, 2*time.Minute, "every worker's first LLM calls", func() bool {
-		for _, w := range workers {
+	// The explorer calls the LLM late in an example's work: the change
+	// comes once both generator workers call it, most of the run ahead.
+	wait.For(t, 2*time.Minute, "the generator workers' first LLM calls", func() bool {
+		for _, w := range workers[:2] {
 			if calls.count(w, time.Time{}, time.Time{}) < 2 {
 				return false
 			}
@@ -86,6 +91,9 @@ func TestLimitSetMidRunReachesEveryWorker(t *testing.T) {
 	t.Logf("LLM calls from 5 s to 25 s after the limit was set to 12/min: %v (before it: %v)", by, calls.before(changed))
 	if total > 5 {
 		t.Errorf("the workers sent %d LLM calls from 5 s to 25 s after the limit was set to 12 a minute (%v), want at most 5", total, by)
+	}
+	if _, err := os.Stat(filepath.Join(out, "run.json")); err == nil {
+		t.Errorf("the run finished within 25 s of the limit set to 12 a minute: its calls did not keep to it")
 	}
 }
 

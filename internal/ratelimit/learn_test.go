@@ -172,3 +172,39 @@ func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n += len(cmds); return next(ctx, cmds) }
 }
+
+// TestWaitReadsTheClaimsAtEachTry: a caller refused (here by a 429's
+// cooldown) asks for its claims again before it tries again, so a rate
+// cut while it waited applies to it; one that kept its first claims would
+// be admitted on them.
+func TestWaitReadsTheClaimsAtEachTry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	red := srv.Client(t)
+	ctx := context.Background()
+	l, err := New(Config{Client: red, Prefix: "t:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Cooldown(ctx, "g", 30*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	claims := func() []Claim {
+		asked++
+		key := "before"
+		if asked > 1 {
+			key = "after"
+		}
+		return []Claim{{Key: key, Rate: PerMinute(60, 1), Units: 1}}
+	}
+	_, refused, err := l.wait(ctx, "g", claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := red.Exists(ctx, l.key("before")).Val(), red.Exists(ctx, l.key("after")).Val()
+	if !refused || asked < 2 || before != 0 || after != 1 {
+		t.Errorf("refused %v, claims asked %d times, reserved on the first claims %d, on the later ones %d; want refused, asked again, reserved on the later ones only",
+			refused, asked, before, after)
+	}
+}
