@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/redis/go-redis/v9"
 )
 
 // cacheKey names an answer by its tenant and what decides it: the
@@ -55,12 +56,14 @@ func (s *Server) cached(ctx context.Context, q *Question) (*Question, bool) {
 	return &hit.Question, true
 }
 
-func (s *Server) cachePut(ctx context.Context, q *Question) {
-	if s.cfg.CacheTTL < 0 {
+// cacheIn queues q's answer into the cache, in the transaction that
+// records it: a client that sees the answer and asks again is answered
+// from the cache (written after, the second question could miss it).
+func (s *Server) cacheIn(ctx context.Context, p redis.Pipeliner, q *Question) {
+	if s.cfg.CacheTTL < 0 || q.Status != Answered || q.Cached || q.NoCache {
 		return
 	}
-	b, err := json.Marshal(record{Question: *q, Fingerprint: q.Fingerprint})
-	if err == nil {
-		_ = s.cfg.Redis.Set(ctx, s.cacheKey(q), b, s.cfg.CacheTTL).Err()
+	if b, err := json.Marshal(record{Question: *q, Fingerprint: q.Fingerprint}); err == nil {
+		p.Set(ctx, s.cacheKey(q), b, s.cfg.CacheTTL)
 	}
 }

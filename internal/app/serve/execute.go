@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/llmsim"
@@ -151,7 +152,8 @@ func (s *Server) drive(ctx context.Context, id string) {
 		}
 		s.answer(q, rep, out)
 	}
-	q, applied, uerr := s.store.update(context.WithoutCancel(ctx), id, fin)
+	cache := func(p redis.Pipeliner, q *Question) { s.cacheIn(context.WithoutCancel(ctx), p, q) }
+	q, applied, uerr := s.store.updateWith(context.WithoutCancel(ctx), id, fin, cache)
 	if uerr != nil {
 		s.cfg.Log.Error("recording an answer", zap.String("question", id), zap.Error(uerr))
 		return
@@ -244,16 +246,13 @@ func (s *Server) readRows(q *Question, path string) error {
 	}
 }
 
-// finished accounts a finished question: the tenant's tokens, the cache,
-// the question log.
+// finished accounts a finished question: the tenant's tokens and the
+// question log (an answer's cache entry is written with its record).
 func (s *Server) finished(ctx context.Context, q *Question) {
 	s.logQuestion(q) // first: the smallest window for a crash to lose it
 	s.count(q)
 	if !q.Cached {
 		s.quota.spend(ctx, q.Tenant, q.Cost.Tokens(), q.Cost.Money)
-	}
-	if q.Status == Answered && !q.Cached && !q.NoCache {
-		s.cachePut(ctx, q)
 	}
 }
 

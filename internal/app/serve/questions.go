@@ -306,6 +306,12 @@ func (s *store) queue(ctx context.Context, p redis.Pipeliner, q *Question) error
 // nor an answer by a late cancel. applied says whether fn's change was
 // stored (false: the question had already ended).
 func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (q *Question, applied bool, err error) {
+	return s.updateWith(ctx, id, fn, nil)
+}
+
+// updateWith is update that also writes what also queues, in the same
+// transaction as the changed question: whoever sees the change sees that.
+func (s *store) updateWith(ctx context.Context, id string, fn func(q *Question), also func(p redis.Pipeliner, q *Question)) (q *Question, applied bool, err error) {
 	for range 10 {
 		applied = false
 		err = s.rdb.Watch(ctx, func(tx *redis.Tx) error {
@@ -318,7 +324,12 @@ func (s *store) update(ctx context.Context, id string, fn func(q *Question)) (q 
 				return nil
 			}
 			fn(q)
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return s.queue(ctx, p, q) })
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				if also != nil {
+					also(p, q)
+				}
+				return s.queue(ctx, p, q)
+			})
 			applied = err == nil
 			return err
 		}, questionKey(id))
