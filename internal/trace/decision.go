@@ -10,7 +10,7 @@ import (
 // DecisionOf is the record of an agent's decision on round over cands.
 func DecisionOf(round int, d *agent.Decision, cands []*agent.Candidate) *Decision {
 	td := &Decision{Round: round, Confidence: d.Confidence, Method: d.Method, Valid: d.Valid, Agreed: d.Agreed, Rule: d.Rule}
-	td.Candidates, td.Clusters = clusters(cands)
+	td.Candidates, td.Clusters, td.Uncounted = clusters(cands, d.Voted, d.Agreed)
 	if d.Winner != nil {
 		td.Winner = candName(d.Winner)
 	}
@@ -49,15 +49,46 @@ func FinalOf(d *agent.Decision, rounds, cands int) *Final {
 
 func candName(c *agent.Candidate) string { return fmt.Sprintf("%d.%d", c.Round, c.Index) }
 
-// clusters groups the usable candidates by equal result tables, largest
-// group first; the unusable ones are cluster -1.
-func clusters(cands []*agent.Candidate) ([]Candidate, [][]string) {
-	out := make([]Candidate, len(cands))
+// clusters groups the candidates the vote counted: first those the agent
+// found agreeing with the winner (its own Agreed, so the page's counts are
+// run.json's), then the rest by equal result tables, largest first. A
+// usable candidate the vote did not count (voted names them; nil: all
+// counted) is in uncounted; it and an unusable one are cluster -1.
+// Indices name candidates; where rounds reuse one, the latest round's is
+// meant (the vote after exploring counts that round).
+func clusters(cands []*agent.Candidate, voted, agreed []int) (out []Candidate, groups [][]string, uncounted []string) {
+	latest := map[int]int{} // index -> position of its latest round's candidate
+	for i, c := range cands {
+		if j, ok := latest[c.Index]; !ok || cands[j].Round <= c.Round {
+			latest[c.Index] = i
+		}
+	}
+	in := func(idx []int) map[int]bool {
+		m := map[int]bool{}
+		for _, x := range idx {
+			if i, ok := latest[x]; ok {
+				m[i] = true
+			}
+		}
+		return m
+	}
+	counted, agrees := in(voted), in(agreed)
+	out = make([]Candidate, len(cands))
 	byCSV := map[string]int{}
-	var groups [][]string
+	if len(agrees) > 0 {
+		groups = append(groups, nil) // the winner's, first
+	}
 	for i, c := range cands {
 		out[i] = Candidate{Round: c.Round, Index: c.Index, Status: c.Status, Rows: c.Rows, SQL: c.SQL, Cluster: -1}
-		if c.Status != agent.StatusOK {
+		switch {
+		case agrees[i]:
+			out[i].Cluster = 0
+			groups[0] = append(groups[0], candName(c))
+			continue
+		case c.Status != agent.StatusOK:
+			continue
+		case voted != nil && !counted[i]:
+			uncounted = append(uncounted, candName(c))
 			continue
 		}
 		g, ok := byCSV[c.CSV]
@@ -69,11 +100,15 @@ func clusters(cands []*agent.Candidate) ([]Candidate, [][]string) {
 		groups[g] = append(groups[g], candName(c))
 		out[i].Cluster = g
 	}
+	first := 0
+	if len(agrees) > 0 {
+		first = 1
+	}
 	order := make([]int, len(groups))
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return len(groups[order[a]]) > len(groups[order[b]]) })
+	sort.SliceStable(order[first:], func(a, b int) bool { return len(groups[order[first+a]]) > len(groups[order[first+b]]) })
 	rank := make([]int, len(groups))
 	sorted := make([][]string, len(groups))
 	for r, g := range order {
@@ -84,5 +119,22 @@ func clusters(cands []*agent.Candidate) ([]Candidate, [][]string) {
 			out[i].Cluster = rank[out[i].Cluster]
 		}
 	}
-	return out, sorted
+	return out, sorted, uncounted
+}
+
+// AgreeCount is how many candidates agree with the winner: the agent's own
+// count (run.json's agreed_candidates), else, for a record without it, the
+// winner's group.
+func (d *Decision) AgreeCount() int {
+	if len(d.Agreed) > 0 {
+		return len(d.Agreed)
+	}
+	for _, g := range d.Clusters {
+		for _, c := range g {
+			if c == d.Winner {
+				return len(g)
+			}
+		}
+	}
+	return 0
 }

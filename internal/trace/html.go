@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -184,9 +185,20 @@ func WriteHTML(w io.Writer, x *Export, info PageInfo) error {
 		case e.Decision != nil:
 			d := e.Decision
 			en.Class = "decision"
-			en.Head = fmt.Sprintf("decision on round %d · %d candidate(s), %d valid · %s · %s", d.Round, len(d.Candidates), d.Valid, d.Confidence, d.Method)
+			en.Head = fmt.Sprintf("decision on round %d · %d candidate(s), %d valid", d.Round, len(d.Candidates), d.Valid)
+			if d.Winner != "" {
+				en.Head += fmt.Sprintf(" · %d agree with the winner", d.AgreeCount())
+			}
+			en.Head += fmt.Sprintf(" · %s · %s", d.Confidence, d.Method)
 			for i, c := range d.Clusters {
-				en.Lines = append(en.Lines, fmt.Sprintf("group %d (%d agree): %s", i+1, len(c), strings.Join(c, " ")))
+				what := "the same result"
+				if i == 0 && slices.Contains(c, d.Winner) {
+					what = "agree with the winner"
+				}
+				en.Lines = append(en.Lines, fmt.Sprintf("group %d (%d %s): %s", i+1, len(c), what, strings.Join(c, " ")))
+			}
+			if len(d.Uncounted) > 0 {
+				en.Lines = append(en.Lines, fmt.Sprintf("not counted in the vote (%d): %s", len(d.Uncounted), strings.Join(d.Uncounted, " ")))
 			}
 			if d.Winner != "" {
 				en.Lines = append(en.Lines, "winner: candidate "+d.Winner)

@@ -80,12 +80,18 @@ func Render(w io.Writer, x *Export, o RenderOptions) error {
 		case e.Decision != nil:
 			d := e.Decision
 			desc := fmt.Sprintf("decision on round %d: %d candidate(s), %d valid", d.Round, len(d.Candidates), d.Valid)
+			if d.Winner != "" {
+				desc += fmt.Sprintf(", %d agree with the winner", d.AgreeCount())
+			}
 			if len(d.Clusters) > 0 {
 				sizes := make([]string, len(d.Clusters))
 				for i, c := range d.Clusters {
 					sizes[i] = fmt.Sprintf("[%s]", strings.Join(c, " "))
 				}
-				desc += ", agreeing groups " + strings.Join(sizes, " ")
+				desc += ", groups by result " + strings.Join(sizes, " ")
+			}
+			if len(d.Uncounted) > 0 {
+				desc += fmt.Sprintf(", not counted [%s]", strings.Join(d.Uncounted, " "))
 			}
 			if d.Winner != "" {
 				desc += ", winner " + d.Winner

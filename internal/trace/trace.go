@@ -194,15 +194,19 @@ type Member struct {
 type Decision struct {
 	Round      int         `json:"round"`
 	Candidates []Candidate `json:"candidates,omitempty"`
-	// Clusters are the usable candidates (round.index) grouped by equal
-	// results, largest first; an unusable candidate is in none
-	// (Candidate.Cluster -1).
-	Clusters   [][]string `json:"clusters,omitempty"`
-	Winner     string     `json:"winner,omitempty"`
-	Confidence string     `json:"confidence,omitempty"`
-	Method     string     `json:"method,omitempty"`
-	Valid      int        `json:"valid"`
-	Agreed     []int      `json:"agreed,omitempty"`
+	// Clusters are the candidates the vote counted (round.index): those
+	// agreeing with the winner first (Agreed, the agent's own judgement),
+	// then the others grouped by equal results, largest first; an
+	// unusable or uncounted candidate is in none (Candidate.Cluster -1).
+	Clusters [][]string `json:"clusters,omitempty"`
+	// Uncounted are the usable candidates the vote left out (ReFoRCE's
+	// after exploring counts the exploration round alone).
+	Uncounted  []string `json:"uncounted,omitempty"`
+	Winner     string   `json:"winner,omitempty"`
+	Confidence string   `json:"confidence,omitempty"`
+	Method     string   `json:"method,omitempty"`
+	Valid      int      `json:"valid"`
+	Agreed     []int    `json:"agreed,omitempty"`
 	// NextRound and NextTasks are the round the decision opened and its
 	// tasks' ids.
 	NextRound *int     `json:"next_round,omitempty"`

@@ -393,9 +393,12 @@ func (e *ensemble) combine(c *agent.Context, all []*agent.Candidate, states map[
 			validOf[memberOf(cands[pos])]++
 		}
 	}
-	d := &agent.Decision{Rule: e.rule, Confidence: "low"}
+	d := &agent.Decision{Rule: e.rule, Confidence: "low", Voted: []int{}}
 	for _, g := range groups {
 		d.Valid += len(g)
+		for _, pos := range g {
+			d.Voted = append(d.Voted, cands[pos].Index)
+		}
 	}
 	winnerGroup := -1
 	if e.rule == RuleWinners {
