@@ -86,9 +86,14 @@ func TestRunResumedTwiceReportsEveryLatency(t *testing.T) {
 			t.Fatalf("the session interrupted after %d finals left %d of %d: want some, not all", after, n, examples)
 		}
 	}
+	known := finals()
 	log, err := run(t, args...)
 	if err != nil || !strings.Contains(log, "Resuming run "+runID) {
 		t.Fatalf("resume: %v\n%s", err, log)
+	}
+	// The resume says what is done before its first final comes.
+	if want := fmt.Sprintf("Resumed: %d of %d examples already final", known, examples); !strings.Contains(log, want) {
+		t.Errorf("the resume's output does not say %q:\n%s", want, log)
 	}
 
 	rep, err := outputs.ReadReport(out)

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
@@ -258,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (*outputs.Report, error) {
 	if err := c.resumeStarted(ctx); err != nil {
 		return nil, err
 	}
+	c.showResumed()
 	if err := c.admit(ctx); err != nil {
 		return nil, err
 	}
@@ -348,7 +350,10 @@ type coord struct {
 	// rateLimited counts the 429s the finals so far absorbed.
 	rateLimited int
 	money       float64
-	arrivals    int
+	// arrivals counts this session's finals (a resume's known ones came
+	// free) and latencies sums their latencies, for the ETA.
+	arrivals  int
+	latencies time.Duration
 
 	// spent is the money of the finals so far, paid the finals that made
 	// LLM calls (the estimate of an example's cost is spent/paid);
@@ -580,6 +585,28 @@ func (c *coord) resumeStarted(ctx context.Context) error {
 	return nil
 }
 
+// showResumed says, on a resume, what is already done and why the first
+// finals may be a while: a task the last session's workers held is
+// delivered again only once its ack wait, then its lease, has passed.
+func (c *coord) showResumed() {
+	c.mu.Lock()
+	final, running := len(c.finals), len(c.flying)
+	c.mu.Unlock()
+	if c.progress == nil || final+running == 0 {
+		return
+	}
+	line := fmt.Sprintf("Resumed: %d of %d examples already final", final, len(c.m.Examples))
+	if running > 0 {
+		lease := c.env.TaskLeaseTTL
+		if lease <= 0 {
+			lease = rdb.TaskLeaseTTL
+		}
+		line += fmt.Sprintf("; %d were running when the last session stopped and go on where they were. A task the last session's workers still held is delivered again once its ack wait and lease pass (up to %s): finals may not come for that long, and nothing is lost",
+			running, (c.env.Queue.Config().AckWait + lease).Round(time.Second))
+	}
+	fmt.Fprintln(c.progress, line+".")
+}
+
 // admit starts examples in dataset order while the admission window has
 // room: each gets its warehouse and its agent's first round.
 func (c *coord) admit(ctx context.Context) error {
@@ -770,7 +797,7 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 		c.llmFailures = 0
 	}
 	c.ends[f.Example] = finalEnd{at: at, session: c.session}
-	n := len(c.finals)
+	n, inFlight := len(c.finals), len(c.flying)
 	began, ok := c.began[f.Example]
 	delete(c.began, f.Example)
 	c.mu.Unlock()
@@ -786,11 +813,13 @@ func (c *coord) accept(ctx context.Context, f *message.FinalAnswer) error {
 			c.env.Metrics.ExamplesTotal.WithLabelValues(c.m.Run, "final").Set(float64(n))
 		}
 	}
-	c.showProgress(n, f)
+	c.showProgress(n, f, time.Since(began), inFlight)
 	return nil
 }
 
-func (c *coord) showProgress(n int, f *message.FinalAnswer) {
+// showProgress prints the progress line for the n-th final, f, which took
+// latency, with inFlight examples still running.
+func (c *coord) showProgress(n int, f *message.FinalAnswer, latency time.Duration, inFlight int) {
 	if c.progress == nil {
 		return
 	}
@@ -805,12 +834,10 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 	c.tokens += t.Tokens()
 	c.rateLimited += t.LLM.RateLimited
 	c.arrivals++
-	// The rate of this session's finals (a resume's known ones came free).
-	eta := "?"
-	if el := time.Since(c.started); c.arrivals > 0 && n < total {
-		eta = (time.Duration(float64(el) / float64(c.arrivals) * float64(total-n))).Round(time.Second).String()
-	} else if n >= total {
-		eta = "0s"
+	c.latencies += latency
+	eta := "0s"
+	if n < total {
+		eta = etaOf(total-n, inFlight, c.arrivals, time.Since(c.started), c.latencies/time.Duration(c.arrivals)).Round(time.Second).String()
 	}
 	c.money += t.Money()
 	spend := ""
@@ -837,6 +864,19 @@ func (c *coord) showProgress(n int, f *message.FinalAnswer) {
 		return
 	}
 	fmt.Fprintf(c.progress, "[%d/%d] %s: %s %s %s (%s)\n", n, total, f.Example, f.Status, f.Confidence, f.Method, stats)
+}
+
+// etaOf estimates the time left for remaining examples, inFlight of them
+// running, after arrivals finals in elapsed whose mean latency is mean.
+// Early, the rate of finals so far says little (the first wave of the
+// window finishes together): the window's throughput, inFlight examples
+// per mean latency (Little's law), does. Late, that rate overstates what
+// is left of examples already running, and the observed rate is the
+// better of the two: the smaller estimate is taken.
+func etaOf(remaining, inFlight, arrivals int, elapsed, mean time.Duration) time.Duration {
+	observed := time.Duration(float64(elapsed) / float64(max(arrivals, 1)) * float64(remaining))
+	little := time.Duration(float64(mean) * float64(remaining) / float64(max(min(inFlight, remaining), 1)))
+	return min(observed, little)
 }
 
 func (c *coord) writeAnswer(ctx context.Context, f *message.FinalAnswer) error {
