@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +15,7 @@ import (
 
 func newCompareCmd() *cobra.Command {
 	var all, asJSON, failOnChange bool
+	var htmlPath string
 	cmd := &cobra.Command{
 		Use:   "compare BASE OTHER [OTHER...]",
 		Short: "Compare runs of one dataset example by example: answers changed, right→wrong and wrong→right, calls, tokens, money, latency",
@@ -26,6 +30,8 @@ other SQL with the same result, which went right→wrong and wrong→right where
 gold judged both runs, and what each run spent: LLM calls, prompt and
 completion tokens, money, latency p50 and p95. Then one line per example
 that changed (--all: every example). Examples in one run only are listed.
+--html FILE writes the same as a page, each changed example linked to both
+runs' trace pages.
 
 Exit status: 0 when compared; 1 with --fail-on-change when any answer
 changed; 2 on bad input (a folder without run.json, runs with no example in
@@ -73,6 +79,12 @@ common).`,
 					}
 				}
 			}
+			if htmlPath != "" {
+				if err := writeComparePage(htmlPath, diffs, all); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", htmlPath)
+			}
 			if failOnChange && changed > 0 {
 				return &exitError{code: 1, msg: fmt.Sprintf("%d answers changed against the base run %s", changed, runs[0].Name())}
 			}
@@ -83,5 +95,22 @@ common).`,
 	fl.BoolVar(&all, "all", false, "list every example, not only those that changed")
 	fl.BoolVar(&asJSON, "json", false, "print the comparisons as JSON (one object per OTHER run, every example in it)")
 	fl.BoolVar(&failOnChange, "fail-on-change", false, "exit 1 when any answer changed (a regression check)")
+	fl.StringVar(&htmlPath, "html", "", "also write the comparison as a page to this file, each changed example linked to both runs' trace pages")
 	return cmd
+}
+
+// writeComparePage writes the comparison page to path, whole or not at all.
+func writeComparePage(path string, diffs []*compare.Diff, all bool) error {
+	var b bytes.Buffer
+	if err := compare.WriteHTML(&b, filepath.Dir(path), diffs, all); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("--html %s: %w", path, err)
+	}
+	return nil
 }

@@ -44,6 +44,19 @@ func TestCompareRuns(t *testing.T) {
 	if exitCode(err) != 1 || !strings.Contains(out, "answers: 1 of 6 changed") || !strings.Contains(out, "\n"+changed+" ") {
 		t.Errorf("one result changed, --fail-on-change: exit %d (%v), want 1 and %s listed\n%s", exitCode(err), err, changed, out)
 	}
+	page := filepath.Join(t.TempDir(), "compare.html")
+	if _, err := run(t, "compare", a, b, "--html", page); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both runs have the example's trace page (b is a's copy): linked
+	// from where the page is.
+	if rel, _ := filepath.Rel(filepath.Dir(page), filepath.Join(b, "examples", changed+".html")); !strings.Contains(string(html), "<td>"+changed+"</td>") || !strings.Contains(string(html), `href="`+rel+`"`) {
+		t.Errorf("--html: the page does not list %s linked to its trace %s:\n%s", changed, rel, html)
+	}
 	out, err = run(t, "compare", a, b, "--json")
 	if err != nil {
 		t.Fatal(err)

@@ -121,11 +121,14 @@ type Diff struct {
 	// Warnings say what makes the comparison less than like for like
 	// (other datasets, other databases for an id).
 	Warnings []string `json:"warnings,omitempty"`
+	// dirs are the base's and the other's output folders (the page links
+	// each example to their trace pages).
+	dirs [2]string
 }
 
 // Compare sets other against base.
 func Compare(base, other *Run) (*Diff, error) {
-	d := &Diff{Base: base.Name(), Other: other.Name()}
+	d := &Diff{Base: base.Name(), Other: other.Name(), dirs: [2]string{base.Dir, other.Dir}}
 	if base.Report.Dataset != other.Report.Dataset {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("the runs name different datasets (%s, %s): examples are matched by instance id", base.Report.Dataset, other.Report.Dataset))
 	}

@@ -218,3 +218,51 @@ func TestFind(t *testing.T) {
 		t.Errorf("a folder that does not exist: %v, want it named", err)
 	}
 }
+
+// TestCompareHTML: the page says what the terminal says — the answers
+// changed and each changed example with its transition — links an example
+// to a run's trace page where the run has one, and shows a hostile id as
+// text.
+func TestCompareHTML(t *testing.T) {
+	const hostile = `x<img src=x onerror=alert(1)>`
+	base := writeRun(t, "demo",
+		example{id: "a", status: "answered", sql: "SELECT 1", csv: "n\n1\n", judged: "right", calls: 4},
+		example{id: "b", status: "answered", sql: "SELECT 2", csv: "n\n2\n", judged: "wrong", calls: 6},
+		example{id: hostile, status: "no_answer", calls: 1})
+	other := writeRun(t, "demo",
+		example{id: "a", status: "answered", sql: "SELECT 3", csv: "n\n3\n", judged: "wrong", calls: 5},
+		example{id: "b", status: "answered", sql: "SELECT 2", csv: "n\n2\n", judged: "wrong", calls: 6},
+		example{id: hostile, status: "answered", sql: "SELECT 4", csv: "n\n4\n", calls: 2})
+	if err := os.MkdirAll(filepath.Join(other.Dir, outputs.ExamplesDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(other.Dir, outputs.ExamplesDir, outputs.PageFile("a")), "<html></html>")
+	d, err := Compare(base, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	var page strings.Builder
+	if err := WriteHTML(&page, out, []*Diff{d}, false); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	rel, err := filepath.Rel(out, filepath.Join(other.Dir, outputs.ExamplesDir, outputs.PageFile("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<strong>2 of 3 answers changed</strong>",
+		`<tr class="worse"><td>a</td>`,
+		"right→wrong",
+		`<a href="` + filepath.ToSlash(rel) + `">other&#39;s trace</a>`,
+		"x&lt;img src=x onerror=alert(1)&gt;",
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q:\n%s", want, html)
+		}
+	}
+	if strings.Contains(html, "<img") || strings.Contains(html, "<td>b</td>") {
+		t.Errorf("the page holds a script, or example b that did not change:\n%s", html)
+	}
+}
