@@ -18,6 +18,7 @@ import (
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/outputs"
 )
 
 // TestLimitSetMidRunReachesEveryWorker: a run through the role binaries
@@ -94,6 +95,22 @@ func TestLimitSetMidRunReachesEveryWorker(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "run.json")); err == nil {
 		t.Errorf("the run finished within 25 s of the limit set to 12 a minute: its calls did not keep to it")
+	}
+	// Cleared, the run goes on to its end, and its report (written by a
+	// coordinator that calls no LLM itself) lists the two changes.
+	if out, err := run(t, "limits", "clear", "--redis-url", rs.URL(), "--model", "gpt-4o"); err != nil {
+		t.Fatalf("quorum limits clear: %v\n%s", err, out)
+	}
+	wait.For(t, 5*time.Minute, "the run to finish once the limit was cleared", func() bool {
+		_, err := os.Stat(filepath.Join(out, "run.json"))
+		return err == nil
+	})
+	rep, err := outputs.ReadReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.LimitChanges) != 2 || rep.LimitChanges[0].RPM != 12 || !rep.LimitChanges[1].Cleared {
+		t.Errorf("run.json's limit_changes: %+v, want the set to 12 req/min and the clear", rep.LimitChanges)
 	}
 }
 

@@ -358,7 +358,10 @@ finished examples are skipped and only missing tasks are published again.`,
 				return err
 			}
 			rep, err := coordinator.Run(cmd.Context(), coordinator.Config{Env: env, Manifest: m, Out: rf.out, Progress: cmd.OutOrStdout(),
-				MaxInFlight: rf.window(0, m, 0, 0), Retain: rf.retain.retention(), RetryFailed: retryFailed, StreamReplicas: cf.streamReplicas})
+				MaxInFlight: rf.window(0, m, 0, 0), Retain: rf.retain.retention(), RetryFailed: retryFailed, StreamReplicas: cf.streamReplicas,
+				// The limits set while it ran are in Redis; what the
+				// workers learned of the provider is in their processes.
+				LimitChanges: cl.LimitChanges})
 			var aborted *coordinator.Aborted
 			if err != nil && (cmd.Context().Err() != nil || errors.As(err, &aborted)) {
 				return &exitError{code: exitAborted, msg: err.Error()}
