@@ -204,6 +204,7 @@ func (s *Server) answer(q *Question, rep *outputs.Report, out string) {
 		q.Status, q.Error = Failed, fmt.Sprintf("reading the answer's rows: %v", err)
 		return
 	}
+	q.Gold = s.goldCheck(q, filepath.Join(out, q.Example+".csv"))
 	q.Status = Answered
 }
 

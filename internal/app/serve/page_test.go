@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -35,7 +37,8 @@ const demo = "../../../examples/demo"
 // them).
 var pageIDs = []string{"db", "question", "ask", "cancel", "progress", "sql", "result", "confidence", "agreed", "cost", "error", "status",
 	"intro", "examples", "schema", "chart", "chartkind", "csv", "copysql", "editsql", "permalink", "elapsed", "confline", "history",
-	"askfollowup", "followup", "thumbup", "thumbdown", "correction", "notice", "work", "understood", "runsql", "runerror", "rerunmsg"}
+	"askfollowup", "followup", "thumbup", "thumbdown", "correction", "notice", "work", "understood", "runsql", "runerror", "rerunmsg",
+	"goldline", "followupfail"}
 
 // TestPageServed: GET / is the page, as HTML, under a Content-Security-
 // Policy that allows nothing from elsewhere, with every element the page
@@ -98,6 +101,15 @@ func TestPageServed(t *testing.T) {
 // question the simulator cannot answer says so; a running question is
 // cancelled; and at 390 px wide nothing runs off the screen. No script
 // error, console error or CSP violation at any point.
+//
+// The page says what it knows and no more: a wrong key is told as refused;
+// the schema browser shows the columns' descriptions; the confidence says
+// what was measured (candidates agreeing, which is not a check against the
+// truth); an answer to one of the dataset's questions says how it fared
+// against the dataset's gold answer; a follow-up that gets no answer
+// leaves the answer it follows on screen and says why; dates on a chart's
+// axis are ticked at the data's own grain with labels that never touch
+// (27 days), and several measures as bars stand side by side.
 func TestPageAsksInBrowser(t *testing.T) {
 	tier.Servers(t, "a cluster")
 	b := chromium.Start(t)
@@ -112,8 +124,9 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Always right, and slow enough per call that a question can be
-	// cancelled while it runs.
+	// Mostly right (Noise.Gold scales each question's drawn skill, so some
+	// answers are wrong, and candidates can agree on them), and slow
+	// enough per call that a question can be cancelled while it runs.
 	sim, err := llmsim.New(llmsim.Config{Dataset: ds, Seed: 1, Noise: llmsim.Noise{Gold: 1, Fix: 1, ExploreRight: 1, Link: 1},
 		Latency: llmsim.Latency{FirstToken: 150 * time.Millisecond}})
 	if err != nil {
@@ -166,9 +179,19 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if got := b.String(`document.getElementById("intro").textContent`); !strings.Contains(got, "candidate query") || !strings.Contains(got, "API key") {
 		t.Errorf("the first screen does not say what quorum is and where the key goes: %q", got)
 	}
+	// A wrong key is told as refused, not left to look like no key.
+	b.Type("#apikey", "not-the-key-0123456789")
+	b.Click("#savekey")
+	b.WaitFor(`!document.getElementById("error").hidden`, 10*time.Second)
+	if got := b.String(`document.getElementById("error").textContent + " " + document.getElementById("keystate").textContent`); !strings.Contains(got, "refused the API key") || !strings.Contains(got, "(refused)") {
+		t.Errorf("a wrong key: the page says %q, want that the server refused the key", got)
+	}
 	b.Type("#apikey", key)
 	b.Click("#savekey")
 	b.WaitFor(`Array.from(document.getElementById("db").options).some(o => o.value === "shop")`, 10*time.Second)
+	if !b.Bool(`document.getElementById("error").hidden`) {
+		t.Errorf("the right key after a wrong one left the error: %q", b.String(`document.getElementById("error").textContent`))
+	}
 	if !b.Bool(`sessionStorage.getItem("quorum.apiKey") === ` + chromium.JSString(key) + ` && !location.href.includes(` + chromium.JSString(key) + `)`) {
 		t.Error("the key is not in sessionStorage, or it is in the URL")
 	}
@@ -180,6 +203,10 @@ func TestPageAsksInBrowser(t *testing.T) {
 	}
 	if !b.Bool(`Array.from(document.querySelectorAll("#schema summary")).some(s => s.textContent.startsWith("customers ("))`) {
 		t.Errorf("the schema browser has no customers table: %s", b.String(`document.getElementById("schema").textContent`))
+	}
+	// The columns' descriptions the schema endpoint returns are shown.
+	if !b.Bool(`Array.from(document.querySelectorAll("#schema li")).some(li => li.textContent.startsWith("customer_id") && li.querySelector(".desc") && li.querySelector(".desc").textContent === "Unique customer identifier.")`) {
+		t.Errorf("the schema browser does not show the column descriptions: %.300q", b.String(`document.querySelector("#schema details").textContent`))
 	}
 
 	// Ask an example: categories with a measure.
@@ -227,6 +254,28 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) < 3 || b.String(`Array.from(document.querySelectorAll("#result thead th")).map(x => x.textContent).join(",")`) != lines[0] {
 		t.Errorf("the CSV %q does not match the table", csv)
 	}
+	// The example is one of the dataset's, with a gold answer: the page
+	// says how the answer fared against it, right exactly when its rows
+	// are the gold rows. The simulator is not always right, and its
+	// candidates can agree on a wrong answer (here, with seed 1, a query
+	// that skips the first row): high confidence, checked wrong.
+	goldCSV, err := os.ReadFile(filepath.Join(demo, "evaluation_suite", "gold", "exec_result", "local005_a.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdict := "wrong"
+	if sameRows(string(goldCSV), csv) {
+		verdict = "right"
+	}
+	if got, want := b.String(`document.getElementById("goldline").hidden ? "" : document.getElementById("goldline").textContent`), "Checked against the dataset's gold answer (local005): "+verdict+"."; got != want {
+		t.Errorf("the gold check reads %q, want %q (the answer's rows %q, gold's %q)", got, want, csv, goldCSV)
+	}
+	// What changes the answer is said: an OFFSET that drops a row too.
+	if sql := b.String(`document.getElementById("sql").textContent`); strings.Contains(sql, "OFFSET 1") && !strings.Contains(b.String(`document.getElementById("understood").textContent`), "skipping the first row") {
+		t.Errorf("the SQL skips a row, the restatement does not say so: %q\n%s", b.String(`document.getElementById("understood").textContent`), sql)
+	}
+	b.Eval(`document.getElementById("understood").scrollIntoView()`, nil)
+	b.Screenshot("page-confidence-gold.png")
 
 	// How the question was understood, in one line read from the SQL.
 	if got := b.String(`document.getElementById("understood").textContent`); !strings.HasPrefix(got, "Understood as: Counted") || !strings.Contains(got, " per ") {
@@ -264,6 +313,24 @@ func TestPageAsksInBrowser(t *testing.T) {
 	if !b.Bool(`!document.getElementById("followup").hidden && document.getElementById("followupq").textContent.includes(` + chromium.JSString(channels) + `)`) {
 		t.Error("Ask a follow-up does not show what it follows up")
 	}
+	// A follow-up that gets no answer (the simulator knows only its
+	// dataset's questions) leaves the answer on screen and says why.
+	const table = `Array.from(document.querySelectorAll("#result th, #result td")).map(x => x.textContent).join(",")`
+	before := b.String(table)
+	b.Type("#question", "And only for 2024?")
+	b.Click("#ask")
+	if state := waitState(t, b, "the follow-up without an answer", 2*time.Minute); state != "failed" {
+		t.Fatalf("the follow-up without an answer ended %s:\n%s", state, b.Text())
+	}
+	if got := b.String(`document.getElementById("followupfail").hidden ? "" : document.getElementById("followupfail").textContent`); !strings.Contains(got, "“And only for 2024?” got no answer") || !strings.Contains(got, channels) {
+		t.Errorf("the failed follow-up says %q, want that it got no answer and the answer shown is still the one to %q", got, channels)
+	}
+	if !b.Bool(`!document.getElementById("answer").hidden && !document.getElementById("notice").hidden && document.getElementById("notice").textContent.includes("simulator has no answer")`) || b.String(table) != before {
+		t.Errorf("after the failed follow-up: answer shown %v, notice %q, table %q (before %q)", b.Bool(`!document.getElementById("answer").hidden`),
+			b.String(`document.getElementById("notice").textContent`), b.String(table), before)
+	}
+	b.Eval(`document.getElementById("error").scrollIntoView()`, nil)
+	b.Screenshot("page-followup-failed.png")
 	b.Type("#question", "How many customers does the shop have?")
 	b.Click("#ask")
 	if state := waitState(t, b, "the follow-up", 2*time.Minute); state != "answered" {
@@ -303,6 +370,30 @@ func TestPageAsksInBrowser(t *testing.T) {
 			b.String(`Array.from(document.getElementById("chartkind").options).map(o => o.value).join(",")`))
 	}
 	b.ScreenshotPage("page-line.png")
+	checkDateAxis(t, b, "months", "month", 12)
+	// Two measures as bars: side by side in each month, never over one
+	// another.
+	chartKind(b, "bar")
+	checkGroupedBars(t, b, "months", 12)
+
+	// 27 days: a time axis ticked on days, its labels thinned until none
+	// touches; as bars, the two measures side by side.
+	b.Type("#question", "For each day of March 2024, give the order amount of that day and the running total since March 1, both rounded to 2 decimals.")
+	b.Click("#ask")
+	if state := waitState(t, b, "the daily question", 2*time.Minute); state != "answered" {
+		t.Fatalf("the daily question ended %s:\n%s", state, b.Text())
+	}
+	if got := b.String(`String(document.querySelectorAll("#result tbody tr").length) + " " + document.getElementById("chartkind").value`); got != "27 line" {
+		t.Errorf("the daily question: %s rows and chart, want 27 line", got)
+	}
+	checkDateAxis(t, b, "days", "day", 27)
+	b.Eval(`document.getElementById("chartsection").scrollIntoView()`, nil)
+	b.Screenshot("page-chart-days.png")
+	chartKind(b, "bar")
+	checkDateAxis(t, b, "days as bars", "day", 27)
+	checkGroupedBars(t, b, "days", 27)
+	b.Eval(`document.getElementById("chartsection").scrollIntoView()`, nil)
+	b.Screenshot("page-chart-bars.png")
 
 	// A question the simulator has no answer for says so, not as an error.
 	b.Type("#question", "What is the meaning of life?")
@@ -396,6 +487,110 @@ func checkAnswer(t *testing.T, b *chromium.Browser) {
 	}
 	if !b.Bool(`document.getElementById("error").hidden`) {
 		t.Errorf("#error shown: %s", b.String(`document.getElementById("error").textContent`))
+	}
+	// The confidence says what was measured: candidates that agree, never
+	// "independent", and never as if agreeing made it right.
+	conf := b.String(`document.getElementById("confline").textContent`)
+	if strings.Contains(strings.ToLower(conf), "independ") || strings.HasPrefix(conf, "High") && !strings.Contains(conf, "candidate queries returned this same result. Agreement between candidates is not a check against the truth.") {
+		t.Errorf("#confline: %q, want candidate queries that agree, said not to be a check against the truth", conf)
+	}
+}
+
+// sameRows reports whether two CSV texts hold the same data rows in any
+// order (their headers aside).
+func sameRows(a, b string) bool {
+	rows := func(s string) []string {
+		lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n")), "\n")
+		out := slices.Clone(lines[1:])
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(rows(a), rows(b))
+}
+
+// chartKind switches the page's chart to kind, as a user would.
+func chartKind(b *chromium.Browser, kind string) {
+	b.Eval(`(() => { const s = document.getElementById("chartkind"); s.value = `+chromium.JSString(kind)+`; s.dispatchEvent(new Event("change")); })()`, nil)
+	b.WaitFor(`document.querySelector("#chart canvas") !== null && document.getElementById("chart").dataset.xticks !== undefined`, 10*time.Second)
+}
+
+// checkDateAxis checks the chart's x axis over n dates at grain (what):
+// every tick is one of the data's dates (daily rows: midnight UTC, never
+// an hour), in order; more than one is labelled; and no two labels touch
+// or run off the canvas, measured here in the axis' font at the places
+// the chart drew them.
+func checkDateAxis(t *testing.T, b *chromium.Browser, what, grain string, n int) {
+	t.Helper()
+	var axis struct {
+		Grain  string    `json:"grain"`
+		Labels []string  `json:"labels"`
+		Values []any     `json:"values"`
+		Pos    []float64 `json:"pos"`
+		Widths []float64 `json:"widths"`
+		Canvas float64   `json:"canvas"`
+		Rows   []string  `json:"rows"`
+	}
+	b.Eval(`(() => {
+		const c = document.getElementById("chart"), ctx = document.createElement("canvas").getContext("2d");
+		ctx.font = "12px system-ui, sans-serif";
+		const labels = JSON.parse(c.dataset.xticks || "[]");
+		return {grain: c.dataset.xgrain, labels: labels, values: JSON.parse(c.dataset.xtickvals || "[]"), pos: JSON.parse(c.dataset.xtickpos || "[]"),
+			widths: labels.map(l => ctx.measureText(l).width), canvas: c.querySelector("canvas").getBoundingClientRect().width,
+			rows: Array.from(document.querySelectorAll("#result tbody tr")).map(r => r.cells[0].textContent)};
+	})()`, &axis)
+	if axis.Grain != grain || len(axis.Labels) < 2 || len(axis.Labels) > n || len(axis.Values) != len(axis.Labels) || len(axis.Pos) != len(axis.Labels) {
+		t.Fatalf("%s: the x axis is %+v, want %s ticks, 2 to %d of them", what, axis, grain, n)
+	}
+	dates := map[string]bool{}
+	for _, r := range axis.Rows {
+		dates[r] = true
+	}
+	for i, l := range axis.Labels {
+		var date string
+		switch v := axis.Values[i].(type) {
+		case float64: // seconds (a time axis)
+			if grain == "day" && int64(v)%86400 != 0 {
+				t.Errorf("%s: tick %q at %v is not at midnight: the data is daily", what, l, v)
+			}
+			date = time.Unix(int64(v), 0).UTC().Format(map[string]string{"day": "2006-01-02", "month": "2006-01"}[grain])
+		case string: // a category's value
+			date = v
+		}
+		if !dates[date] {
+			t.Errorf("%s: tick %q (%s) is not one of the data's dates %v", what, l, date, axis.Rows)
+		}
+		if strings.Contains(l, ":") {
+			t.Errorf("%s: tick %q shows a time of day", what, l)
+		}
+		left, right := axis.Pos[i]-axis.Widths[i]/2, axis.Pos[i]+axis.Widths[i]/2
+		if left < 0 || right > axis.Canvas {
+			t.Errorf("%s: label %q (%.0f to %.0f px) runs off the %.0f px chart", what, l, left, right, axis.Canvas)
+		}
+		if i > 0 && left < axis.Pos[i-1]+axis.Widths[i-1]/2+2 {
+			t.Errorf("%s: labels %q and %q overlap (at %.0f and %.0f px)", what, axis.Labels[i-1], l, axis.Pos[i-1], axis.Pos[i])
+		}
+		if i > 0 && axis.Pos[i] <= axis.Pos[i-1] {
+			t.Errorf("%s: ticks out of order: %v", what, axis.Labels)
+		}
+	}
+	t.Logf("%s: x labels %q", what, axis.Labels)
+}
+
+// checkGroupedBars checks a bar chart of n categories and two measures:
+// in each category the first measure's bar ends before the second's
+// starts.
+func checkGroupedBars(t *testing.T, b *chromium.Browser, what string, n int) {
+	t.Helper()
+	var bars map[string][][2]float64
+	b.Eval(`JSON.parse(document.getElementById("chart").dataset.bars || "{}")`, &bars)
+	first, second := bars["1"], bars["2"]
+	if len(first) != n || len(second) != n {
+		t.Fatalf("%s: bars drawn %v, want %d of each of two measures", what, bars, n)
+	}
+	for i := range n {
+		if first[i][1] <= 0 || second[i][1] <= 0 || first[i][0]+first[i][1] > second[i][0] {
+			t.Errorf("%s: in category %d the bars [left, width] %v and %v are not side by side", what, i, first[i], second[i])
+		}
 	}
 }
 

@@ -94,6 +94,9 @@ type Question struct {
 	Examples []VerifiedPair `json:"examples,omitempty"`
 	// Feedback is the user's verdict on the answer.
 	Feedback *Feedback `json:"feedback,omitempty"`
+	// Gold is the answer checked against the dataset's gold answer, when
+	// the question is one of its examples that has one (gold.go).
+	Gold *GoldCheck `json:"gold,omitempty"`
 	// Example is the question's example id within its run, derived from
 	// what was asked so that its seeds (and so its answer) are those of
 	// the same question in a dataset run.
