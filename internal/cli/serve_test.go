@@ -171,27 +171,15 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 	llmURL, calls := countingSim(t, demoDS)
 	examples := demoDS.Examples[:20]
 
-	// quorum solve over the same questions, named as serve names them.
-	abs, _ := filepath.Abs(demo)
-	copyDir := t.TempDir()
-	if err := os.Symlink(filepath.Join(abs, "resource"), filepath.Join(copyDir, "resource")); err != nil {
-		t.Fatal(err)
-	}
-	var lines bytes.Buffer
-	for _, e := range examples {
-		var ek any
-		if e.ExternalKnowledgeFile != "" {
-			ek = filepath.Base(e.ExternalKnowledgeFile)
-		}
-		b, _ := json.Marshal(map[string]any{"instance_id": serve.ExampleID(e.DB, e.Question, e.ExternalKnowledge), "db": e.DB,
-			"question": e.Question, "external_knowledge": ek})
-		lines.Write(append(b, '\n'))
-	}
-	if err := os.WriteFile(filepath.Join(copyDir, "questions.jsonl"), lines.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+	// quorum solve over the same examples of the dataset itself: serve
+	// asked a dataset's question runs it under the example's own id, so
+	// --seed gives the same answer (the flag's promise).
+	ids := make([]string, len(examples))
+	for i, e := range examples {
+		ids[i] = e.ID
 	}
 	solved := filepath.Join(t.TempDir(), "solve")
-	if log, err := run(t, "solve", "--dataset", copyDir, "--dialect", "sqlite", "--votes", "2", "--seed", "1", "--llm-base-url", llmURL, "--llm-api-key", "k",
+	if log, err := run(t, "solve", "--dataset", demo, "--ids", strings.Join(ids, ","), "--votes", "2", "--seed", "1", "--llm-base-url", llmURL, "--llm-api-key", "k",
 		"--out", solved); err != nil {
 		t.Fatalf("quorum solve: %v\n%s", err, log)
 	}
@@ -203,7 +191,6 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 		"--llm-base-url", llmURL, "--llm-api-key", "k", "--state-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--log-level", "error")
 	a := &client{t: t, base: s.url, key: keyA}
 
-	ids := make([]string, len(examples))
 	var wg sync.WaitGroup
 	for i, e := range examples {
 		wg.Add(1)
@@ -215,7 +202,7 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 	wg.Wait()
 	for i, e := range examples {
 		q := a.wait(ids[i])
-		want, err := os.ReadFile(filepath.Join(solved, serve.ExampleID(e.DB, e.Question, e.ExternalKnowledge)+".sql"))
+		want, err := os.ReadFile(filepath.Join(solved, e.ID+".sql"))
 		switch {
 		case err != nil:
 			t.Errorf("%s: solve wrote no answer: %v", e.ID, err)
@@ -346,7 +333,7 @@ func TestServeAnswersLikeSolve(t *testing.T) {
 	t.Run("quorum ask --server", func(t *testing.T) {
 		e := examples[2]
 		log, err := run(t, "ask", "--server", s.url, "--api-key", keyA, "--db", e.DB, e.Question)
-		want, _ := os.ReadFile(filepath.Join(solved, serve.ExampleID(e.DB, e.Question, "")+".sql"))
+		want, _ := os.ReadFile(filepath.Join(solved, e.ID+".sql"))
 		if err != nil || !strings.Contains(log, strings.TrimSpace(string(want))) || !strings.Contains(log, "Confidence: ") || !strings.Contains(log, "Cost: ") {
 			t.Errorf("quorum ask: %v\n%s", err, log)
 		}

@@ -334,6 +334,11 @@ func (s *Server) parseQuestion(w http.ResponseWriter, r *http.Request) (*pending
 	}
 	text := q.Question.Question
 	q.Example = ExampleID(q.DB, text, q.ExternalKnowledge)
+	if e := s.datasetExample(&q.Question); e != nil && q.followUp == "" {
+		// The dataset's own id, which every seed derives from: the same
+		// answer as a dataset run with this --seed, as the flag says.
+		q.Example = e.ID
+	}
 	dq := dataset.Question{ID: q.Example, DB: q.DB, Dialect: db.db.Dialect, Question: text, ExternalKnowledge: q.ExternalKnowledge}
 	if err := dq.Check(s.ds); err != nil {
 		field, _, _ := strings.Cut(err.Error(), ":")

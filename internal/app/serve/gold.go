@@ -52,15 +52,24 @@ func (s *Server) goldCheck(q *Question, result string) *GoldCheck {
 }
 
 // goldExample is the dataset example with a gold result that q asks
-// exactly: the same database, question and external knowledge (the
-// example's document, or none when it has none). A follow-up is never one:
-// its conversation can change what its words ask.
+// exactly (datasetExample).
 func (s *Server) goldExample(q *Question) *dataset.Example {
+	if e := s.datasetExample(q); e != nil && len(e.Gold.Results) > 0 {
+		return e
+	}
+	return nil
+}
+
+// datasetExample is the dataset example q asks exactly: the same
+// database, question and external knowledge (the example's document, or
+// none when it has none). A follow-up is never one: its conversation can
+// change what its words ask.
+func (s *Server) datasetExample(q *Question) *dataset.Example {
 	if q.FollowUpOf != "" || len(q.Turns) > 0 {
 		return nil
 	}
 	for _, e := range s.ds.Examples {
-		if len(e.Gold.Results) > 0 && e.DB == q.DB && string(e.Dialect) == q.Dialect && strings.TrimSpace(e.Question) == q.Question &&
+		if e.DB == q.DB && string(e.Dialect) == q.Dialect && strings.TrimSpace(e.Question) == q.Question &&
 			strings.TrimSpace(e.ExternalKnowledge) == strings.TrimSpace(q.ExternalKnowledge) && s.ds.Runnable(e.ID) {
 			return e
 		}
