@@ -180,7 +180,7 @@ func (s *Server) postQuestion(w http.ResponseWriter, r *http.Request) {
 		q.Status, q.Cached, q.Finished = Answered, true, time.Now().UTC()
 		q.SQL, q.Columns, q.Rows, q.RowCount, q.Truncated = hit.SQL, hit.Columns, hit.Rows, hit.RowCount, hit.Truncated
 		q.Understood = Understood(q.SQL, warehouse.Dialect(q.Dialect))
-		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed
+		q.Confidence, q.Method, q.Candidates, q.Valid, q.Agreed, q.Gold = hit.Confidence, hit.Method, hit.Candidates, hit.Valid, hit.Agreed, hit.Gold
 	}
 	if unknown && !q.Cached {
 		// Run, the simulator would answer a generic SELECT 1 that reads

@@ -65,6 +65,9 @@ func TestAnswerCacheIsPerTenant(t *testing.T) {
 	if !again.Cached || again.SQL != qa.SQL {
 		t.Errorf("tenant a's equal question: cached %v, sql %q; want a's cached answer %q", again.Cached, again.SQL, qa.SQL)
 	}
+	if qa.Gold == nil || again.Gold == nil || *again.Gold != *qa.Gold {
+		t.Errorf("the gold check: %+v asked, %+v from the cache; want one, the same", qa.Gold, again.Gold)
+	}
 	if bAgain := askAs(t, h, keyB, body); !bAgain.Cached || bAgain.SQL != qb.SQL {
 		t.Errorf("tenant b's equal question: cached %v, sql %q; want b's own cached answer %q", bAgain.Cached, bAgain.SQL, qb.SQL)
 	}
