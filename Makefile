@@ -90,7 +90,7 @@ web-vendor:
 # their own.
 MODULE := github.com/quorumsql/quorum
 RACE   := internal/service internal/rdb pkg/warehouse pkg/eval internal/ratelimit pkg/llm \
-	internal/llmsim pkg/agents internal/queue pkg/runtime internal/runtime internal/app/serve
+	internal/llmsim pkg/agents internal/queue pkg/runtime internal/runtime internal/warehouse internal/app/serve
 empty  :=
 space  := $(empty) $(empty)
 RACE_PKGS  = $(addprefix ./,$(addsuffix /...,$(RACE)))

@@ -22,9 +22,9 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/internal/redisconn"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
+	"github.com/quorumsql/quorum/internal/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
-	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 )
 
 // clusterFlags connect a role to NATS and Redis and set its shared limits.
@@ -242,7 +242,7 @@ func envDuration(name string) (time.Duration, error) {
 	return d, nil
 }
 
-// process is the configuration of a role process (pkg/runtime/cluster)
+// process is the configuration of a role process (internal/runtime/cluster)
 // on the servers the flags name, or on servers it starts when they name
 // none; the caller adds the LLM and the roles' sizes. role names the
 // process's metrics and, with --name, the process in results and logs.

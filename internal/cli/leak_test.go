@@ -92,7 +92,7 @@ func natsProcess(t *testing.T) string {
 const lives = 20
 
 // TestClusterRoleProcessesLeaveNoGoroutine starts and stops every role
-// process 20 times, as its command assembles it (pkg/runtime/cluster), and
+// process 20 times, as its command assembles it (internal/runtime/cluster), and
 // checks that no goroutine any of them started is left:
 //
 //   - the role binaries, each with its health and metrics listener,

@@ -12,7 +12,7 @@ import (
 	"github.com/quorumsql/quorum/internal/ratelimit"
 )
 
-// llmScope is the scope every role's LLM budget uses (pkg/runtime/cluster).
+// llmScope is the scope every role's LLM budget uses (internal/runtime/cluster).
 const llmScope = "llm"
 
 func newLimitsCmd() *cobra.Command {

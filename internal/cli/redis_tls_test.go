@@ -23,12 +23,12 @@ import (
 
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // pki is a throwaway CA with a server and a client certificate, and a

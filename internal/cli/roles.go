@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/trace"
@@ -19,7 +20,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

@@ -15,13 +15,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/ensemble"
 	"github.com/quorumsql/quorum/pkg/agents/raise"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // optionList is an agent's options as NAME=VALUE, sorted.

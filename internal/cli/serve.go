@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // serveFlags configure quorum serve (and quorum ask in process).

@@ -2,11 +2,14 @@
 // quorum's folders reading as its data flow (docs/architecture.md, "Where
 // things are"):
 //
-//   - pkg/ is what users may import: the agent seam (pkg/runtime/agent), the
-//     in-process runner and the role assembly (pkg/runtime/local, cluster),
-//     the agents and their test kit (pkg/agents/...), and the libraries they
-//     stand on (llm, reply, warehouse/..., dataset, eval, cost, outputs,
-//     sqltext, priority).
+//   - pkg/ is what someone outside the module needs to write, test and run
+//     an agent: the agent seam (pkg/runtime/agent), the in-process runner
+//     (pkg/runtime/local), the agents and their test kit (pkg/agents/...),
+//     and the libraries they stand on (llm, reply, warehouse/..., dataset,
+//     eval, cost, outputs, sqltext, pyrepr, priority, slot). It imports
+//     internal/ only where pkgToInternal says why. The role assembly
+//     (internal/runtime/cluster) and the warehouses' registry and live
+//     schemas (internal/warehouse/...) are machinery.
 //   - internal/ is the machinery (the roles, their messages and state, the
 //     queue, Redis, quotas, the simulator) and the applications built on it
 //     (internal/app/bench, internal/app/serve), which only the commands

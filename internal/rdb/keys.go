@@ -41,7 +41,7 @@
 //	                                                                                                       decided or retired
 //	cache:<key>                       runstate.Cache             the agents' shared cache (agent.Cache)    CacheTTL (7 days) from a write
 //	link:<key>                        agents/dbinfo              schema-linking answers (RedisLinkCache)   its TTL, default CacheTTL
-//	schema:<key>:<digest>             pkg/warehouse/schema       a live schema and its fingerprint         schema.Cache.TTL (24 h)
+//	schema:<key>:<digest>             internal/warehouse/schema       a live schema and its fingerprint         schema.Cache.TTL (24 h)
 //	schema:<key>:<digest>:lock        warehouse/schema           a Lease while one process reads it        schema.Cache.LockTTL (2 min)
 //	blob:sha256:<hex>                 internal/blob                   content-addressed payloads                blob.New's ttl, BlobTTL (14 days)
 //	rl:<claim>                        internal/ratelimit              a claim's GCRA schedule (µs); claims:     until idle again, + 1 s
@@ -206,7 +206,7 @@ const CacheTTL = 7 * 24 * time.Hour
 // LinkPrefix is dbinfo.RedisLinkCache's default prefix.
 const LinkPrefix = Prefix + "link:"
 
-// Schemas: pkg/warehouse/schema.
+// Schemas: internal/warehouse/schema.
 
 // SchemaPrefix starts every key of the schema cache.
 const SchemaPrefix = Prefix + "schema:"

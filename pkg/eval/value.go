@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 )
 
 // PyKind is the Python type of one element after pandas' conversion.

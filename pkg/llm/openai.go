@@ -20,6 +20,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/zap"
 
+	// The one redaction of credentials in URLs (internal/layout: pkgToInternal).
 	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/slot"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 )
 
 // Kind is the type of one result cell. The zero Kind is SQL NULL, so a zero

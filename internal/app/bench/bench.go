@@ -32,6 +32,7 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
@@ -41,7 +42,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // Scenario is what to run.

@@ -18,11 +18,11 @@ import (
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // DeployScenario is issue 33's scenarios (a) and (b): one model behind

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/quorumsql/quorum/internal/warehouse/schema"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/schema"
 )
 
 // open returns the warehouse of e's database: through the runtime's

@@ -9,11 +9,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/quorumsql/quorum/internal/warehouse/registry"
+	"github.com/quorumsql/quorum/internal/warehouse/schema"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/registry"
-	"github.com/quorumsql/quorum/pkg/warehouse/schema"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 

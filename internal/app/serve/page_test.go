@@ -22,13 +22,13 @@ import (
 
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/runenv"
 	"github.com/quorumsql/quorum/internal/testutil/chromium"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 const demo = "../../../examples/demo"

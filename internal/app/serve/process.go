@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
-	"github.com/quorumsql/quorum/pkg/warehouse/schema"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
+	"github.com/quorumsql/quorum/internal/warehouse/schema"
 )
 
 // Process is what a question API adds to a role process besides its

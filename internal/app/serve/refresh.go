@@ -7,9 +7,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/internal/warehouse/schema"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/schema"
 )
 
 // Refresher is the live schema refresher, a component: from Start until

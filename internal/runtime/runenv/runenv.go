@@ -31,13 +31,13 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/internal/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/warehouse"
-	"github.com/quorumsql/quorum/pkg/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	// The test kit runs agents against the simulator (internal/layout: pkgToInternal).
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"

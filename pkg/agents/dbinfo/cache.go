@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	// Every Redis key lives in internal/rdb (internal/layout: pkgToInternal).
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/pkg/dataset"
 )

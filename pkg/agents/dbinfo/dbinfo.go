@@ -19,7 +19,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

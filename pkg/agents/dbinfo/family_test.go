@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

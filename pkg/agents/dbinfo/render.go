@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 )
 
 // DefaultEKReserve is the room a structural Info leaves for an example's

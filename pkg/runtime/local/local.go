@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	// The same trace as the cluster records (internal/layout: pkgToInternal).
 	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 

@@ -28,7 +28,7 @@ import (
 
 	sf "github.com/snowflakedb/gosnowflake"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

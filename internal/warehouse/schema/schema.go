@@ -31,8 +31,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

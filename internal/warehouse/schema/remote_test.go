@@ -491,5 +491,5 @@ func TestGoldenRenderings(t *testing.T) {
 	golden.Check(t, map[string]string{
 		"snowflake_shop":    render(sfSchema, &dataset.Database{Name: "SHOP", Dialect: warehouse.Snowflake}, dbinfo.DefaultOptions()),
 		"bigquery_shop_web": render(bqSchema, &dataset.Database{Name: "shop_web", Dialect: warehouse.BigQuery}, dbinfo.DefaultOptions()),
-	}, *update, "go test ./pkg/warehouse/schema -run Golden -update")
+	}, *update, "go test ./internal/warehouse/schema -run Golden -update")
 }

@@ -12,13 +12,13 @@ import (
 
 	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/ratelimit"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/llm"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // secondCall holds the first chat call until a second one is in flight

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
 	"github.com/quorumsql/quorum/internal/testutil/toyagent"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // TestRoleProcessFollowsSentinelFailover: a role process given a

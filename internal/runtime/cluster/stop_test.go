@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/agents"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 // stopRecorder is a component that records its Stop and whether the

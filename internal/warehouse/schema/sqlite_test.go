@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/pyrepr"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/pyrepr"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 	"github.com/quorumsql/quorum/pkg/warehouse/sqlite"
 )

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/message"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
@@ -26,7 +27,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
-	"github.com/quorumsql/quorum/pkg/runtime/cluster"
 )
 
 const demo = "../../../examples/demo"
