@@ -90,7 +90,7 @@ web-vendor:
 # their own.
 MODULE := github.com/quorumsql/quorum
 RACE   := internal/service internal/rdb pkg/warehouse pkg/eval internal/ratelimit pkg/llm \
-	internal/llmsim pkg/agents internal/queue pkg/runtime internal/runtime internal/warehouse internal/app/serve
+	pkg/llmsim pkg/agents internal/queue pkg/runtime internal/runtime internal/warehouse internal/app/serve
 empty  :=
 space  := $(empty) $(empty)
 RACE_PKGS  = $(addprefix ./,$(addsuffix /...,$(RACE)))
@@ -110,7 +110,7 @@ LEAK := TestClusterRoleProcessesLeaveNoGoroutine
 # NORACE_PKGS, so each runs once (a name that matches nothing runs under
 # race, as before); internal/layout checks that every name is a test of
 # NORACE_PKGS.
-NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./internal/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/ \
+NORACE_PKGS := ./pkg/eval/ ./pkg/llm/ ./pkg/llmsim/ ./pkg/agents/dbinfo/ ./pkg/agents/raise/ \
 	./pkg/agents/pexa/ ./pkg/agents/reforce/ ./pkg/warehouse/sqlite/ ./pkg/agents/sampling/
 NORACE := TestHostileCSVIsBounded TestStructuralSpider2LiteSubset TestCountingLongRunsIsLinear \
 	TestTrajectoryThroughTheSimulator TestPersonaForms TestRAISETrajectories TestPersonaKeepsTheAnswer \

@@ -18,11 +18,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/localredis"
 	"github.com/quorumsql/quorum/internal/queue"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	twait "github.com/quorumsql/quorum/internal/testutil/wait"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // natsProcess is a nats-server process with JetStream on a file store, so

@@ -22,11 +22,11 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/redact"
 	"github.com/quorumsql/quorum/internal/service"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // llmFlags configure the LLM of a command: any OpenAI-compatible endpoint,

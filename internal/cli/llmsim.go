@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/service"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 const simBanner = `quorum llmsim — a SIMULATED LLM, not a real model.

@@ -13,7 +13,7 @@ import (
 // answers every example; run.json accounts PExA's four stages; the summary
 // prints EX and EX@4. quorum solve --agent pexa runs the same tasks in
 // process and reaches the same answers. Six examples: each check is per
-// example, and PExA over the whole demo is internal/llmsim's
+// example, and PExA over the whole demo is pkg/llmsim's
 // TestPExAEndToEnd.
 func TestPExAAnswersTheDemo(t *testing.T) {
 	t.Parallel()

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // TestDeadEndpointFailsFastThenRetryFailedAnswers, through the binary: a

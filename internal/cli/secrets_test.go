@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/tier"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // TestSecretsNeverWritten: a run configured with a password in the LLM base

@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/app/serve"
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // killDemo is the demo dataset, relative to this package.

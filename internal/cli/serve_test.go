@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/app/serve"
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/dataset"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 
 	_ "modernc.org/sqlite" // database/sql driver, to change a schema
 )

@@ -6,12 +6,13 @@
 //     an agent: the agent seam (pkg/runtime/agent), the in-process runner
 //     (pkg/runtime/local), the agents and their test kit (pkg/agents/...),
 //     and the libraries they stand on (llm, reply, warehouse/..., dataset,
-//     eval, cost, outputs, sqltext, pyrepr, priority, slot). It imports
+//     eval, cost, outputs, sqltext, pyrepr, priority, slot) and the simulated
+//     LLM agents are tested against (pkg/llmsim). It imports
 //     internal/ only where pkgToInternal says why. The role assembly
 //     (internal/runtime/cluster) and the warehouses' registry and live
 //     schemas (internal/warehouse/...) are machinery.
 //   - internal/ is the machinery (the roles, their messages and state, the
-//     queue, Redis, quotas, the simulator) and the applications built on it
+//     queue, Redis, quotas) and the applications built on it
 //     (internal/app/bench, internal/app/serve), which only the commands
 //     (internal/cli) start.
 //   - a dataset is data: pkg/dataset names dialects (pkg/sqltext) and imports

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // TestMeterHooks: a meter's After hook is told each answered call's usage

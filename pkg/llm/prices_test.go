@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 func TestPriceMoney(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 var runSQL = llm.Tool{Name: "run_sql", Description: "Run one SQL query on the task's database and return its rows.",

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/quorumsql/quorum/internal/app/compare"
-	"github.com/quorumsql/quorum/internal/llmsim"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/sqltext"
 )

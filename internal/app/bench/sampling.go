@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/agents/sampling"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // SamplingRow is one agent's run under one sampling policy.

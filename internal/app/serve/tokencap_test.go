@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/testutil/wait"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // callLog forwards chat calls to llmsim one at a time, recording in the

@@ -12,11 +12,10 @@ import (
 
 	"go.uber.org/zap"
 
-	// The test kit runs agents against the simulator (internal/layout: pkgToInternal).
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
 	"github.com/quorumsql/quorum/pkg/warehouse"

@@ -4,9 +4,8 @@ import (
 	"maps"
 	"testing"
 
-	// The test kit runs agents against the simulator (internal/layout: pkgToInternal).
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents/sampling"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/runtime/local"
 )

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/llmsim"
 	"github.com/quorumsql/quorum/pkg/agents/agenttest"
 	"github.com/quorumsql/quorum/pkg/agents/dbinfo"
 	"github.com/quorumsql/quorum/pkg/cost"
+	"github.com/quorumsql/quorum/pkg/llmsim"
 )
 
 // TestTrajectoryThroughTheSimulator drives trajectories through HTTP to
