@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumsql/quorum/internal/runtime/cluster"
 )
 
 // TestAnswerCacheIsPerTenant: tenant a's answer, once cached, answers a's
@@ -19,18 +21,7 @@ import (
 func TestAnswerCacheIsPerTenant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, sim := demoSim(t)
-	cl := startCluster(ctx, t, sim, 4, 2)
-	tenants, err := ParseKeys(strings.NewReader("a:"+keyA+"\nb:"+keyB), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Env: cl.Env, Redis: cl.Redis, Dataset: openAPIDemo, Votes: 1, StateDir: t.TempDir(), RoundTimeout: time.Minute,
-		Tenants: tenants, CacheTTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := runServer(ctx, t, s)
+	s, h, _ := cachingServer(ctx, t)
 	body := jsonBody(map[string]string{"db": "shop", "question": "How many customers does the shop have?"})
 	// askCached asks as key; its answer is in the cache as soon as it
 	// is seen answered (written in the transaction that records it).
@@ -81,18 +72,7 @@ func TestAnswerCacheIsPerTenant(t *testing.T) {
 func TestAnswerIsCachedOnceSeen(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, sim := demoSim(t)
-	cl := startCluster(ctx, t, sim, 4, 2)
-	tenants, err := ParseKeys(strings.NewReader("a:"+keyA), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Env: cl.Env, Redis: cl.Redis, Dataset: openAPIDemo, Votes: 1, StateDir: t.TempDir(), RoundTimeout: time.Minute,
-		Tenants: tenants, CacheTTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := runServer(ctx, t, s)
+	s, h, cl := cachingServer(ctx, t)
 	w := request(t, h, http.MethodPost, "/v1/questions", keyA, jsonBody(map[string]string{"db": "shop", "question": "How many customers does the shop have?"}))
 	var acc accepted
 	if w.Code != http.StatusAccepted || json.Unmarshal(w.Body.Bytes(), &acc) != nil {
@@ -126,4 +106,22 @@ func TestAnswerIsCachedOnceSeen(t *testing.T) {
 		}
 		return
 	}
+}
+
+// cachingServer is serve over a cluster and llmsim with the answer cache
+// on, for tenants a and b.
+func cachingServer(ctx context.Context, t *testing.T) (*Server, http.Handler, *cluster.Cluster) {
+	t.Helper()
+	_, sim := demoSim(t)
+	cl := startCluster(ctx, t, sim, 4, 2)
+	tenants, err := ParseKeys(strings.NewReader("a:"+keyA+"\nb:"+keyB), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Env: cl.Env, Redis: cl.Redis, Dataset: openAPIDemo, Votes: 1, StateDir: t.TempDir(), RoundTimeout: time.Minute,
+		Tenants: tenants, CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, runServer(ctx, t, s), cl
 }
