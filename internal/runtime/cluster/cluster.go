@@ -249,6 +249,66 @@ type role struct {
 // Start brings the servers, the connections and the roles up. On error,
 // whatever it started is stopped.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg.defaults()
+	sh, err := shapeOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Cluster{log: cfg.Log, grace: cfg.Grace, ctx: wctx, cancel: cancel, Health: NewDeploymentHealth()}
+	fail := func(err error) (*Cluster, error) {
+		c.Close()
+		return nil, err
+	}
+	if err := c.startServers(&cfg); err != nil {
+		return fail(err)
+	}
+	if err := c.connect(ctx, cfg, sh); err != nil {
+		return fail(err)
+	}
+	var client llm.Client
+	if sh.calls {
+		if client, err = c.llmClient(cfg); err != nil {
+			return fail(err)
+		}
+	}
+	reg, whs, err := warehouses(cfg, c.Limiter)
+	if err != nil {
+		return fail(err)
+	}
+	c.Metrics = metrics.New(cfg.Role)
+	exp, err := trace.NewExporter(ctx, trace.ExportConfig{Endpoint: cfg.OTLPEndpoint, Service: "quorum-" + cfg.Role,
+		Instance: cfg.Name, Content: cfg.OTLPContent})
+	if err != nil {
+		return fail(err)
+	}
+	c.exporter = exp
+	blobs, state := blob.New(c.Redis, 0), runstate.New(c.Redis)
+	c.Env = &runenv.Env{Queue: c.queue, Blobs: blobs, State: state, LLM: client, Log: cfg.Log,
+		Metrics: c.Metrics, Name: cfg.Name, Incarnation: incarnation(), TaskLeaseTTL: cfg.TaskLeaseTTL, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(c.Redis),
+		Traces: &trace.Store{Lists: state, Blobs: blobs}, Exporter: exp}
+	if cfg.HTTPAddr != "" {
+		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
+		if err != nil {
+			return fail(&ListenError{Addr: cfg.HTTPAddr, Err: err})
+		}
+		if err := c.Add(Intake, l); err != nil {
+			return fail(err)
+		}
+		c.HTTPAddr = l.Addr()
+	}
+	if err := c.startRoles(cfg, sh, whs); err != nil {
+		return fail(err)
+	}
+	c.watch = &watcher{c: c}
+	if err := c.watch.Start(wctx); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// defaults fills the zero fields Start needs.
+func (cfg *Config) defaults() {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -264,37 +324,47 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.VoterConcurrency <= 0 {
 		cfg.VoterConcurrency = 8
 	}
-	gens, exps, voting, calls := 0, 0, false, false
+}
+
+// shape is what a process of a role runs: its generator and explorer
+// workers, whether it votes, and whether it calls the LLM.
+type shape struct {
+	gens, exps    int
+	voting, calls bool
+}
+
+func shapeOf(cfg Config) (shape, error) {
+	var sh shape
 	switch cfg.Role {
 	case RoleAll:
-		gens, exps, voting, calls = max(1, cfg.Generators), max(1, cfg.Explorers), true, true
+		sh = shape{gens: max(1, cfg.Generators), exps: max(1, cfg.Explorers), voting: true, calls: true}
 	case RoleCoordinator:
 	case RoleVoter:
-		voting = true
+		sh.voting = true
 	case RoleGenerator:
-		gens, calls = max(1, cfg.Generators), true
+		sh.gens, sh.calls = max(1, cfg.Generators), true
 	case RoleExplorer:
-		exps, calls = max(1, cfg.Explorers), true
+		sh.exps, sh.calls = max(1, cfg.Explorers), true
 	default:
-		return nil, fmt.Errorf("cluster: unknown role %q", cfg.Role)
+		return sh, fmt.Errorf("cluster: unknown role %q", cfg.Role)
 	}
 	if cfg.Agents == nil {
-		return nil, errors.New("cluster: no agents registered")
+		return sh, errors.New("cluster: no agents registered")
 	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Cluster{log: cfg.Log, grace: cfg.Grace, ctx: wctx, cancel: cancel, Health: NewDeploymentHealth()}
-	fail := func(err error) (*Cluster, error) {
-		c.Close()
-		return nil, err
-	}
+	return sh, nil
+}
+
+// startServers starts an embedded NATS and a redis-server where cfg names
+// none, and points cfg at them.
+func (c *Cluster) startServers(cfg *Config) error {
 	if cfg.NATSURL == "" {
 		dir := filepath.Join(cfg.StateDir, "nats")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fail(err)
+			return err
 		}
 		srv, err := queue.StartEmbedded(dir, -1, "quorum", secret())
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		c.natsServer = srv
 		cfg.NATSURL = srv.URL()
@@ -302,36 +372,42 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.RedisURL == "" {
 		dir := filepath.Join(cfg.StateDir, "redis")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fail(err)
+			return err
 		}
 		srv, err := localredis.Start(localredis.Options{Dir: dir, AppendOnly: true, Password: secret()})
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		c.redisServer = srv
 		cfg.RedisURL = srv.URL()
 	}
 	c.NATSURL, c.RedisURL = cfg.NATSURL, cfg.RedisURL
+	return nil
+}
+
+// connect connects to NATS and Redis (a pool sized for the process's task
+// slots) and makes the process's limiter.
+func (c *Cluster) connect(ctx context.Context, cfg Config, sh shape) error {
 	// Checked before connecting anywhere: a wrong URL is reported at once.
 	ropt, err := redisconn.Parse(cfg.RedisURL)
 	if err != nil {
-		return fail(fmt.Errorf("redis url %s: %w", redact.URL(cfg.RedisURL), err))
+		return fmt.Errorf("redis url %s: %w", redact.URL(cfg.RedisURL), err)
 	}
 	if cfg.RedisTLS != nil {
 		ropt.TLSConfig = cfg.RedisTLS
 	}
-	slots := gens*max(1, cfg.GeneratorConcurrency) + exps*max(1, cfg.ExplorerConcurrency)
+	slots := sh.gens*max(1, cfg.GeneratorConcurrency) + sh.exps*max(1, cfg.ExplorerConcurrency)
 	if cfg.Role == RoleAll {
 		ropt.PoolSize = max(ropt.PoolSize, 64+4*slots)
 	} else {
-		if voting {
+		if sh.voting {
 			slots += cfg.VoterConcurrency
 		}
 		ropt.PoolSize = max(ropt.PoolSize, 16+4*slots)
 	}
 	q, err := queue.Connect(ctx, cfg.NATSURL, cfg.Queue, cfg.NATSOptions...)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	c.queue = q
 	if asked, has := cfg.Queue.Replicas, q.Config().Replicas; asked > 0 && has > asked {
@@ -340,36 +416,41 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Log.Warn("--stream-replicas is below the streams' replicas, which are never lowered: they keep theirs",
 			zap.Int("stream_replicas", asked), zap.Int("streams_keep", has))
 	}
-	rdb := ropt.Client()
-	c.Redis = rdb
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fail(fmt.Errorf("connect to Redis at %s: %w", ropt.Where(), err))
+	c.Redis = ropt.Client()
+	if err := c.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connect to Redis at %s: %w", ropt.Where(), err)
 	}
-	if c.Limiter, err = ratelimit.New(ratelimit.Config{Client: rdb}); err != nil {
-		return fail(err)
+	c.Limiter, err = ratelimit.New(ratelimit.Config{Client: c.Redis})
+	return err
+}
+
+// llmClient is the process's LLM client, behind the cluster-wide limiter.
+func (c *Cluster) llmClient(cfg Config) (llm.Client, error) {
+	// Always the limiter: endpoints carry their own quotas, a 429's
+	// cooldown is shared, the provider's real limits are learned, and
+	// with no quota anywhere (none configured, none heard of) a call
+	// does not touch Redis.
+	c.budget = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
+		Learning: ratelimit.NewLearning(),
+		OnHealth: func(endpoint, model string, d time.Duration) {
+			c.Metrics.DeploymentHealth(endpoint, model, d)
+			c.Health.Set(endpoint, model, d)
+		}}
+	cfg.LLM.Limiter = c.budget
+	oc, err := llm.New(cfg.LLM)
+	if err != nil {
+		return nil, err
 	}
-	var client llm.Client
-	if calls {
-		// Always the limiter: endpoints carry their own quotas, a 429's
-		// cooldown is shared, the provider's real limits are learned, and
-		// with no quota anywhere (none configured, none heard of) a call
-		// does not touch Redis.
-		c.budget = &ratelimit.LLMBudget{Limiter: c.Limiter, Scope: "llm", Default: cfg.LLMQuota, Overrides: ratelimit.NewOverrides(c.Limiter),
-			Learning: ratelimit.NewLearning(),
-			OnHealth: func(endpoint, model string, d time.Duration) {
-				c.Metrics.DeploymentHealth(endpoint, model, d)
-				c.Health.Set(endpoint, model, d)
-			}}
-		cfg.LLM.Limiter = c.budget
-		oc, err := llm.New(cfg.LLM)
-		if err != nil {
-			return fail(err)
-		}
-		client, c.llm = oc, oc
-	}
+	c.llm = oc
+	return oc, nil
+}
+
+// warehouses is the configured warehouses' registry (nil: the datasets'
+// SQLite files) and the warehouses this process serves.
+func warehouses(cfg Config, limiter *ratelimit.Limiter) (*registry.Registry, []string, error) {
 	var reg *registry.Registry
 	if cfg.WarehousesFile != nil {
-		reg = registry.WithLimiter(cfg.WarehousesFile, c.Limiter)
+		reg = registry.WithLimiter(cfg.WarehousesFile, limiter)
 	}
 	whs := cfg.Serve
 	if len(whs) == 0 && reg != nil {
@@ -383,41 +464,25 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if reg != nil {
 		for _, w := range whs {
 			if _, ok := reg.File.Spec(w); !ok {
-				return fail(fmt.Errorf("warehouse %q is not configured (configured: %s)", w, configured(reg.File)))
+				return nil, nil, fmt.Errorf("warehouse %q is not configured (configured: %s)", w, configured(reg.File))
 			}
 		}
 	}
-	c.Metrics = metrics.New(cfg.Role)
-	exp, err := trace.NewExporter(ctx, trace.ExportConfig{Endpoint: cfg.OTLPEndpoint, Service: "quorum-" + cfg.Role,
-		Instance: cfg.Name, Content: cfg.OTLPContent})
-	if err != nil {
-		return fail(err)
-	}
-	c.exporter = exp
-	blobs, state := blob.New(rdb, 0), runstate.New(rdb)
-	c.Env = &runenv.Env{Queue: q, Blobs: blobs, State: state, LLM: client, Log: cfg.Log,
-		Metrics: c.Metrics, Name: cfg.Name, Incarnation: incarnation(), TaskLeaseTTL: cfg.TaskLeaseTTL, Warehouses: reg, Agents: cfg.Agents, Cache: runstate.NewCache(rdb),
-		Traces: &trace.Store{Lists: state, Blobs: blobs}, Exporter: exp}
-	if cfg.HTTPAddr != "" {
-		l, err := metrics.Listen(cfg.HTTPAddr, c.Metrics, c.Ready)
-		if err != nil {
-			return fail(&ListenError{Addr: cfg.HTTPAddr, Err: err})
-		}
-		if err := c.Add(Intake, l); err != nil {
-			return fail(err)
-		}
-		c.HTTPAddr = l.Addr()
-	}
+	return reg, whs, nil
+}
+
+// startRoles starts the process's voter and workers as components.
+func (c *Cluster) startRoles(cfg Config, sh shape, whs []string) error {
 	wc := queue.WorkConfig{DrainTimeout: cfg.Grace}
-	if voting {
+	if sh.voting {
 		if err := c.addRole(Deciders, "voter", voter.New(voter.Config{Env: c.Env, Concurrency: cfg.VoterConcurrency, WorkConfig: wc})); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	for _, w := range []struct {
 		pool        agent.Pool
 		n, parallel int
-	}{{agent.Generator, gens, cfg.GeneratorConcurrency}, {agent.Explorer, exps, cfg.ExplorerConcurrency}} {
+	}{{agent.Generator, sh.gens, cfg.GeneratorConcurrency}, {agent.Explorer, sh.exps, cfg.ExplorerConcurrency}} {
 		for range w.n {
 			wwc := wc
 			if wwc.MaxHeld = cfg.MaxHeld; wwc.MaxHeld <= 0 {
@@ -425,18 +490,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			}
 			wk, err := worker.New(worker.Config{Env: c.Env, Pool: w.pool, Warehouses: whs, Concurrency: max(1, w.parallel), WorkConfig: wwc})
 			if err != nil {
-				return fail(err)
+				return err
 			}
 			if err := c.addRole(Workers, string(w.pool), wk); err != nil {
-				return fail(err)
+				return err
 			}
 		}
 	}
-	c.watch = &watcher{c: c}
-	if err := c.watch.Start(wctx); err != nil {
-		return fail(err)
-	}
-	return c, nil
+	return nil
 }
 
 // Ready reports whether the process's Redis answers (its readiness).
