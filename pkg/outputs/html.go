@@ -610,32 +610,97 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		extra = &Extra{}
 	}
 	t := r.Totals
-	agent := cmp.Or(r.Agent, "quorum")
+	title, when := heading(r, extra)
+	wall := wallRows(r)
+	agg := aggregate(r)
+	throughputAxis := "seconds since start"
+	if len(r.Sessions) > 1 {
+		throughputAxis = "seconds of running (pauses between sessions left out)"
+	}
+	xs, ys := throughput(agg.finished)
+	latNote := latencyNote(agg.lat, len(xs))
+	wrong, failedRows := exampleRows(r, extra, agg.failed)
+	table := exampleTable(r, extra.Dir, extra.Pages)
+	tableJSON, err := tableJSON(table)
+	if err != nil {
+		return err
+	}
+	dialects, dbs := dialectsAndDatabases(r)
+	top := func(key func(Example) float64) []exampleRow {
+		var out []exampleRow
+		for _, e := range topExamples(r, key) {
+			out = append(out, rowOf(e, extra))
+		}
+		return out
+	}
+	stageRows, stageBars := stageRowsOf(agg.stages)
+	data := map[string]any{
+		"CSS": template.CSS(reportCSS), "JS": template.JS(reportJS), "CSP": reportCSP,
+		"Table": table, "TableJSON": template.JS(tableJSON), "Dialects": dialects, "Databases": dbs,
+		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
+		"Scenario": scenarioRows(r, wall), "Summary": append(append(summaryRows(r), wall...), extra.Rows...),
+		"Scored": t.EX != nil, "ScoredN": t.Scored, "KName": t.EXAtKName(r.Votes), "KRange": t.KRange(r.Votes),
+		"Unscored": t.Examples - t.Scored, "ByConfidence": t.ByConfidence, "ByMethod": t.ByMethod, "Metric": metricName(r), "Warnings": r.Warnings,
+		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
+			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
+			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},
+		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "examples right (percent)", "%", accuracyBars(agg.byDialect)), svgBars("Accuracy by database", "examples right (percent)", "%", accuracyBars(agg.byDB))},
+		"HighConf":  t.HighConf, "LowConf": t.LowConf,
+		"ConfChart":  svgBars("Examples by confidence → final method", "examples", "", agg.confBars()),
+		"CostTotals": costRows(r), "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "tokens (prompt and completion)", "", stageBars),
+		"LatencyNote": latNote,
+		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "examples", "", histogram(agg.lat, 8, " s")),
+			svgBars("LLM calls per example (examples per bucket)", "examples", "", histogram(agg.calls, 8, "")),
+			svgLine("Throughput over time", throughputAxis, "examples finished", xs, ys)},
+		"Sessions":  sessionRows(r),
+		"Slowest":   top(latencyOf),
+		"Expensive": top(tokensOf),
+		"Failed":    agg.failed, "FailedRows": failedRows, "Wrong": wrong, "Sections": extra.Sections, "Lead": extra.Lead,
+	}
+	addMembers(data, r)
+	if t.EX != nil {
+		data["EX"], data["EXAtK"] = fmt.Sprintf("%.1f%%", 100**t.EX), fmt.Sprintf("%.1f%%", 100**t.EXAtK)
+	}
+	return page.Execute(w, data)
+}
+
+// heading is the page's title and when the run ran.
+func heading(r *Report, extra *Extra) (title, when string) {
 	ds := "an unnamed dataset"
 	if r.Dataset != "" {
 		ds = filepath.Base(filepath.Clean(r.Dataset))
 	}
-	title := agent + " on " + ds
+	title = cmp.Or(r.Agent, "quorum") + " on " + ds
 	if extra.Title != "" {
 		title += " — " + extra.Title
 	}
-	when := stamp(r.Started)
+	when = stamp(r.Started)
 	if !r.Finished.IsZero() {
 		when += " to " + stamp(r.Finished)
 	}
-	resumed := len(r.Sessions) > 1
-	if resumed {
+	if len(r.Sessions) > 1 {
 		when += fmt.Sprintf(" in %d sessions", len(r.Sessions))
 	}
-	// A resumed run's wall time is its sessions' sum; the span, pauses
-	// included, is said beside it so neither is mistaken for the other.
-	wall := []Row{{"wall time", secs(t.WallSeconds)}}
-	if resumed {
-		wall = []Row{{fmt.Sprintf("wall time (sum of its %d sessions)", len(r.Sessions)), secs(t.WallSeconds)},
+	return title, when
+}
+
+// wallRows is the run's wall time: a resumed run's is its sessions' sum,
+// and the span, pauses included, is said beside it so neither is mistaken
+// for the other.
+func wallRows(r *Report) []Row {
+	t := r.Totals
+	if len(r.Sessions) > 1 {
+		return []Row{{fmt.Sprintf("wall time (sum of its %d sessions)", len(r.Sessions)), secs(t.WallSeconds)},
 			{"span (first start to last end, pauses included)", secs(t.SpanSeconds)}}
 	}
-	n := max(t.Examples, 1) // per-example figures of an empty run stay finite
+	return []Row{{"wall time", secs(t.WallSeconds)}}
+}
 
+// scenarioRows say what ran: the dataset, agent and settings, when, the
+// LLM and what wrote the report.
+func scenarioRows(r *Report, wall []Row) []Row {
+	t := r.Totals
+	agent := cmp.Or(r.Agent, "quorum")
 	opts := "defaults"
 	if len(r.AgentOptions) > 0 {
 		var kv []string
@@ -660,66 +725,88 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		}
 		scenario = append(scenario, Row{"written by", by})
 	}
+	return scenario
+}
+
+// summaryRows are the run's outcome and its per-example figures (the wall
+// time and the caller's rows follow them).
+func summaryRows(r *Report) []Row {
+	t := r.Totals
 	summary := []Row{{"examples", fmt.Sprint(t.Examples)},
 		{"answered / no answer / failed", fmt.Sprintf("%d / %d / %d", t.Answered, t.NoAnswer, t.Failed)}}
 	if t.EX != nil {
 		summary = append(summary, Row{"EX / " + t.EXAtKName(r.Votes), fmt.Sprintf("%.4f / %.4f (%s)", *t.EX, *t.EXAtK, t.EXAtKMeaning(r.Votes))})
 	}
-	summary = append(summary,
+	return append(summary,
 		Row{"high / low confidence", fmt.Sprintf("%d / %d", t.HighConf, t.LowConf)},
 		Row{"LLM calls per example", fmt.Sprintf("%.2f", t.CallsPerEx)},
 		Row{"warehouse queries per example", fmt.Sprintf("%.2f", t.QueriesPerEx)},
 		Row{"tokens per LLM call", num(int(math.Round(t.TokensPerCall)))})
-	summary = append(summary, wall...)
-	summary = append(summary, extra.Rows...)
+}
 
-	byDB := map[string][2]int{}
-	byDialect := map[string][2]int{}
-	var lat, calls, finished []float64
-	conf := map[string]float64{}
-	stages := cost.Ledger{}
-	var failed []Example
+// aggregates are the per-example figures the page's charts are drawn from.
+type aggregates struct {
+	byDB, byDialect      map[string][2]int // right, scored
+	lat, calls, finished []float64
+	conf                 map[string]float64
+	stages               cost.Ledger
+	failed               []Example
+}
+
+func aggregate(r *Report) *aggregates {
+	a := &aggregates{byDB: map[string][2]int{}, byDialect: map[string][2]int{}, conf: map[string]float64{}, stages: cost.Ledger{}}
 	for _, e := range r.Examples {
 		if e.Correct != nil {
-			k, d := byDB[e.Database], byDialect[e.Dialect]
+			k, d := a.byDB[e.Database], a.byDialect[e.Dialect]
 			k[1]++
 			d[1]++
 			if *e.Correct {
 				k[0]++
 				d[0]++
 			}
-			byDB[e.Database], byDialect[e.Dialect] = k, d
+			a.byDB[e.Database], a.byDialect[e.Dialect] = k, d
 		}
 		if e.Status != "failed" {
-			lat = append(lat, e.LatencySeconds)
-			calls = append(calls, float64(e.Cost.LLMCalls))
+			a.lat = append(a.lat, e.LatencySeconds)
+			a.calls = append(a.calls, float64(e.Cost.LLMCalls))
 		}
 		if e.Status != "answered" && e.Status != "no_answer" {
-			failed = append(failed, e)
+			a.failed = append(a.failed, e)
 		}
 		if e.FinishedSeconds > 0 {
-			finished = append(finished, runningSeconds(r, e.FinishedSeconds))
+			a.finished = append(a.finished, runningSeconds(r, e.FinishedSeconds))
 		}
-		conf[cmp.Or(e.Confidence, "none")+" → "+cmp.Or(e.Method, "none")]++
-		stages.Merge(e.CostByStage)
+		a.conf[cmp.Or(e.Confidence, "none")+" → "+cmp.Or(e.Method, "none")]++
+		a.stages.Merge(e.CostByStage)
 	}
-	acc := func(m map[string][2]int) []bar {
-		var out []bar
-		for k, v := range m {
-			out = append(out, bar{Label: cmp.Or(k, "unknown"), Value: math.Round(float64(v[0])/float64(v[1])*1000) / 10})
-		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
-		return out
-	}
-	var confBars []bar
-	for k, v := range conf {
-		confBars = append(confBars, bar{k, v})
-	}
-	sort.Slice(confBars, func(i, j int) bool { return confBars[i].Label < confBars[j].Label })
+	return a
+}
 
-	c := t.Cost
+func (a *aggregates) confBars() []bar {
+	var out []bar
+	for k, v := range a.conf {
+		out = append(out, bar{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+	return out
+}
+
+// accuracyBars are the percent right per key (right, scored).
+func accuracyBars(m map[string][2]int) []bar {
+	var out []bar
+	for k, v := range m {
+		out = append(out, bar{Label: cmp.Or(k, "unknown"), Value: math.Round(float64(v[0])/float64(v[1])*1000) / 10})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+	return out
+}
+
+// costRows are the run's cost totals, per example beside them, with the
+// 429s, the limits learned and changed, and the fallbacks when any.
+func costRows(r *Report) []costRow {
+	c, n := r.Totals.Cost, max(r.Totals.Examples, 1) // per-example figures of an empty run stay finite
 	per := func(v float64) string { return fmt.Sprintf("%.2f", v/float64(n)) }
-	costTotals := []costRow{
+	rows := []costRow{
 		{"LLM calls", num(c.LLMCalls), per(float64(c.LLMCalls))},
 		{"LLM calls that failed", num(c.LLMErrors), per(float64(c.LLMErrors))},
 		{"prompt tokens", num(c.LLM.PromptTokens), num(c.LLM.PromptTokens / n)},
@@ -731,14 +818,14 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 		{"warehouse time", secs(c.QueryTime.Seconds()), secs(c.QueryTime.Seconds() / float64(n))},
 	}
 	if c.LLM.RateLimited > 0 {
-		costTotals = append(costTotals, costRow{"LLM requests answered 429 and retried (" + RateLimitNote(c) + ")",
+		rows = append(rows, costRow{"LLM requests answered 429 and retried (" + RateLimitNote(c) + ")",
 			num(c.LLM.RateLimited), per(float64(c.LLM.RateLimited))})
 	}
 	for _, l := range r.Limits {
-		costTotals = append(costTotals, costRow{"LLM limits learned (" + l.Note() + ")", num(l.Cuts) + " cuts", ""})
+		rows = append(rows, costRow{"LLM limits learned (" + l.Note() + ")", num(l.Cuts) + " cuts", ""})
 	}
 	for _, ch := range r.LimitChanges {
-		costTotals = append(costTotals, costRow{"LLM limit changed on the running cluster: " + ch.String(), ch.At.UTC().Format("15:04:05 UTC"), ""})
+		rows = append(rows, costRow{"LLM limit changed on the running cluster: " + ch.String(), ch.At.UTC().Format("15:04:05 UTC"), ""})
 	}
 	if c.LLM.Fallbacks > 0 {
 		// A run never silently mixes models: name the examples a
@@ -749,115 +836,96 @@ func WriteHTML(w io.Writer, r *Report, extra *Extra) error {
 				ids = append(ids, e.InstanceID)
 			}
 		}
-		costTotals = append(costTotals, costRow{"LLM calls a fallback model answered (examples " + strings.Join(ids, ", ") + ")",
+		rows = append(rows, costRow{"LLM calls a fallback model answered (examples " + strings.Join(ids, ", ") + ")",
 			num(c.LLM.Fallbacks), per(float64(c.LLM.Fallbacks))})
 	}
-	var stageRows []stageRow
-	var stageBars []bar
+	return rows
+}
+
+// stageRowsOf are the cost by stage, the costliest first (where a reader
+// looks), and its chart's bars.
+func stageRowsOf(stages cost.Ledger) ([]stageRow, []bar) {
+	var rows []stageRow
+	var bars []bar
 	names := stages.Stages()
-	// The costliest stage first: that is where a reader looks.
 	sort.SliceStable(names, func(i, j int) bool { return stages[names[i]].Tokens() > stages[names[j]].Tokens() })
 	total := stages.Total().Tokens()
 	for _, name := range names {
 		s := stages[name]
-		stageRows = append(stageRows, stageRow{Stage: name, Calls: num(s.LLMCalls), Prompt: num(s.LLM.PromptTokens),
+		rows = append(rows, stageRow{Stage: name, Calls: num(s.LLMCalls), Prompt: num(s.LLM.PromptTokens),
 			Completion: num(s.LLM.CompletionTokens), Share: pct(s.Tokens(), total), Money: money(s.Money()), Queries: num(s.Queries), QueryTime: secs(s.QueryTime.Seconds())})
-		stageBars = append(stageBars, bar{name, float64(s.Tokens())})
+		bars = append(bars, bar{name, float64(s.Tokens())})
 	}
+	return rows, bars
+}
 
-	throughputAxis := "seconds since start"
-	if resumed {
-		throughputAxis = "seconds of running (pauses between sessions left out)"
-	}
+// throughput is the examples finished by each finish time.
+func throughput(finished []float64) (xs, ys []float64) {
 	sort.Float64s(finished)
-	var xs, ys []float64
 	for i, f := range finished {
 		xs, ys = append(xs, f), append(ys, float64(i+1))
 	}
-	latNote := "No example finished."
+	return xs, ys
+}
+
+// latencyNote sums the latencies up in a sentence, and says why the
+// throughput chart is missing when points are too few.
+func latencyNote(lat []float64, points int) string {
+	note := "No example finished."
 	if len(lat) > 0 {
 		s := slices.Sorted(slices.Values(lat))
-		latNote = fmt.Sprintf("Latency of the %d examples that did not fail: median %s, p95 %s, max %s.",
+		note = fmt.Sprintf("Latency of the %d examples that did not fail: median %s, p95 %s, max %s.",
 			len(s), secs(Quantile(s, 0.5)), secs(Quantile(s, 0.95)), secs(s[len(s)-1]))
 	}
-	if len(xs) < 2 {
-		latNote += " No throughput chart: the run recorded fewer than two finish times."
+	if points < 2 {
+		note += " No throughput chart: the run recorded fewer than two finish times."
 	}
+	return note
+}
 
-	rowOf := func(e Example) exampleRow {
-		row := exampleRow{ID: e.InstanceID, Status: e.Status, Latency: secs(e.LatencySeconds),
-			Calls: num(e.Cost.LLMCalls), Tokens: num(e.Cost.Tokens())}
-		if extra.Pages[e.InstanceID] {
-			row.Page = ExamplesDir + "/" + PageFile(e.InstanceID)
-		}
-		return row
+func rowOf(e Example, extra *Extra) exampleRow {
+	row := exampleRow{ID: e.InstanceID, Status: e.Status, Latency: secs(e.LatencySeconds),
+		Calls: num(e.Cost.LLMCalls), Tokens: num(e.Cost.Tokens())}
+	if extra.Pages[e.InstanceID] {
+		row.Page = ExamplesDir + "/" + PageFile(e.InstanceID)
 	}
-	top := func(key func(Example) float64) []exampleRow {
-		var out []exampleRow
-		for _, e := range topExamples(r, key) {
-			out = append(out, rowOf(e))
-		}
-		return out
-	}
-	var wrong, failedRows []exampleRow
+	return row
+}
+
+// exampleRows are the examples answered wrong and those that failed.
+func exampleRows(r *Report, extra *Extra, failed []Example) (wrong, failedRows []exampleRow) {
 	for _, e := range r.Examples {
 		if e.Correct != nil && !*e.Correct && e.Status != "failed" {
-			wrong = append(wrong, rowOf(e))
+			wrong = append(wrong, rowOf(e, extra))
 		}
 	}
 	for _, e := range failed {
-		failedRows = append(failedRows, rowOf(e))
+		failedRows = append(failedRows, rowOf(e, extra))
 	}
+	return wrong, failedRows
+}
 
-	table := exampleTable(r, extra.Dir, extra.Pages)
-	tableJSON, err := tableJSON(table)
-	if err != nil {
-		return err
+// addMembers adds an ensemble's members, their EX beside the ensemble's,
+// and its rule.
+func addMembers(data map[string]any, r *Report) {
+	ms := memberRows(r)
+	if len(ms) == 0 {
+		return
 	}
-	dialects, dbs := dialectsAndDatabases(r)
-	data := map[string]any{
-		"CSS": template.CSS(reportCSS), "JS": template.JS(reportJS), "CSP": reportCSP,
-		"Table": table, "TableJSON": template.JS(tableJSON), "Dialects": dialects, "Databases": dbs,
-		"Title": title, "RunID": r.RunID, "When": when, "Simulated": strings.Contains(strings.ToUpper(r.LLM), "SIMULATED"),
-		"Scenario": scenario, "Summary": summary,
-		"Scored": t.EX != nil, "ScoredN": t.Scored, "KName": t.EXAtKName(r.Votes), "KRange": t.KRange(r.Votes),
-		"Unscored": t.Examples - t.Scored, "ByConfidence": t.ByConfidence, "ByMethod": t.ByMethod, "Metric": metricName(r), "Warnings": r.Warnings,
-		"Status": []statusRow{{"answered", num(t.Answered), pct(t.Answered, t.Examples)},
-			{"no answer (no candidate produced rows)", num(t.NoAnswer), pct(t.NoAnswer, t.Examples)},
-			{"failed (the pipeline failed)", num(t.Failed), pct(t.Failed, t.Examples)}},
-		"AccCharts": []template.HTML{svgBars("Accuracy by dialect", "examples right (percent)", "%", acc(byDialect)), svgBars("Accuracy by database", "examples right (percent)", "%", acc(byDB))},
-		"HighConf":  t.HighConf, "LowConf": t.LowConf,
-		"ConfChart":  svgBars("Examples by confidence → final method", "examples", "", confBars),
-		"CostTotals": costTotals, "Stages": stageRows, "StageChart": svgBars("Tokens by stage", "tokens (prompt and completion)", "", stageBars),
-		"LatencyNote": latNote,
-		"LatCharts": []template.HTML{svgBars("Example latency (examples per bucket)", "examples", "", histogram(lat, 8, " s")),
-			svgBars("LLM calls per example (examples per bucket)", "examples", "", histogram(calls, 8, "")),
-			svgLine("Throughput over time", throughputAxis, "examples finished", xs, ys)},
-		"Sessions":  sessionRows(r),
-		"Slowest":   top(latencyOf),
-		"Expensive": top(tokensOf),
-		"Failed":    failed, "FailedRows": failedRows, "Wrong": wrong, "Sections": extra.Sections, "Lead": extra.Lead,
+	data["Members"] = ms
+	var labels []string
+	var vals []float64
+	for _, m := range ms {
+		labels, vals = append(labels, m.Agent), append(vals, m.share)
 	}
-	if ms := memberRows(r); len(ms) > 0 {
-		data["Members"] = ms
-		var labels []string
-		var vals []float64
-		for _, m := range ms {
-			labels, vals = append(labels, m.Agent), append(vals, m.share)
-		}
-		if t.EX != nil {
-			labels, vals = append(labels, "ensemble"), append(vals, 100**t.EX)
-		}
-		data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "EX (percent)", "%", barsOf(labels, vals))
-		for _, e := range r.Examples {
-			if e.Rule != "" {
-				data["Rule"] = e.Rule
-				break
-			}
+	if r.Totals.EX != nil {
+		labels, vals = append(labels, "ensemble"), append(vals, 100**r.Totals.EX)
+	}
+	data["MemberChart"] = svgBars("EX of each member's own answer and of the ensemble's", "EX (percent)", "%", barsOf(labels, vals))
+	for _, e := range r.Examples {
+		if e.Rule != "" {
+			data["Rule"] = e.Rule
+			break
 		}
 	}
-	if t.EX != nil {
-		data["EX"], data["EXAtK"] = fmt.Sprintf("%.1f%%", 100**t.EX), fmt.Sprintf("%.1f%%", 100**t.EXAtK)
-	}
-	return page.Execute(w, data)
 }
