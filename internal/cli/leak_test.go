@@ -35,7 +35,13 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("QUORUM_TEST_NATS_DIR"); dir != "" {
 		os.Exit(natsMain(dir))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The binary quorumBinary built (without QUORUM_TEST_BIN) is 120 MB a
+	// run: left behind, a few hundred runs fill a disk.
+	if quorumBin != "" && os.Getenv("QUORUM_TEST_BIN") == "" {
+		os.RemoveAll(filepath.Dir(quorumBin))
+	}
+	os.Exit(code)
 }
 
 // natsMain runs an embedded NATS server with JetStream storing in dir,
