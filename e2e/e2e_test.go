@@ -117,13 +117,15 @@ type gate struct {
 
 // freed is a release: free is closed to let the held request through,
 // answered once the simulator has answered it.
-type freed struct{ free, answered chan struct{} }
+// freed is a held request's release (free), closed by the test, and its
+// two ends, closed by the gate: answered, or abandoned by its caller.
+type freed struct{ free, answered, abandoned chan struct{} }
 
 // freedLocked returns name's release, made on first use; g.mu is held.
 func (g *gate) freedLocked(name string) *freed {
 	f, ok := g.freed[name]
 	if !ok {
-		f = &freed{free: make(chan struct{}), answered: make(chan struct{})}
+		f = &freed{free: make(chan struct{}), answered: make(chan struct{}), abandoned: make(chan struct{})}
 		g.freed[name] = f
 	}
 	return f
@@ -189,6 +191,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-r.Context().Done():
+		close(rel.abandoned)
 	case <-g.stop:
 	case <-rel.free:
 		g.sim.ServeHTTP(headersSent{w}, r)
@@ -214,6 +217,14 @@ func (c *cluster) release(name string) <-chan struct{} {
 	rel := c.gate.freedLocked(name)
 	close(rel.free)
 	return rel.answered
+}
+
+// abandoned closes when name's held LLM request is given up by its
+// caller (its context ended, or its process died) before its release.
+func (c *cluster) abandoned(name string) <-chan struct{} {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	return c.gate.freedLocked(name).abandoned
 }
 
 // disarm takes back inFlight(name); it reports whether the gate had

@@ -104,6 +104,13 @@ type Renewer struct {
 	Every time.Duration
 	// Timeout, when positive, bounds each Renew call.
 	Timeout time.Duration
+	// Expire, when positive, is how long the hold lasts unrenewed (a
+	// lease's TTL): when no renewal has succeeded for that long, counted
+	// from Start, the hold is lost as far as its holder can know (the
+	// key expired; another may hold it now), so OnLost is called and the
+	// renewer ends, even if Redis has not answered since. Without it a
+	// holder cut off from Redis keeps working on what others redo.
+	Expire time.Duration
 	// OnLost, when set, is called from the renewer's goroutine when Renew
 	// finds the hold lost; the renewer then ends. It must not call Stop.
 	OnLost func()
@@ -132,26 +139,44 @@ func (r *Renewer) Start(ctx context.Context) error {
 func (r *Renewer) run(ctx context.Context) error {
 	t := time.NewTicker(r.Every)
 	defer t.Stop()
+	// expired fires when the hold has gone Expire unrenewed; never without Expire.
+	var expired <-chan time.Time
+	var lapse *time.Timer
+	if r.Expire > 0 {
+		lapse = time.NewTimer(r.Expire)
+		defer lapse.Stop()
+		expired = lapse.C
+	}
+	lost := func() error {
+		if r.OnLost != nil {
+			r.OnLost()
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-expired:
+			return lost()
 		case <-t.C:
 		}
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if r.Timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, r.Timeout)
 		}
+		start := time.Now()
 		ok, err := r.Renew(cctx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil // stopped meanwhile: the hold is being let go
 		}
 		if err == nil && !ok {
-			if r.OnLost != nil {
-				r.OnLost()
-			}
-			return nil
+			return lost()
+		}
+		if err == nil && lapse != nil {
+			// The renewal extended the hold from when it was sent, at the latest.
+			lapse.Reset(r.Expire - time.Since(start))
 		}
 		if r.AfterRenew != nil {
 			r.AfterRenew(ctx)

@@ -208,6 +208,67 @@ func TestRenewerKeepsTheHold(t *testing.T) {
 	})
 }
 
+// TestRenewerGivesUpAnUnrenewedHold: with Expire, a renewer whose
+// renewals fail (Redis unreachable: a partition) reports the hold lost
+// once it has gone Expire without a successful renewal, counted from the
+// last one, and ends; renewals that fail for less than that lose nothing,
+// and neither does a renewer without Expire. In a synctest bubble: the
+// moments are the bubble clock's, whatever the machine's speed.
+func TestRenewerGivesUpAnUnrenewedHold(t *testing.T) {
+	t.Parallel()
+	const ttl = 3 * time.Second
+	down := errors.New("dial tcp: connection refused")
+	for _, tc := range []struct {
+		name   string
+		expire time.Duration
+		// cut is when renewals start failing, heal when they succeed
+		// again (0: never).
+		cut, heal time.Duration
+		lostAt    time.Duration // 0: never lost within 10 TTLs
+	}{
+		// Renewed at 1, 2, 3 s; failing from 3.5 s: lost at 3 s + TTL.
+		{name: "cut for good", expire: ttl, cut: ttl + ttl/6, lostAt: 2 * ttl},
+		// Failing from 3.5 s to 4.5 s: the renewal at 4 s fails, the one
+		// at 5 s succeeds, before the hold's end at 6 s.
+		{name: "cut shorter than the TTL", expire: ttl, cut: ttl + ttl/6, heal: ttl + ttl/2},
+		{name: "no Expire", cut: ttl + ttl/6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var lostAt atomic.Int64
+				r := &rdb.Renewer{Every: ttl / 3, Timeout: ttl / 3, Expire: tc.expire,
+					Renew: func(context.Context) (bool, error) {
+						if at := time.Since(start); at >= tc.cut && (tc.heal == 0 || at < tc.heal) {
+							return false, down
+						}
+						return true, nil
+					},
+					OnLost: func() { lostAt.Store(int64(time.Since(start))) }}
+				if err := r.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				defer r.Stop()
+				time.Sleep(10 * ttl)
+				synctest.Wait()
+				if got := time.Duration(lostAt.Load()); got != tc.lostAt {
+					t.Fatalf("the hold was lost at %v, want %v (0: never)", got, tc.lostAt)
+				}
+				select {
+				case <-r.Done():
+					if tc.lostAt == 0 {
+						t.Fatal("the renewer ended with its hold kept")
+					}
+				default:
+					if tc.lostAt != 0 {
+						t.Fatal("the renewer went on after its hold was lost")
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestRenewer: a Lease's renewer renews it in Redis (a third of its TTL
 // apart), and reports a lease another process has taken. Each is waited
 // for as an event (a renewal, a lost report); the lease's TTL is an hour

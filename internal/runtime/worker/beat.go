@@ -62,8 +62,9 @@ func (w *worker) watchCancel(ctx context.Context, run *runenv.Run) (context.Cont
 var errRunCancelled = errors.New("the task's run was cancelled")
 
 // errLeaseLost ends a task whose lease another delivery took (this
-// worker stalled past its TTL).
-var errLeaseLost = errors.New("the task's lease was lost to another delivery")
+// worker stalled past its TTL), or which went a TTL unrenewed (Redis
+// unreachable: another delivery may have it now).
+var errLeaseLost = errors.New("the task's lease was lost: another delivery took it, or it went unrenewed past its TTL")
 
 // leaseWait is how often a delivery waiting for a held task asks again.
 const leaseWait = 250 * time.Millisecond
@@ -112,16 +113,20 @@ func (w *worker) lease(ctx context.Context, t *message.Task) (l *rdb.Lease, done
 
 // keepLease renews the task's lease while it runs, taking it again if
 // Redis lost it (a failover: no other holder exists then); the returned
-// context ends with errLeaseLost if another delivery took it. stop ends
-// the renewal and returns once it has ended.
+// context ends with errLeaseLost if another delivery took it, or if no
+// renewal succeeded for the lease's TTL: a worker cut off from Redis
+// stops its running tasks once another may run them, instead of making
+// LLM calls another delivery makes again. stop ends the renewal and
+// returns once it has ended.
 func (w *worker) keepLease(ctx context.Context, l *rdb.Lease, t *message.Task) (context.Context, func()) {
 	lctx, cancel := context.WithCancelCause(ctx)
 	r := l.Renewer()
+	r.Expire = l.TTL()
 	r.Renew = func(ctx context.Context) (bool, error) {
 		return w.env.State.RenewTaskLease(ctx, l, t.Run, t.Example, t.Agent, t.Task.ID)
 	}
 	r.OnLost = func() {
-		w.env.Log.Warn("a task's lease was lost while it ran; stopping it", zap.String("run", t.Run),
+		w.env.Log.Warn("a task's lease was lost, or went unrenewed past its TTL, while it ran; stopping it", zap.String("run", t.Run),
 			zap.String("example", t.Example), zap.String("task", t.Task.ID))
 		cancel(errLeaseLost)
 	}
