@@ -412,8 +412,31 @@ func compare(t *testing.T, what string, got, want snapshot) {
 	}
 }
 
-// undisturbed runs the demo once, cleanly.
+// cleanRun is the undisturbed run, made by the first test that asks for
+// it: the run is deterministic (the simulator's seed, the coordinator's),
+// so every test compares with the same one instead of making its own.
+var cleanRun struct {
+	sync.Once
+	ok    bool
+	snap  snapshot
+	calls int64
+}
+
+// undisturbed returns the demo run once, cleanly, and the LLM calls it
+// made; the run is made once per test process.
 func undisturbed(t *testing.T) (snapshot, int64) {
+	t.Helper()
+	cleanRun.Do(func() {
+		cleanRun.snap, cleanRun.calls = runUndisturbed(t)
+		cleanRun.ok = !t.Failed()
+	})
+	if !cleanRun.ok {
+		t.Fatal("the undisturbed run failed (in the first test that made it)")
+	}
+	return cleanRun.snap, cleanRun.calls
+}
+
+func runUndisturbed(t *testing.T) (snapshot, int64) {
 	t.Helper()
 	c := newCluster(t)
 	c.workers()
