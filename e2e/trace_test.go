@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/quorumsql/quorum/internal/testutil/jaegertest"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // TestEveryExampleIsOneTraceInJaeger runs PExA over three demo examples

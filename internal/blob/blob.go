@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/rdb"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
 
 // Store is a content-addressed store in Redis.
@@ -118,13 +119,23 @@ func (s *Store) GetMany(ctx context.Context, refs []string) ([]string, error) {
 	return out, nil
 }
 
+// RefOf is the reference of text: Ref of its bytes.
+func (s *Store) RefOf(text string) string { return Ref([]byte(text)) }
+
 // PutString stores a string.
 func (s *Store) PutString(ctx context.Context, text string) (string, error) {
 	return s.Put(ctx, []byte(text))
 }
 
-// ErrNotFound is returned for a reference the store does not hold.
-var ErrNotFound = errors.New("blob not found")
+// ErrNotFound is returned for a reference the store does not hold (expired,
+// or lost with a Redis restarted from an older snapshot). It matches
+// agent.ErrBlobLost too (errors.Is), the error the public packages know.
+var ErrNotFound error = notFound{}
+
+type notFound struct{}
+
+func (notFound) Error() string        { return "blob not found" }
+func (notFound) Is(target error) bool { return target == agent.ErrBlobLost }
 
 // Get returns the data of ref and checks it against the hash.
 func (s *Store) Get(ctx context.Context, ref string) ([]byte, error) {

@@ -30,6 +30,9 @@ func TestWrongAnswersShowGold(t *testing.T) {
 			})
 		}
 	})
+	if len(fingerprints) < 2 && !t.Failed() {
+		t.Skip("solve and run did not both run (go test -short skips them): no fingerprints to compare")
+	}
 	if fingerprints["solve"] == "" || fingerprints["solve"] != fingerprints["run"] {
 		t.Errorf("dataset fingerprints of solve and run over the same examples: %q and %q, want equal and set", fingerprints["solve"], fingerprints["run"])
 	}

@@ -17,10 +17,10 @@ import (
 
 	"github.com/quorumsql/quorum/internal/app/serve"
 	"github.com/quorumsql/quorum/internal/runtime/cluster"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // serveFlags configure quorum serve (and quorum ask in process).

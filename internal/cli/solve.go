@@ -11,13 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumsql/quorum/internal/ratelimit"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/internal/version"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	agentpkg "github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/trace"
 	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 

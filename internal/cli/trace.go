@@ -14,9 +14,9 @@ import (
 
 	"github.com/quorumsql/quorum/internal/blob"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 func newTraceCmd() *cobra.Command {

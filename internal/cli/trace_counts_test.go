@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // TestTraceCountsAreRunJSONs: the trace's last decision of each example

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/quorumsql/quorum/internal/testutil/chromium"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // TestTraceShowsWhatEachAgentDid runs each agent with quorum run and reads

@@ -4,7 +4,8 @@
 //
 //   - pkg/ is what someone outside the module needs to write, test and run
 //     an agent: the agent seam (pkg/runtime/agent), the in-process runner
-//     (pkg/runtime/local), the agents and their test kit (pkg/agents/...),
+//     (pkg/runtime/local), the trace of what an agent did (pkg/trace), the
+//     agents and their test kit (pkg/agents/...),
 //     and the libraries they stand on (llm, reply, warehouse/..., dataset,
 //     eval, cost, outputs, sqltext, pyrepr, priority, slot) and the simulated
 //     LLM agents are tested against (pkg/llmsim). It imports

@@ -88,11 +88,9 @@ func TestImportRules(t *testing.T) {
 }
 
 // pkgToInternal are the imports from pkg/ into internal/ that stay, each
-// with its reason (issue 56: at most 8). Only pkg/runtime/local names an
-// internal type in its API (trace.Level and trace.Entry, in its Config and
-// results), which a caller outside the module leaves at its zero value.
+// with its reason (issue 56: at most 8). None puts an internal type in an
+// exported API.
 var pkgToInternal = map[string]string{
-	"pkg/runtime/local -> internal/trace": "the in-process runner records the same trace as the cluster, whose format is the runtime's",
-	"pkg/agents/dbinfo -> internal/rdb":   "the table-information cache is shared through Redis, whose keys all live in internal/rdb",
-	"pkg/llm -> internal/redact":          "an endpoint's error names its URL with the credentials hidden, by the one redaction",
+	"pkg/agents/dbinfo -> internal/rdb": "the table-information cache is shared through Redis, whose keys all live in internal/rdb",
+	"pkg/llm -> internal/redact":        "an endpoint's error names its URL with the credentials hidden, by the one redaction",
 }

@@ -22,7 +22,7 @@
 //	                                  a run's token cap)
 //	run:<run>:tokens                  runstate (the worker's     LLM tokens a run with a token cap         none; retired: state
 //	                                  calls, SpendRunTokens)     (Manifest.MaxTokens) has used
-//	run:<run>:trace:<ex>              runstate (internal/trace)  list of the example's trace entries       none; retired: state
+//	run:<run>:trace:<ex>              runstate (pkg/trace)  list of the example's trace entries       none; retired: state
 //	run:<run>:ex:<ex>:<agent>:<kind>  runstate                   kind: tasks, taken, done, ran, reissued,  none; retired: state
 //	                                                             current, expect:<n>, round:<n>, decided:<n>,
 //	                                                             state:<name>, once:<name>, join:<group>
@@ -124,7 +124,7 @@ func CancelledKey(run string) string { return RunKey(run, "cancelled") }
 // Manifest.MaxTokens; SpendRunTokens).
 func RunTokensKey(run string) string { return RunKey(run, "tokens") }
 
-// TraceKey holds the trace entries of run's example (internal/trace), in
+// TraceKey holds the trace entries of run's example (pkg/trace), in
 // the order they were written.
 func TraceKey(run, ex string) string { return RunKey(run, "trace", ex) }
 

@@ -35,13 +35,13 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/service"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/agents"
 	"github.com/quorumsql/quorum/pkg/cost"
 	"github.com/quorumsql/quorum/pkg/dataset"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/llmsim"
 	"github.com/quorumsql/quorum/pkg/outputs"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // Scenario is what to run.
@@ -98,7 +98,7 @@ type Scenario struct {
 	// questions (llmsim.ParseDifficulty: "easy=W,medium=W,hard=W",
 	// "default"); "" keeps its uniform skill.
 	Difficulty string `json:"difficulty,omitempty"`
-	// Trace is what each example's trace keeps (internal/trace: full,
+	// Trace is what each example's trace keeps (pkg/trace: full,
 	// summary, none); "" is full, quorum run's default.
 	Trace string `json:"trace,omitempty"`
 	// The cluster: worker loops and tasks each takes at once.

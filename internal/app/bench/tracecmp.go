@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // TraceRow is one run of the scenario at one trace level.

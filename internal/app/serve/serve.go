@@ -105,7 +105,7 @@ type Config struct {
 	// verified (zero: Retain.State, as long as the question records it
 	// comes from are kept).
 	VerifiedTTL time.Duration
-	// Trace is what each question's trace keeps (internal/trace: none,
+	// Trace is what each question's trace keeps (pkg/trace: none,
 	// summary, full); empty keeps a summary.
 	Trace string
 	// QuestionLog receives one JSON line per finished question.

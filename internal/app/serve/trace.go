@@ -9,7 +9,7 @@ import (
 )
 
 // questionTrace answers GET /v1/questions/{id}/trace: what the agent did
-// for the question (internal/trace's Export, texts in place), as far as it
+// for the question (pkg/trace's Export, texts in place), as far as it
 // has got.
 func (s *Server) questionTrace(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.owned(w, r)

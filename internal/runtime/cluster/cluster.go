@@ -42,11 +42,11 @@ import (
 	"github.com/quorumsql/quorum/internal/runtime/voter"
 	"github.com/quorumsql/quorum/internal/runtime/worker"
 	"github.com/quorumsql/quorum/internal/service"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/internal/warehouse/registry"
 	"github.com/quorumsql/quorum/pkg/llm"
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // The roles a process can be assembled for.

@@ -64,7 +64,7 @@ type Manifest struct {
 	// coordinator gives the streams as many again, and refuses a flag
 	// asking for fewer.
 	StreamReplicas int `json:"stream_replicas,omitempty"`
-	// Trace is what the run's trace keeps (internal/trace: none, summary,
+	// Trace is what the run's trace keeps (pkg/trace: none, summary,
 	// full); empty, a run recorded before traces, keeps none.
 	Trace string `json:"trace,omitempty"`
 	// TraceParent is the W3C traceparent the run's examples' traces

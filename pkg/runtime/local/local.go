@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	// The same trace as the cluster records (internal/layout: pkgToInternal).
-	"github.com/quorumsql/quorum/internal/trace"
+	"github.com/quorumsql/quorum/pkg/trace"
 	"github.com/quorumsql/quorum/pkg/warehouse/localdb"
 
 	"github.com/quorumsql/quorum/pkg/cost"

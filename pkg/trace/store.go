@@ -10,11 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/quorumsql/quorum/internal/blob"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/runtime/agent"
 )
-
-func blobRef(s string) string { return blob.Ref([]byte(s)) }
 
 // Export is an example's whole trace, texts resolved: what a run writes
 // to its output folder and quorum trace --json prints.
@@ -77,7 +75,7 @@ func (s *Store) texts(ctx context.Context, refs []string) (map[string]string, er
 		switch {
 		case err == nil:
 			out[r] = t[0]
-		case errors.Is(err, blob.ErrNotFound):
+		case errors.Is(err, agent.ErrBlobLost):
 			out[r] = Lost
 		default:
 			return nil, err
@@ -111,8 +109,11 @@ type Lists interface {
 	Trace(ctx context.Context, run, ex string) ([][]byte, error)
 }
 
-// Blobs is the content-addressed store of long texts.
+// Blobs is the content-addressed store of long texts: PutMany names each
+// text RefOf it; GetMany's error for a reference it no longer holds
+// matches agent.ErrBlobLost.
 type Blobs interface {
+	RefOf(text string) string
 	PutMany(ctx context.Context, texts []string) ([]string, error)
 	GetMany(ctx context.Context, refs []string) ([]string, error)
 }
@@ -143,7 +144,7 @@ func (s *Store) Write(ctx context.Context, run, ex string, entries ...*Entry) er
 			if len(t.S) <= Inline {
 				return
 			}
-			ref := blobRef(t.S)
+			ref := s.Blobs.RefOf(t.S)
 			if _, ok := s.stored[ref]; !ok {
 				texts, refs = append(texts, t.S), append(refs, ref)
 			}

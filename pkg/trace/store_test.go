@@ -11,8 +11,8 @@ import (
 	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/runstate"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
-	"github.com/quorumsql/quorum/internal/trace"
 	"github.com/quorumsql/quorum/pkg/llm"
+	"github.com/quorumsql/quorum/pkg/trace"
 )
 
 // task is a task entry whose call sends prompt and gets reply.
