@@ -112,11 +112,19 @@ type gate struct {
 	// freed[name] lets name's held request through (release): a partition
 	// test lets the cut-off worker finish its task late.
 	freed map[string]*freed
-	stop  chan struct{}
+	// paused[name] holds every request of name's, not only the next one,
+	// until the test resumes it (pause).
+	paused map[string]*paused
+	stop   chan struct{}
 }
 
-// freed is a release: free is closed to let the held request through,
-// answered once the simulator has answered it.
+// paused is a pause: arrived closes at its first held request, resume is
+// closed by the test.
+type paused struct {
+	arrived, resume chan struct{}
+	once            sync.Once
+}
+
 // freed is a held request's release (free), closed by the test, and its
 // two ends, closed by the gate: answered, or abandoned by its caller.
 type freed struct{ free, answered, abandoned chan struct{} }
@@ -144,7 +152,7 @@ func (h headersSent) Flush() {
 }
 
 func newGate(sim http.Handler) *gate {
-	return &gate{sim: sim, hold: map[string]chan struct{}{}, once: map[[sha256.Size]byte]bool{}, freed: map[string]*freed{}, stop: make(chan struct{})}
+	return &gate{sim: sim, hold: map[string]chan struct{}{}, once: map[[sha256.Size]byte]bool{}, freed: map[string]*freed{}, paused: map[string]*paused{}, stop: make(chan struct{})}
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -156,6 +164,17 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, path, _ := strings.Cut(rest, "/")
 	r.URL.Path = "/" + path
 	g.mu.Lock()
+	if p := g.paused[name]; p != nil && strings.HasSuffix(path, "chat/completions") {
+		g.mu.Unlock()
+		p.once.Do(func() { close(p.arrived) })
+		select {
+		case <-p.resume:
+			g.sim.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		case <-g.stop:
+		}
+		return
+	}
 	held, armed := g.hold[name]
 	if !armed || !strings.HasSuffix(path, "chat/completions") {
 		g.mu.Unlock()
@@ -217,6 +236,24 @@ func (c *cluster) release(name string) <-chan struct{} {
 	rel := c.gate.freedLocked(name)
 	close(rel.free)
 	return rel.answered
+}
+
+// pause holds every LLM request of name's from now until resume: the
+// returned channel closes when the first arrives.
+func (c *cluster) pause(name string) <-chan struct{} {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	p := &paused{arrived: make(chan struct{}), resume: make(chan struct{})}
+	c.gate.paused[name] = p
+	return p.arrived
+}
+
+// resume lets name's paused requests through, and those to come.
+func (c *cluster) resume(name string) {
+	c.gate.mu.Lock()
+	defer c.gate.mu.Unlock()
+	close(c.gate.paused[name].resume)
+	delete(c.gate.paused, name)
 }
 
 // abandoned closes when name's held LLM request is given up by its
