@@ -121,8 +121,9 @@ func chaosFaults() llmsim.Faults {
 // disturbed run's LLM answers 5xx and hangs at random, and four times, each
 // once a worker has a task in flight (its LLM request held at the gate):
 // that worker is SIGKILLed, then the voter too, then Redis goes away for
-// 4 s (40 s in make chaos), then NATS and the coordinator are SIGKILLed;
-// every role comes back. make chaos goes on killing workers in flight
+// 4 s (40 s in make chaos), then NATS and the coordinator are SIGKILLed,
+// then the coordinator and the voter are frozen (SIGSTOP) as long; every
+// role comes back. make chaos goes on killing workers in flight
 // until the run ends. Every example must be answered once, with the same
 // SQL, result files and decisions; nothing may be left in the stream or
 // among the open rounds.
@@ -287,7 +288,7 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	if plan != nil {
 		// Each step acts while a task is in flight, after a tenth of the
 		// undisturbed run's LLM requests since the step before.
-		for step := 1; !done && (step <= 4 || plan.long); step++ {
+		for step := 1; !done && (step <= 5 || plan.long); step++ {
 			progress(plan.spread)
 			killed := killInFlight()
 			if len(killed) == 0 {
@@ -313,6 +314,17 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 				coords++
 				coord = c.start(fmt.Sprintf("coordinator-%d", coords), "coordinator", "--run-id", "chaos", "--out", out, "--max-deliver", "4")
 				watch(coord)
+			case 5:
+				// Frozen, not dead (a stalled VM, a GC pause, SIGSTOP):
+				// their leases and consumers lapse while the workers go on.
+				frozen := []*os.Process{coord.Process, r.procs["voter"].Process}
+				for _, p := range frozen {
+					_ = p.Signal(syscall.SIGSTOP)
+				}
+				time.Sleep(plan.outage) //clock:ok the scenario: frozen this long; the check is the answers
+				for _, p := range frozen {
+					_ = p.Signal(syscall.SIGCONT)
+				}
 			default:
 				if step%3 == 2 {
 					r.kill("voter")
@@ -347,8 +359,8 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	if plan == nil {
 		return res
 	}
-	if steps < 4 {
-		t.Errorf("%s: the run ended after %d of the 4 disturbances: it is too short to prove them", ag.name, steps)
+	if steps < 5 {
+		t.Errorf("%s: the run ended after %d of the 5 disturbances: it is too short to prove them", ag.name, steps)
 	}
 	// Every task killed in flight must have come back to a worker.
 	redelivered := 0
@@ -368,7 +380,7 @@ func runChaos(t *testing.T, ag chaosAgent, plan *chaosPlan) chaosResult {
 	for _, n := range r.restarts {
 		workerKills += n - 1
 	}
-	t.Logf("%s under chaos: %d disturbances, %d processes SIGKILLed and restarted (%d workers with a task in flight), redis down %v, nats and the coordinator restarted; %d LLM faults in %d requests; %d redeliveries; %d examples compared with the undisturbed run",
+	t.Logf("%s under chaos: %d disturbances, %d processes SIGKILLed and restarted (%d workers with a task in flight), redis down %v, nats and the coordinator restarted, the coordinator and the voter frozen %[5]v; %d LLM faults in %d requests; %d redeliveries; %d examples compared with the undisturbed run",
 		ag.name, steps, workerKills, heldKills, plan.outage, faultsSeen, res.served, redelivered, len(res.examples))
 	return res
 }
