@@ -22,7 +22,6 @@ import (
 
 	// The one redaction of credentials in URLs (internal/layout: pkgToInternal).
 	"github.com/quorumsql/quorum/internal/redact"
-	"github.com/quorumsql/quorum/pkg/priority"
 	"github.com/quorumsql/quorum/pkg/slot"
 )
 
@@ -606,243 +605,49 @@ func (c *OpenAI) Model(role Role) ModelConfig {
 // client's retries, or one deployment chosen by the router, which
 // acquired its quota for the first attempt.
 func (c *OpenAI) call(ctx context.Context, req Request, rt route) (*Response, error) {
-	mc, ep := rt.mc, rt.ep
-	usage := Usage{Endpoint: ep.Name, Model: mc.Name}
-	fail := func(attempts, status int, err error) error {
-		return &CallError{Model: mc.Name, Endpoint: ep.Name, URL: redact.URL(ep.BaseURL), Attempts: attempts, Status: status, Err: err, Usage: usage}
-	}
-	oreq, err := c.buildRequest(mc, req)
+	r, err := c.newCallRun(req, rt)
 	if err != nil {
-		return nil, fail(0, 0, err)
-	}
-	counted := time.Now()
-	prompt := c.cfg.Tokenizer.CountMessages(mc.Name, req.Messages) + c.cfg.Tokenizer.CountTools(mc.Name, req.Tools)
-	usage.Tokenize = time.Since(counted)
-	// Reserve what the completion is likely to be, not its ceiling: an
-	// over-reservation is refunded only after the call, too late for the
-	// callers queued behind it.
-	bucket := rt.bucket()
-	completion := c.completions.estimate(bucket.key(), c.cfg.ExpectedCompletionTokens)
-	reserved := prompt
-	if ep.CachedOutsideTPM {
-		// Reserve what the provider will count: the prompt less the share
-		// of it the bucket's recent calls had cached.
-		reserved -= int(float64(prompt) * c.completions.cachedShare(bucket.key()))
-	}
-	if oreq.MaxCompletionTokens > 0 {
-		completion = min(completion, oreq.MaxCompletionTokens)
-	}
-	window := mc.ContextWindow
-	if window == 0 {
-		window = ContextWindow(mc.Name)
-	}
-	if oreq.MaxCompletionTokens > 0 && prompt+oreq.MaxCompletionTokens > window || prompt >= window {
-		return nil, fail(0, 0, fmt.Errorf("%w: %d prompt tokens + %d completion tokens > %d", ErrContextTooLong, prompt, oreq.MaxCompletionTokens, window))
+		return nil, err
 	}
 	// From here the call waits (for the quota, then the endpoint): the
 	// task's execution slot runs another task meanwhile.
 	ctx, back := slot.Idle(ctx)
 	defer back()
-	var lastErr error
-	lastStatus := 0
-	attempts, interactive := c.cfg.MaxAttempts, priority.IsInteractive(ctx)
-	if rt.attempts > 0 {
-		attempts = rt.attempts
-	}
-	limit, header, dead := c.cfg.CallTimeout, c.cfg.HeaderTimeout, c.cfg.DeadEndpointTimeout
-	if interactive {
-		// A user is waiting: say what is wrong within seconds.
-		attempts = min(attempts, c.cfg.InteractiveAttempts)
-		limit = min(limit, c.cfg.InteractiveCallTimeout)
-		header = min(header, interactiveHeaderTimeout)
-		dead = min(dead, interactiveDeadTimeout)
-	}
-	// The call's clock runs except while it waits for quota; so does the
-	// dead-endpoint clock, which restarts whenever the endpoint shows life.
-	began := time.Now()
-	var quotaWait time.Duration
-	left := func() time.Duration { return limit - (time.Since(began) - quotaWait) }
-	deadFrom, deadQuota := began, time.Duration(0)
-	deadLeft := func() time.Duration { return dead - (time.Since(deadFrom) - (quotaWait - deadQuota)) }
-	outOfTime := func(done int) error {
-		err := fmt.Errorf("%w (%s, quota waits not counted)", ErrCallTimeout, limit)
-		if lastErr != nil {
-			err = fmt.Errorf("%w; the last attempt: %w", err, lastErr)
+	r.start(ctx)
+	for attempt := 1; r.spent < r.attempts; attempt++ {
+		r.usage.Attempts = attempt
+		settle, err := r.acquire(ctx, attempt)
+		if err != nil {
+			return nil, err
 		}
-		return fail(done, lastStatus, err)
-	}
-	down := func(done int) error {
-		err := fmt.Errorf("%w: no response for %s (attempts got no headers, transport errors or server errors only)", ErrEndpointDown, dead)
-		if lastErr != nil {
-			err = fmt.Errorf("%w; the last attempt: %w", err, lastErr)
+		lim, err := r.budget(ctx, attempt, settle)
+		if err != nil {
+			return nil, err
 		}
-		return fail(done, lastStatus, err)
-	}
-	// A 429 that names its retry delay spends no attempt: the provider
-	// said when to come back. Only a call that owns its retries waits it
-	// out; a routed call's 429 goes back to the router, which may pick
-	// another deployment. Such waits end at rateLimitWaits, at the call's
-	// limit in total, or at ctx's deadline.
-	ownRetries := rt.attempts == 0
-	spent, waits := 0, 0
-	var waited time.Duration
-	rateLimited := func(done int, err error, why string, args ...any) error {
-		return fail(done, http.StatusTooManyRequests, fmt.Errorf("%w: model %s at endpoint %s %s; the last response: %w",
-			ErrRateLimited, mc.Name, ep.Name, fmt.Sprintf(why, args...), err))
-	}
-	for attempt := 1; spent < attempts; attempt++ {
-		usage.Attempts = attempt
-		settle := func(context.Context, int) {}
-		if attempt == 1 && rt.settle != nil {
-			settle = rt.settle
-		} else if c.cfg.Limiter != nil {
-			start := time.Now()
-			s, err := c.cfg.Limiter.Acquire(ctx, bucket, reserved+completion)
-			waited := time.Since(start)
-			usage.LimiterWait += waited
-			quotaWait += waited
-			if err != nil {
-				return nil, fail(attempt-1, lastStatus, fmt.Errorf("waiting for the quota of %s at endpoint %s: %w", mc.Name, ep.Name, err))
-			}
-			settle = s
-		}
-		remaining, deadRemaining := left(), deadLeft()
-		if remaining <= 0 {
-			settle(ctx, 0)
-			return nil, outOfTime(attempt - 1)
-		}
-		if deadRemaining <= 0 {
-			settle(ctx, 0)
-			return nil, down(attempt - 1)
-		}
-		// Asked last, after any wait for the quota: the caller may have
-		// stopped the work meanwhile (a question at its token cap).
-		if err := meterBefore(ctx); err != nil {
-			settle(ctx, 0)
-			return nil, fail(attempt-1, lastStatus, err)
-		}
-		lim := attemptLimits{plain: min(c.cfg.AttemptTimeout, remaining), whole: c.cfg.AttemptTimeout,
-			header: min(header, remaining, deadRemaining), stall: c.cfg.StallTimeout}
-		if interactive && remaining < lim.whole {
-			// A user is waiting: the limit covers the stream too, silent
-			// after its headers or not.
-			lim.whole, lim.wholeCause = remaining, errInteractiveStream
-		}
-		newCapture := func() *capture {
-			return &capture{continueFinal: req.ContinueFinal, cacheMarkers: ep.CacheMarkers, lead: leadOf(ctx), maxTokens: oreq.MaxCompletionTokens}
-		}
-		capt := newCapture()
-		stream := !ep.noStream.Load()
-		start := time.Now()
-		resp, answeredJSON, err := c.send(ctx, ep, oreq, capt, stream, lim)
-		if stream && err != nil && ctx.Err() == nil && rejectsStreaming(err) {
-			// The endpoint cannot stream: the same attempt, non-streamed.
-			c.stopStreaming(ep, mc.Name, err.Error())
-			capt = newCapture()
-			resp, _, err = c.send(ctx, ep, oreq, capt, false, lim)
-		} else if answeredJSON {
-			c.stopStreaming(ep, mc.Name, "it answered a streamed request with a whole JSON completion")
-		}
-		elapsed := time.Since(start)
-		usage.Latency += elapsed
-		if err == nil && len(resp.Choices) == 0 {
-			err = errors.New("the response has no choices")
-		}
+		resp, capt, err := r.send(ctx, lim)
 		if err == nil {
-			capt.firstToken(ctx) // a whole answer, not streamed: it has the prompt
-			r := c.response(mc, resp, prompt, MaxReplyBytes(oreq.MaxCompletionTokens), capt.cut)
-			counted := r.Usage.PromptTokens + r.Usage.CompletionTokens
-			if ep.CachedOutsideTPM {
-				counted -= r.Usage.CachedTokens
-				c.completions.observeCached(bucket.key(), r.Usage.CachedTokens, r.Usage.PromptTokens)
-			}
-			settle(ctx, counted)
-			c.completions.observe(bucket.key(), r.Usage.CompletionTokens)
-			c.pace(ctx, bucket, capt.header(), reserved+completion)
-			c.learn(ctx, bucket, capt.header(), false, reserved+completion)
-			r.Endpoint = ep.Name
-			r.Usage.Endpoint, r.Usage.Model = ep.Name, mc.Name
-			r.Usage.Latency, r.Usage.Attempts, r.Usage.RateLimited, r.Usage.LimiterWait, r.Usage.Tokenize =
-				usage.Latency, usage.Attempts, usage.RateLimited, usage.LimiterWait, usage.Tokenize
-			if p, ok := ep.Prices.lookup(mc.Name); ok {
-				r.Usage.Money = p.Money(r.Usage)
-			}
-			meter(ctx, r.Usage)
-			return r, nil
+			return r.finish(ctx, resp, capt, settle), nil
 		}
 		// Failed attempts use no tokens of the provider's quota.
 		settle(ctx, 0)
-		if ctx.Err() != nil {
-			return nil, fail(attempt, lastStatus, ctx.Err())
+		delay, again, err := r.next(ctx, attempt, capt, err)
+		if err != nil {
+			return nil, err
 		}
-		status := statusOf(err)
-		lastErr, lastStatus = err, status
-		if capt.answered() || status == http.StatusTooManyRequests {
-			// Alive, if failing: not what the dead-endpoint clock times.
-			deadFrom, deadQuota = time.Now(), quotaWait
+		if !again {
+			break
 		}
-		// The backoff grows with the attempts spent, this one included.
-		retry, delay, told := c.classify(status, capt.header(), spent+1)
-		if !retry {
-			return nil, fail(attempt, status, err)
-		}
-		free := false
-		if status == http.StatusTooManyRequests {
-			usage.RateLimited++
-			if c.cfg.Limiter != nil {
-				_ = c.cfg.Limiter.Cooldown(ctx, bucket, delay)
-				c.learn(ctx, bucket, capt.header(), true, reserved+completion)
-			}
-			free = told && ownRetries
-			if free {
-				if waits >= rateLimitWaits {
-					return nil, rateLimited(attempt, err, "answered 429 %d times, each naming a retry delay (a call waits out at most %d)", waits+1, rateLimitWaits)
-				}
-				if waited+delay > limit {
-					return nil, rateLimited(attempt, err, "asked for %s more after %s of 429 waits, past the call's %s limit",
-						delay.Round(time.Millisecond), waited.Round(time.Millisecond), limit)
-				}
-				if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
-					return nil, rateLimited(attempt, err, "asked to retry after %s, past the call's deadline", delay.Round(time.Millisecond))
-				}
-				waits++
-				waited += delay
-			}
-		}
-		if !free {
-			spent++
-			if spent == attempts {
-				break
-			}
-		}
-		if status != http.StatusTooManyRequests {
-			delay = min(delay, c.cfg.MaxErrorBackoff)
-			if interactive {
-				delay = min(delay, interactiveBackoff)
-			}
-			if delay >= left() {
-				// The next attempt would start after the limit.
-				return nil, outOfTime(attempt)
-			}
-			if delay >= deadLeft() {
-				return nil, down(attempt)
-			}
-		} else {
-			quotaWait += delay
-		}
-		c.log.Debug("llm attempt failed; retrying", zap.String("endpoint", ep.Name), zap.String("model", mc.Name), zap.Int("attempt", attempt),
-			zap.Int("status", status), zap.Duration("delay", delay), zap.Bool("attempt_spent", !free), zap.Error(err))
 		if err := c.sleep(ctx, delay); err != nil {
-			return nil, fail(attempt, status, err)
+			return nil, r.fail(attempt, r.lastStatus, err)
 		}
 	}
-	if left() <= 0 {
-		return nil, outOfTime(usage.Attempts)
+	if r.left() <= 0 {
+		return nil, r.outOfTime(r.usage.Attempts)
 	}
-	if deadLeft() <= 0 {
-		return nil, down(usage.Attempts)
+	if r.deadLeft() <= 0 {
+		return nil, r.down(r.usage.Attempts)
 	}
-	return nil, fail(usage.Attempts, lastStatus, lastErr)
+	return nil, r.fail(r.usage.Attempts, r.lastStatus, r.lastErr)
 }
 
 // rateLimitWaits bounds the 429s a call waits out without spending an
