@@ -20,24 +20,7 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	var (
-		scenarioFile, out, work string
-		asJSON, noScaling       bool
-		compare, personas       []string
-		policies                []string
-		traceLevels             []string
-		scale                   []int
-		agentOpts               []string
-		sc                      = bench.Standard()
-		ttft                    = time.Duration(sc.FirstTokenMS) * time.Millisecond
-		mixed                   bool
-		ms                      = bench.StandardMixed()
-		interval                = time.Duration(ms.IntervalMS) * time.Millisecond
-		deploy                  bool
-		ds                      = bench.Deployments()
-		killAfter, killFor      time.Duration
-		cpuProfile, memProfile  string
-	)
+	f := newBenchFlags()
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure a run against its quota: quota ratio, 429s, latency vs one candidate chain, overhead, scaling, cost",
@@ -66,152 +49,140 @@ hold every generator slot, asks the same questions again. It reports both
 phases' p50/p95/max, their ratio, 429s and the batch's throughput meanwhile,
 and writes mixed.json.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			sc.FirstTokenMS = int(ttft.Milliseconds())
-			stop, err := startProfiles(cpuProfile, memProfile)
-			if err != nil {
-				return err
-			}
-			defer func() {
-				if perr := stop(); perr != nil && err == nil {
-					err = perr
-				}
-			}()
-			if mixed && len(scale) > 0 {
-				return usage(fmt.Errorf("--scale and --mixed are separate benchmarks: run them one at a time"))
-			}
-			if deploy {
-				ds.KillAfterSeconds, ds.KillSeconds = killAfter.Seconds(), killFor.Seconds()
-				return benchDeployments(cmd, sc, ds, ttft, work, out, asJSON)
-			}
-			if mixed {
-				return benchMixed(cmd, sc, ms, interval, agentOpts, scenarioFile, compare, work, out, asJSON)
-			}
-			if scenarioFile != "" {
-				loaded, err := bench.LoadScenario(scenarioFile)
-				if err != nil {
-					return err
-				}
-				// Flags given explicitly win over the file.
-				flagsOver(cmd, &loaded, sc)
-				sc = loaded
-			}
-			if len(agentOpts) > 0 && len(compare) > 0 {
-				return usage(fmt.Errorf("--agent-option sets the options of --agent: --agents compares agents with their own defaults"))
-			}
-			if err := benchOptions(&sc, agentOpts); err != nil {
-				return usage(err)
-			}
-			if noScaling {
-				sc.Scaling = nil
-			}
-			if work == "" {
-				dir, err := os.MkdirTemp("", "quorum-bench")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-				work = dir
-			}
-			progress := io.Writer(cmd.ErrOrStderr())
-			if len(traceLevels) == 1 {
-				// One level is the run's (two or more compare them below).
-				sc.Trace = strings.TrimSpace(traceLevels[0])
-			}
-			if err := sc.Validate(); err != nil {
-				return err
-			}
-			if len(scale) > 0 && (len(personas) > 0 || len(compare) > 0) {
-				return usage(fmt.Errorf("--scale runs one agent (--agent) at each size: not with --agents or --personas"))
-			}
-			if len(policies) > 0 {
-				return benchSampling(cmd, sc, orDefault(compare, sc.Agent), policies, work, out, asJSON)
-			}
-			if len(traceLevels) > 1 {
-				return benchTrace(cmd, sc, traceLevels, work, out, asJSON)
-			}
-			if len(personas) > 0 {
-				return benchConform(cmd, sc, compare, personas, work, out, asJSON)
-			}
-			if len(compare) > 0 {
-				return benchCompare(cmd, sc, compare, work, out, asJSON)
-			}
-			start := time.Now()
-			var rep *bench.Report
-			if len(scale) > 0 {
-				fmt.Fprintf(progress, "bench %s: scale series at %s examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, joinInts(scale), sc.Votes, sc.RPM)
-				rep, err = bench.Series(cmd.Context(), sc, scale, work, progress)
-			} else {
-				fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
-				rep, err = bench.Run(cmd.Context(), sc, work, progress)
-			}
-			if err != nil {
-				return err
-			}
-			if err := writeBenchFiles(out, rep, func(w io.Writer) error { return bench.WriteHTML(w, rep.Run, rep) }); err != nil {
-				return err
-			}
-			if asJSON {
-				c, _ := json.Marshal(rep)
-				fmt.Fprintln(cmd.OutOrStdout(), string(c))
-				return nil
-			}
-			printBench(cmd.OutOrStdout(), rep, out, time.Since(start))
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&scenarioFile, "scenario", "", "YAML scenario (fields as in bench.json's scenario)")
-	f.StringVar(&out, "out", filepath.Join("out", "bench"), "where bench.json and report.html go")
-	f.StringVar(&work, "work", "", "working folder for datasets and state (default: a temporary one)")
-	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
-	f.BoolVar(&noScaling, "no-scaling", false, "skip the scaling runs")
-	f.StringVar(&sc.Dataset, "dataset", sc.Dataset, "base dataset the synthetic one cycles through")
-	f.IntVar(&sc.Examples, "examples", sc.Examples, "examples in the run")
-	f.IntVar(&sc.Votes, "votes", sc.Votes, "candidates per example")
-	f.StringVar(&sc.Agent, "agent", agents.Default, "agent to run (quorum agents lists them)")
-	f.StringSliceVar(&compare, "agents", nil, "compare these agents, one run each on the same dataset, seed and quota (e.g. reforce,pexa,raise,ensemble); no scaling runs")
-	f.StringSliceVar(&personas, "personas", nil, "conformance: run each agent (--agents, else --agent) under each of the simulator's personas (all, or e.g. gpt-4o,o3,claude,deepseek-r1,deepseek-reasoner,qwen-coder,truncating,envelopes) on the same seed, canonical first; no scaling runs")
-	f.StringSliceVar(&traceLevels, "trace", nil, "what each example's trace keeps: full (the default), summary or none; two or more (full,none) compare what tracing costs, one run each, no scaling runs")
-	f.StringSliceVar(&policies, "sampling", nil, "compare candidate sampling policies (fixed,adaptive), one run each per agent (--agents, else --agent) on the same dataset, seed, difficulty mix and quota; no scaling runs")
-	f.StringVar(&sc.Difficulty, "difficulty", sc.Difficulty, "the simulator's mix of easy, medium and hard questions: easy=W,medium=W,hard=W, default, or off (--sampling uses default when unset)")
-	f.StringVar(&sc.Persona, "persona", "", "the simulator's persona for every call (canonical when unset; quorum llmsim --help lists them)")
-	f.IntVar(&sc.MaxInFlight, "max-in-flight", 0, "admission window (0 = derived from the quota and the agent's load, -1 = every example at once)")
-	f.IntVar(&sc.RPM, "llm-rpm", sc.RPM, "provider requests/min (the limiter is set to the same quota unless --told-rpm)")
-	f.IntVar(&sc.TPM, "llm-tpm", sc.TPM, "provider tokens/min (0 = none)")
-	f.IntVar(&sc.ToldRPM, "told-rpm", 0, "requests/min quorum's limiter is told, when not the provider's (-1 = no limit: quorum must learn it)")
-	f.IntVar(&sc.ProviderConcurrency, "provider-concurrency", 0, "concurrent requests the provider allows before 429s (0 = any)")
-	f.BoolVar(&sc.SilentLimits, "silent-limits", false, "the provider states no x-ratelimit-* headers (429s still name their retry delay)")
-	f.IntVar(&sc.StrangerRPM, "stranger-rpm", 0, "another client's steady requests/min on the same provider quota (it retries 429s as told)")
-	f.BoolVar(&sc.PromptCache, "prompt-cache", sc.PromptCache, "the simulated provider caches prompt prefixes (cached_tokens for a shared prefix of >= 1,024 tokens)")
-	f.BoolVar(&sc.CachedOutsideTPM, "cached-outside-tpm", sc.CachedOutsideTPM, "cached prompt tokens do not count toward the provider's tokens/min (nor the limiter's)")
-	f.BoolVar(&sc.PromptCacheMarkers, "prompt-cache-markers", sc.PromptCacheMarkers, "the simulated cache keeps only prefixes a request marks with cache_control, as Anthropic's does (with --prompt-cache)")
-	f.BoolVar(&sc.CacheMarkers, "cache-markers", sc.CacheMarkers, "the client marks its prompts' stable parts with cache_control (llm-config's cache_markers)")
-	f.BoolVar(&sc.WarmUp, "warm-up", sc.WarmUp, "the client sends the first call of those sharing a long prompt start ahead, the others once it has warmed the cache (llm-config's warm_up)")
-	f.Var(&priceFlag{p: &sc.Price}, "price", "price of the simulated model per million tokens, INPUT,CACHED_INPUT,OUTPUT: bench.json then gives money per example")
-	deprecate(f, "llm-rpm", "rpm")
-	deprecate(f, "llm-tpm", "tpm")
-	f.DurationVar(&ttft, "ttft", ttft, "simulated time to first token")
-	f.Float64Var(&sc.TokensPerSecond, "tps", sc.TokensPerSecond, "simulated completion tokens per second")
-	f.IntVar(&sc.Generators, "generators", sc.Generators, "generator worker loops")
-	f.IntVar(&sc.GeneratorConcurrency, "generator-concurrency", sc.GeneratorConcurrency, "tasks each generator worker handles at once")
-	f.IntVar(&sc.ScalingExamples, "scaling-examples", sc.ScalingExamples, "examples in each scaling run")
-	f.IntSliceVar(&scale, "scale", nil, "scale series: run the scenario at each of these sizes (e.g. 547,1500,4000,10000), each on a rig of its own, instead of --examples and the scaling runs; reports per size the quota ratio, 429s, failed, CPU per example, peak RSS, time outside the run's wall, runtime overhead per task and Redis bytes per example")
-	f.StringArrayVar(&agentOpts, "agent-option", nil, "an option of --agent, NAME=VALUE (repeatable; quorum agents lists them); over the scenario's agent_options")
-	optionAliases(f, ablationOptionFlags...)
-	f.BoolVar(&mixed, "mixed", false, "measure questions' latency while a batch runs, against an idle cluster (its own defaults: 44 examples, 600 req/min, 2 generators x 8)")
-	f.IntVar(&ms.Questions, "questions", ms.Questions, "--mixed: questions asked in each phase")
-	f.IntVar(&ms.QuestionVotes, "question-votes", ms.QuestionVotes, "--mixed: candidates per question")
-	f.DurationVar(&interval, "interval", interval, "--mixed: time between questions")
-	f.BoolVar(&deploy, "deployments", false, "issue 33's scenarios (a) and (b): one model behind llmsim deployments (--deployment-rpm), all up, then the first killed for --kill-for after --kill-after; quota ratios, 429s, failed examples, whether the answers are the same (its own defaults: 120 examples x 8, 2 generators x 24)")
-	f.IntSliceVar(&ds.RPM, "deployment-rpm", ds.RPM, "--deployments: requests/min of each deployment")
-	f.DurationVar(&killAfter, "kill-after", time.Duration(ds.KillAfterSeconds*float64(time.Second)), "--deployments: when run (b) kills the first deployment")
-	f.DurationVar(&killFor, "kill-for", time.Duration(ds.KillSeconds*float64(time.Second)), "--deployments: how long it stays down")
-	f.StringVar(&sc.NATSURL, "nats-url", "", "use this NATS server instead of an embedded one")
-	f.StringVar(&sc.RedisURL, "redis-url", "", "use this Redis instead of starting one")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a pprof CPU profile of the whole bench (every role, NATS and the simulator; not redis-server) to this file")
-	f.StringVar(&memProfile, "memprofile", "", "write a pprof allocation profile (every allocation since the start, sampled) to this file at the end")
+	f.register(cmd.Flags())
 	return cmd
+}
+
+// run profiles the whole bench when asked and runs the benchmark the
+// flags choose: deployments, mixed, or the scenario (alone, as a series
+// or compared).
+func (f *benchFlags) run(cmd *cobra.Command) (err error) {
+	// --ttft is a duration; the scenario keeps milliseconds.
+	f.sc.FirstTokenMS = int(f.ttft.Milliseconds())
+	stop, err := startProfiles(f.cpuProfile, f.memProfile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stop(); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	if f.mixed && len(f.scale) > 0 {
+		return usage(fmt.Errorf("--scale and --mixed are separate benchmarks: run them one at a time"))
+	}
+	if f.deploy {
+		f.ds.KillAfterSeconds, f.ds.KillSeconds = f.killAfter.Seconds(), f.killFor.Seconds()
+		return benchDeployments(cmd, f.sc, f.ds, f.ttft, f.work, f.out, f.asJSON)
+	}
+	if f.mixed {
+		return benchMixed(cmd, f.sc, f.ms, f.interval, f.agentOpts, f.scenarioFile, f.compare, f.work, f.out, f.asJSON)
+	}
+	return f.runScenario(cmd)
+}
+
+// runScenario runs the scenario the file and flags make: as one run, a
+// scale series, or one of the comparisons.
+func (f *benchFlags) runScenario(cmd *cobra.Command) error {
+	if err := f.applyScenario(cmd); err != nil {
+		return err
+	}
+	if f.work == "" {
+		dir, err := os.MkdirTemp("", "quorum-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		f.work = dir
+	}
+	if err := f.checkScenario(); err != nil {
+		return err
+	}
+	sc := f.sc
+	switch {
+	case len(f.policies) > 0:
+		return benchSampling(cmd, sc, orDefault(f.compare, sc.Agent), f.policies, f.work, f.out, f.asJSON)
+	case len(f.traceLevels) > 1:
+		return benchTrace(cmd, sc, f.traceLevels, f.work, f.out, f.asJSON)
+	case len(f.personas) > 0:
+		return benchConform(cmd, sc, f.compare, f.personas, f.work, f.out, f.asJSON)
+	case len(f.compare) > 0:
+		return benchCompare(cmd, sc, f.compare, f.work, f.out, f.asJSON)
+	}
+	return f.runOne(cmd)
+}
+
+// applyScenario loads --scenario into sc, with the flags given explicitly
+// over it, then sets the agent options and drops the scaling runs when
+// asked.
+func (f *benchFlags) applyScenario(cmd *cobra.Command) error {
+	if f.scenarioFile != "" {
+		loaded, err := bench.LoadScenario(f.scenarioFile)
+		if err != nil {
+			return err
+		}
+		// Flags given explicitly win over the file.
+		flagsOver(cmd, &loaded, f.sc)
+		f.sc = loaded
+	}
+	if len(f.agentOpts) > 0 && len(f.compare) > 0 {
+		return usage(fmt.Errorf("--agent-option sets the options of --agent: --agents compares agents with their own defaults"))
+	}
+	if err := benchOptions(&f.sc, f.agentOpts); err != nil {
+		return usage(err)
+	}
+	if f.noScaling {
+		f.sc.Scaling = nil
+	}
+	return nil
+}
+
+// checkScenario sets the run's trace level and refuses a scenario that
+// cannot run, or --scale with a comparison.
+func (f *benchFlags) checkScenario() error {
+	if len(f.traceLevels) == 1 {
+		// One level is the run's (two or more compare them, a run each).
+		f.sc.Trace = strings.TrimSpace(f.traceLevels[0])
+	}
+	if err := f.sc.Validate(); err != nil {
+		return err
+	}
+	if len(f.scale) > 0 && (len(f.personas) > 0 || len(f.compare) > 0) {
+		return usage(fmt.Errorf("--scale runs one agent (--agent) at each size: not with --agents or --personas"))
+	}
+	return nil
+}
+
+// runOne runs the scenario once, or at each --scale size, and writes and
+// prints its report.
+func (f *benchFlags) runOne(cmd *cobra.Command) error {
+	sc := f.sc
+	progress := io.Writer(cmd.ErrOrStderr())
+	start := time.Now()
+	var rep *bench.Report
+	var err error
+	if len(f.scale) > 0 {
+		fmt.Fprintf(progress, "bench %s: scale series at %s examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, joinInts(f.scale), sc.Votes, sc.RPM)
+		rep, err = bench.Series(cmd.Context(), sc, f.scale, f.work, progress)
+	} else {
+		fmt.Fprintf(progress, "bench %s: %d examples x %d candidates, %d req/min, SIMULATED LLM (llmsim)\n", sc.Name, sc.Examples, sc.Votes, sc.RPM)
+		rep, err = bench.Run(cmd.Context(), sc, f.work, progress)
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeBenchFiles(f.out, rep, func(w io.Writer) error { return bench.WriteHTML(w, rep.Run, rep) }); err != nil {
+		return err
+	}
+	if f.asJSON {
+		c, _ := json.Marshal(rep)
+		fmt.Fprintln(cmd.OutOrStdout(), string(c))
+		return nil
+	}
+	printBench(cmd.OutOrStdout(), rep, f.out, time.Since(start))
+	return nil
 }
 
 // benchConform runs each agent under each persona and writes the

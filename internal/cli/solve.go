@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,24 +21,7 @@ import (
 )
 
 func newSolveCmd() *cobra.Command {
-	var (
-		df           datasetFlags
-		lf           llmFlags
-		dsDir, out   string
-		ids          []string
-		dialect, db  string
-		limit        int
-		seed         uint64
-		concurrency  int
-		llmRPM       float64
-		llmTPM       float64
-		queryTimeout time.Duration
-		agentName    string
-		agentOpts    []string
-		skipBad      bool
-		votes        int
-		traceLevel   string
-	)
+	f := &solveFlags{}
 	cmd := &cobra.Command{
 		Use:   "solve --dataset DIR",
 		Short: "Run an agent (default ReFoRCE) over a dataset in this process (no cluster)",
@@ -51,128 +33,143 @@ Spider 2.0's submission layout plus run.json and report.html, and prints EX
 when the dataset has gold results. With no LLM configured it uses the
 simulated LLM (llmsim). For a cluster over NATS and Redis, use quorum run.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			def, err := agents.Builtin().Lookup(agentName)
-			if err != nil {
-				return usage(fmt.Errorf("--agent: %w", err))
-			}
-			opts, err := checkAgentOptions(def, map[string]string{}, agentOpts, givenVotes(cmd, votes))
-			if err != nil {
-				return usage(err)
-			}
-			if dsDir == "" {
-				return usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
-			}
-			if err := checkSolveFlags(votes, concurrency, limit, llmRPM, llmTPM, queryTimeout); err != nil {
-				return usage(err)
-			}
-			level, err := trace.ParseLevel(traceLevel)
-			if err != nil {
-				return usage(err)
-			}
-			if err := writable(out); err != nil {
-				return usage(err)
-			}
-			ds, err := df.load(dsDir)
-			if err != nil {
-				return usage(err)
-			}
-			if err := droppedLines(ds, skipBad); err != nil {
-				return usage(err)
-			}
-			filter := dataset.Filter{IDs: ids, Database: db, Limit: limit}
-			if dialect != "" {
-				if filter.Dialect, err = warehouse.ParseDialect(dialect); err != nil {
-					return usage(fmt.Errorf("--only-dialect: %w", err))
-				}
-			}
-			examples, err := ds.Select(filter)
-			if err != nil {
-				return usage(err)
-			}
-			w := cmd.OutOrStdout()
-			// The same quotas as quorum run's, kept in this process.
-			lim := &ratelimit.Local{Budget: ratelimit.LLMBudget{Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: llmRPM, TokensPerMinute: llmTPM}}}
-			lcfg, label, stop, err := lf.config(ds, w)
-			if err != nil {
-				return usage(err)
-			}
-			defer stop()
-			simulated, err := preflight(cmd.Context(), lcfg)
-			if err != nil {
-				return usage(err)
-			}
-			label = simulatedLabel(label, simulated, lcfg.BaseURL)
-			warnings := raiseWarnings(agentName, opts, lcfg)
-			warn(cmd.ErrOrStderr(), warnings)
-			lcfg.Limiter = lim
-			client, err := llm.New(lcfg)
-			if err != nil {
-				return usage(err)
-			}
-			writer, err := outputs.NewWriter(out)
-			if err != nil {
-				return err
-			}
-			rep := &outputs.Report{RunID: "solve", Dataset: dsDir, Agent: agentName, AgentOptions: opts, Seed: seed, Votes: runVotes(def, opts, votes), LLM: label, Started: time.Now(), Warnings: warnings,
-				QuorumVersion: version.Version, Revision: version.Revision()}
-			// Every call lands in its task's trace.
-			ag, err := def.New(agentpkg.Config{Options: opts, LLM: trace.Client{LLM: client}})
-			if err != nil {
-				return err
-			}
-			rep.Examples = solveWithSeam(cmd.Context(), ds, examples, def, ag, opts, writer, seed, concurrency, queryTimeout, level, w)
-			ids := make([]string, len(rep.Examples))
-			for i, e := range rep.Examples {
-				ids[i] = e.InstanceID
-			}
-			rep.DatasetFingerprint = ds.Fingerprint(ids)
-			rep.Finished = time.Now()
-			rep.Summarize()
-			if level != trace.None {
-				question := func(id string) string {
-					if e, ok := ds.Example(id); ok {
-						return e.Question
-					}
-					return ""
-				}
-				trace.WritePages(writer, rep, question, func(id string, err error) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "warning: the trace page of %s: %v\n", id, err)
-				})
-			}
-			if err := writer.Report(rep); err != nil {
-				return err
-			}
-			printSummary(w, rep, out)
-			return failedExamples(rep)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
 	}
-	df.register(cmd)
-	lf.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&dsDir, "dataset", "", "dataset folder")
-	f.StringVar(&traceLevel, "trace", trace.NameFull, "what each example's trace keeps (quorum trace --out, report.html): full (prompts, replies, query previews), summary (timing, tokens, SQL) or none")
-	f.StringVar(&out, "out", filepath.Join("out", "solve"), "output folder")
-	f.StringSliceVar(&ids, "ids", nil, "only these instance ids (comma-separated)")
-	f.StringVar(&dialect, "only-dialect", "", "only examples of this dialect")
-	f.StringVar(&db, "db", "", "only examples of this database")
-	f.IntVar(&limit, "examples", 0, "at most this many examples (0 = all)")
-	deprecate(f, "examples", "limit")
-	f.Uint64Var(&seed, "seed", 1, "run seed: every LLM request's seed derives from it")
-	f.IntVar(&concurrency, "examples-at-once", 4, "examples solved at once (each runs its candidates in parallel)")
-	f.IntVar(&concurrency, "concurrency", 4, "examples solved at once")
-	_ = f.MarkDeprecated("concurrency", "use --examples-at-once (--concurrency means tasks a worker handles at once elsewhere)")
-	f.Float64Var(&llmRPM, "llm-rpm", 0, "LLM requests/min for this process (0 = no limit)")
-	f.Float64Var(&llmTPM, "llm-tpm", 0, "LLM tokens/min for this process (0 = no limit)")
-	f.StringVar(&agentName, "agent", agents.Default, "agent to run in process (quorum agents lists them)")
-	f.StringArrayVar(&agentOpts, "agent-option", nil, "an agent option, NAME=VALUE (repeatable; quorum agents lists them)")
-	f.BoolVar(&skipBad, "skip-invalid", false, "run even though some task lines are malformed, duplicated or name paths (they are listed and left out)")
-	f.BoolVar(&skipBad, "skip-bad-lines", false, "the old name of --skip-invalid")
-	_ = f.MarkDeprecated("skip-bad-lines", "use --skip-invalid")
-	f.IntVar(&votes, "votes", 8, "candidates per example")
-	f.DurationVar(&queryTimeout, "query-timeout", defaultQueryTimeout, queryTimeoutUsage)
-	optionAliases(f, solveOptionFlags...)
+	f.register(cmd)
 	return cmd
+}
+
+// solveJob is what solve's flags resolve to once checked: the agent with
+// its options, how much to trace, and the examples to solve.
+type solveJob struct {
+	def      *agentpkg.Definition
+	opts     map[string]string
+	level    trace.Level
+	ds       *dataset.Dataset
+	examples []*dataset.Example
+}
+
+// check resolves the flags into a job, refusing (exit 2) what solve
+// cannot run with, in the order solve always has.
+func (f *solveFlags) check(cmd *cobra.Command) (*solveJob, error) {
+	def, err := agents.Builtin().Lookup(f.agentName)
+	if err != nil {
+		return nil, usage(fmt.Errorf("--agent: %w", err))
+	}
+	opts, err := checkAgentOptions(def, map[string]string{}, f.agentOpts, givenVotes(cmd, f.votes))
+	if err != nil {
+		return nil, usage(err)
+	}
+	if f.dsDir == "" {
+		return nil, usage(fmt.Errorf("--dataset is required (try --dataset examples/demo)"))
+	}
+	if err := checkSolveFlags(f.votes, f.concurrency, f.limit, f.llmRPM, f.llmTPM, f.queryTimeout); err != nil {
+		return nil, usage(err)
+	}
+	level, err := trace.ParseLevel(f.traceLevel)
+	if err != nil {
+		return nil, usage(err)
+	}
+	if err := writable(f.out); err != nil {
+		return nil, usage(err)
+	}
+	ds, examples, err := f.examples()
+	if err != nil {
+		return nil, usage(err)
+	}
+	return &solveJob{def: def, opts: opts, level: level, ds: ds, examples: examples}, nil
+}
+
+// examples loads the dataset and selects the examples the flags name.
+func (f *solveFlags) examples() (*dataset.Dataset, []*dataset.Example, error) {
+	ds, err := f.df.load(f.dsDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := droppedLines(ds, f.skipBad); err != nil {
+		return nil, nil, err
+	}
+	filter := dataset.Filter{IDs: f.ids, Database: f.db, Limit: f.limit}
+	if f.dialect != "" {
+		if filter.Dialect, err = warehouse.ParseDialect(f.dialect); err != nil {
+			return nil, nil, fmt.Errorf("--only-dialect: %w", err)
+		}
+	}
+	examples, err := ds.Select(filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ds, examples, nil
+}
+
+// run checks the flags, sets up the LLM client and the agent, and solves
+// the job's examples in this process.
+func (f *solveFlags) run(cmd *cobra.Command) error {
+	job, err := f.check(cmd)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	// The same quotas as quorum run's, kept in this process.
+	lim := &ratelimit.Local{Budget: ratelimit.LLMBudget{Scope: "llm", Default: ratelimit.LLMQuota{RequestsPerMinute: f.llmRPM, TokensPerMinute: f.llmTPM}}}
+	lcfg, label, stop, err := f.lf.config(job.ds, w)
+	if err != nil {
+		return usage(err)
+	}
+	defer stop()
+	simulated, err := preflight(cmd.Context(), lcfg)
+	if err != nil {
+		return usage(err)
+	}
+	label = simulatedLabel(label, simulated, lcfg.BaseURL)
+	warnings := raiseWarnings(f.agentName, job.opts, lcfg)
+	warn(cmd.ErrOrStderr(), warnings)
+	lcfg.Limiter = lim
+	client, err := llm.New(lcfg)
+	if err != nil {
+		return usage(err)
+	}
+	writer, err := outputs.NewWriter(f.out)
+	if err != nil {
+		return err
+	}
+	rep := &outputs.Report{RunID: "solve", Dataset: f.dsDir, Agent: f.agentName, AgentOptions: job.opts, Seed: f.seed, Votes: runVotes(job.def, job.opts, f.votes), LLM: label, Started: time.Now(), Warnings: warnings,
+		QuorumVersion: version.Version, Revision: version.Revision()}
+	// Every call lands in its task's trace.
+	ag, err := job.def.New(agentpkg.Config{Options: job.opts, LLM: trace.Client{LLM: client}})
+	if err != nil {
+		return err
+	}
+	rep.Examples = solveWithSeam(cmd.Context(), job.ds, job.examples, job.def, ag, job.opts, writer, f.seed, f.concurrency, f.queryTimeout, job.level, w)
+	return f.finish(cmd, job, writer, rep)
+}
+
+// finish completes the report, writes it with the trace pages and prints
+// its summary; exit 1 when some examples failed.
+func (f *solveFlags) finish(cmd *cobra.Command, job *solveJob, writer *outputs.Writer, rep *outputs.Report) error {
+	ids := make([]string, len(rep.Examples))
+	for i, e := range rep.Examples {
+		ids[i] = e.InstanceID
+	}
+	rep.DatasetFingerprint = job.ds.Fingerprint(ids)
+	rep.Finished = time.Now()
+	rep.Summarize()
+	if job.level != trace.None {
+		question := func(id string) string {
+			if e, ok := job.ds.Example(id); ok {
+				return e.Question
+			}
+			return ""
+		}
+		trace.WritePages(writer, rep, question, func(id string, err error) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: the trace page of %s: %v\n", id, err)
+		})
+	}
+	if err := writer.Report(rep); err != nil {
+		return err
+	}
+	printSummary(cmd.OutOrStdout(), rep, f.out)
+	return failedExamples(rep)
 }
 
 // checkSolveFlags refuses values solve cannot run with.
