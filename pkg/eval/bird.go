@@ -224,92 +224,158 @@ type BirdReport struct {
 // unreadable file) scores it 0 and is recorded; only problems with the
 // folders themselves, or a cancelled context, return an error.
 func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
-	tasks := map[string]BirdTask{}
-	var order []string
-	for _, t := range cfg.Tasks {
-		if _, dup := tasks[t.InstanceID]; !dup {
-			order = append(order, t.InstanceID)
-		}
-		tasks[t.InstanceID] = t
+	gs, err := newBirdGoldSet(cfg)
+	if err != nil {
+		return nil, err
 	}
-	gold := map[string]string{} // id -> gold CSV path (exec_result mode)
-	ext := ".csv"
+	w, err := newBirdWork(cfg, gs)
+	if err != nil {
+		return nil, err
+	}
+	scores, best := scoreBird(ctx, cfg, gs, w)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep := &BirdReport{}
+	rep.Ignored = w.ignored
+	correct := tallyBird(rep, gs, w, scores)
+	rep.ByDifficulty = byDifficulty(gs.order, gs.tasks, correct)
+	if cfg.CandidatesDir != "" {
+		rep.BestOfN = summarizeBestOfN(best, gs.order, gs.tasks)
+	}
+	return rep, nil
+}
+
+// birdGoldSet is what a BIRD evaluation scores against.
+type birdGoldSet struct {
+	mode  Mode
+	tasks map[string]BirdTask
+	// order holds the gold examples' ids: the tasks' in sql mode, the
+	// gold CSVs' in exec_result mode.
+	order []string
+	gold  map[string]string // id -> gold CSV path (exec_result mode)
+	// ext is the extension of the predictions and candidates: .sql or
+	// .csv.
+	ext string
+}
+
+func newBirdGoldSet(cfg BirdConfig) (*birdGoldSet, error) {
+	gs := &birdGoldSet{mode: cfg.Mode, tasks: map[string]BirdTask{}, gold: map[string]string{}, ext: ".csv"}
+	for _, t := range cfg.Tasks {
+		if _, dup := gs.tasks[t.InstanceID]; !dup {
+			gs.order = append(gs.order, t.InstanceID)
+		}
+		gs.tasks[t.InstanceID] = t
+	}
 	switch cfg.Mode {
 	case ModeSQL:
-		ext = ".sql"
+		gs.ext = ".sql"
 		if cfg.Runner == nil {
 			return nil, errors.New("BIRD's sql mode executes the predicted and the gold SQL and needs the dataset (--dataset DIR)")
 		}
-		for id, t := range tasks {
+		for id, t := range gs.tasks {
 			if strings.TrimSpace(t.GoldSQL) == "" {
 				return nil, fmt.Errorf("instance %s has no gold SQL", id)
 			}
 		}
 	case ModeExecResult:
-		dir := cfg.GoldDir
-		if st, err := os.Stat(filepath.Join(dir, "exec_result")); err == nil && st.IsDir() {
-			dir = filepath.Join(dir, "exec_result")
-		}
-		entries, err := os.ReadDir(dir)
+		gold, err := goldCSVs(cfg.GoldDir)
 		if err != nil {
-			return nil, fmt.Errorf("gold folder: %w", err)
+			return nil, err
 		}
-		for _, e := range entries {
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".csv") {
-				gold[strings.TrimSuffix(e.Name(), ".csv")] = filepath.Join(dir, e.Name())
-			}
-		}
-		if len(gold) == 0 {
-			return nil, fmt.Errorf("gold folder %s has no <instance_id>.csv gold results", dir)
-		}
-		order = order[:0]
+		gs.gold = gold
+		gs.order = gs.order[:0]
 		for id := range gold {
-			order = append(order, id)
+			gs.order = append(gs.order, id)
 		}
 	default:
 		return nil, fmt.Errorf("unknown evaluation mode %q", cfg.Mode)
 	}
+	return gs, nil
+}
+
+// goldCSVs maps each id to its gold result <id>.csv in dir, or in
+// dir/exec_result when there is one.
+func goldCSVs(dir string) (map[string]string, error) {
+	if st, err := os.Stat(filepath.Join(dir, "exec_result")); err == nil && st.IsDir() {
+		dir = filepath.Join(dir, "exec_result")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("gold folder: %w", err)
+	}
+	gold := map[string]string{}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".csv") {
+			gold[strings.TrimSuffix(e.Name(), ".csv")] = filepath.Join(dir, e.Name())
+		}
+	}
+	if len(gold) == 0 {
+		return nil, fmt.Errorf("gold folder %s has no <instance_id>.csv gold results", dir)
+	}
+	return gold, nil
+}
+
+func (gs *birdGoldSet) has(id string) bool {
+	if gs.mode == ModeSQL {
+		_, ok := gs.tasks[id]
+		return ok
+	}
+	_, ok := gs.gold[id]
+	return ok
+}
+
+// birdWork is what a BIRD evaluation scores: the gold examples with a
+// final prediction, then those with only candidates.
+type birdWork struct {
+	ids      []string
+	hasFinal map[string]bool
+	cands    map[string][]string // id -> its candidates' files
+	// ignored are the predictions and candidate folders of examples not
+	// in the gold set.
+	ignored []string
+}
+
+func newBirdWork(cfg BirdConfig, gs *birdGoldSet) (*birdWork, error) {
 	entries, err := os.ReadDir(cfg.PredDir)
 	if err != nil {
 		return nil, fmt.Errorf("prediction folder: %w", err)
 	}
-	isGold := func(id string) bool {
-		if cfg.Mode == ModeSQL {
-			_, ok := tasks[id]
-			return ok
-		}
-		_, ok := gold[id]
-		return ok
-	}
-	rep := &BirdReport{}
-	hasFinal := map[string]bool{}
-	var ids []string
+	w := &birdWork{hasFinal: map[string]bool{}}
 	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ext) {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), gs.ext) {
 			continue
 		}
-		id := strings.TrimSuffix(e.Name(), ext)
-		if !isGold(id) {
-			rep.Ignored = append(rep.Ignored, e.Name())
+		id := strings.TrimSuffix(e.Name(), gs.ext)
+		if !gs.has(id) {
+			w.ignored = append(w.ignored, e.Name())
 			continue
 		}
-		hasFinal[id] = true
-		ids = append(ids, id)
+		w.hasFinal[id] = true
+		w.ids = append(w.ids, id)
 	}
 	// Best-of-N also scores the examples that have candidates and no
 	// final answer.
-	cands, err := candidateFiles(cfg.CandidatesDir, ext)
+	w.cands, err = candidateFiles(cfg.CandidatesDir, gs.ext)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range sortedKeys(cands) {
+	for _, id := range sortedKeys(w.cands) {
 		switch {
-		case !isGold(id):
-			rep.Ignored = append(rep.Ignored, filepath.Join(filepath.Base(cfg.CandidatesDir), id)+"/")
-		case !hasFinal[id]:
-			ids = append(ids, id)
+		case !gs.has(id):
+			w.ignored = append(w.ignored, filepath.Join(filepath.Base(cfg.CandidatesDir), id)+"/")
+		case !w.hasFinal[id]:
+			w.ids = append(w.ids, id)
 		}
 	}
+	return w, nil
+}
+
+// scoreBird scores w's examples on cfg.Workers goroutines, each example's
+// score and Best-of-N verdict at its index in w.ids. A cancelled ctx stops
+// handing out examples; the caller checks it.
+func scoreBird(ctx context.Context, cfg BirdConfig, gs *birdGoldSet, w *birdWork) ([]InstanceScore, []BestOfNInstance) {
+	ids := w.ids
 	g := &BirdGold{Runner: cfg.Runner, ResultLimits: cfg.ResultLimits, Limits: cfg.Limits}
 	scores := make([]InstanceScore, len(ids))
 	best := make([]BestOfNInstance, len(ids))
@@ -322,16 +388,16 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 			defer wg.Done()
 			for i := range next {
 				id := ids[i]
-				sc := birdScorer{cfg: cfg, gold: g, id: id, task: tasks[id], goldCSV: gold[id]}
+				sc := birdScorer{cfg: cfg, gold: g, id: id, task: gs.tasks[id], goldCSV: gs.gold[id]}
 				var s InstanceScore
 				var final []byte
 				ok := false
-				if hasFinal[id] {
-					s, final, ok = sc.instance(ctx, filepath.Join(cfg.PredDir, id+ext))
+				if w.hasFinal[id] {
+					s, final, ok = sc.instance(ctx, filepath.Join(cfg.PredDir, id+gs.ext))
 				}
 				scores[i] = s
 				if cfg.CandidatesDir != "" {
-					best[i] = sc.bestOfN(ctx, final, ok, cands[id])
+					best[i] = sc.bestOfN(ctx, final, ok, w.cands[id])
 				}
 				g.Forget(id)
 			}
@@ -345,12 +411,16 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 	}
 	close(next)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return scores, best
+}
+
+// tallyBird fills rep's counts from the final predictions' scores (an
+// example with only candidates counts as missing) and returns which
+// examples were right.
+func tallyBird(rep *BirdReport, gs *birdGoldSet, w *birdWork, scores []InstanceScore) map[string]bool {
 	correct := map[string]bool{}
 	for i, s := range scores {
-		if !hasFinal[ids[i]] {
+		if !w.hasFinal[w.ids[i]] {
 			continue
 		}
 		rep.Instances = append(rep.Instances, s)
@@ -363,21 +433,17 @@ func EvaluateBird(ctx context.Context, cfg BirdConfig) (*BirdReport, error) {
 		rep.EX = float64(rep.Correct) / float64(rep.Total)
 	}
 	rep.Missing = []string{}
-	for _, id := range order {
+	for _, id := range gs.order {
 		if _, scored := correct[id]; !scored {
 			rep.Missing = append(rep.Missing, id)
 		}
 	}
 	sort.Strings(rep.Missing)
-	rep.Gold = len(order)
+	rep.Gold = len(gs.order)
 	if rep.Gold > 0 {
 		rep.EXAllGold = float64(rep.Correct) / float64(rep.Gold)
 	}
-	rep.ByDifficulty = byDifficulty(order, tasks, correct)
-	if cfg.CandidatesDir != "" {
-		rep.BestOfN = summarizeBestOfN(best, order, tasks)
-	}
-	return rep, nil
+	return correct
 }
 
 // byDifficulty counts every gold example under its difficulty: BIRD's

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html/template"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/quorumsql/quorum/pkg/outputs"
@@ -73,152 +71,10 @@ type PageInfo struct {
 // order, each task's calls and queries with their texts collapsed, all of
 // it escaped (a prompt holds the data's text).
 func WriteHTML(w io.Writer, x *Export, info PageInfo) error {
-	type text struct {
-		Label, Body string
-		// ID anchors a long text's first appearance; Same links a later
-		// one to it (a conversation repeats its earlier messages on
-		// every call).
-		ID, Same string
-	}
-	type step struct {
-		At, Head, Class string
-		Texts           []text
-	}
-	type entry struct {
-		At, Head, Class, Error string
-		Steps                  []step
-		Lines                  []string
-		Texts                  []text
-	}
-	var entries []entry
-	t0 := x.Entries
-	at := func(e *Entry) string { return clock(e.At.Sub(t0[0].At)) }
-	mk := func(label, body string) text { return text{Label: label, Body: body} }
-	seen := map[string]string{}
-	mkT := func(label string, t Text) text {
-		if t.Ref == "" {
-			return mk(label, t.S)
-		}
-		if id, ok := seen[t.Ref]; ok {
-			return text{Label: label, Same: id}
-		}
-		id := fmt.Sprintf("t%d", len(seen)+1)
-		seen[t.Ref] = id
-		return text{Label: label, Body: t.S, ID: id}
-	}
-	steps := func(ss []Step) []step {
-		var out []step
-		for _, s := range ss {
-			st := step{At: clock(s.At.Sub(t0[0].At))}
-			if c := s.LLM; c != nil {
-				st.Class = "llm"
-				st.Head = fmt.Sprintf("LLM %s · %s · %d → %d tokens · %s", c.Role, c.Model, c.Usage.PromptTokens, c.Usage.CompletionTokens, secs(s.Seconds))
-				if c.Usage.RateLimited > 0 {
-					st.Head += fmt.Sprintf(" · %d × 429", c.Usage.RateLimited)
-				}
-				if c.Finish != "" {
-					st.Head += " · " + c.Finish
-				}
-				if c.Error != "" {
-					st.Texts = append(st.Texts, mk("error", c.Error))
-				}
-				for _, m := range c.Messages {
-					if m.Content.S != "" || len(m.ToolCalls) == 0 {
-						st.Texts = append(st.Texts, mkT(m.Role, m.Content))
-					}
-					for _, tc := range m.ToolCalls {
-						st.Texts = append(st.Texts, mk(m.Role+" called", tc.Name+" "+tc.Arguments))
-					}
-				}
-				if c.Reasoning.S != "" {
-					st.Texts = append(st.Texts, mkT("reasoning", c.Reasoning))
-				}
-				reply := c.Text.S
-				for _, tc := range c.ToolCalls {
-					reply += "\n→ " + tc.Name + " " + tc.Arguments
-				}
-				if reply != "" {
-					st.Texts = append(st.Texts, mk("reply", strings.TrimPrefix(reply, "\n")))
-				}
-			}
-			if q := s.Query; q != nil {
-				st.Class = "query"
-				st.Head = fmt.Sprintf("query %s · %s · %d row(s) · %s", q.Dialect, q.Status, q.Rows, secs(s.Seconds))
-				st.Texts = append(st.Texts, mkT("sql", q.SQL))
-				if q.Error != "" {
-					st.Texts = append(st.Texts, mk("error", q.Error))
-				}
-				if q.Preview.S != "" {
-					st.Texts = append(st.Texts, mk("rows", q.Preview.S))
-				}
-			}
-			out = append(out, st)
-		}
-		return out
-	}
+	p := newHTMLPage(x)
+	var entries []pageEntry
 	for _, e := range x.Entries {
-		en := entry{At: at(e)}
-		switch {
-		case e.Start != nil:
-			en.Class, en.Head = "start", fmt.Sprintf("start: round %d, %d task(s)", e.Start.Round, len(e.Start.Tasks))
-			en.Steps = steps(e.Start.Steps)
-		case e.Task != nil:
-			t := e.Task
-			en.Class = "task " + t.Outcome
-			en.Head = fmt.Sprintf("task %s %s · round %d · %s pool · delivery %d · %s · %s · %s", t.Kind, t.ID, t.Round, t.Pool, t.Delivery,
-				t.Outcome, secs(e.End.Sub(e.At).Seconds()), e.Process)
-			en.Error = t.Error
-			en.Steps = steps(t.Steps)
-			for _, r := range t.Results {
-				l := fmt.Sprintf("candidate %d: %s, %d row(s)", r.Index, r.Status, r.Rows)
-				if r.Error != "" {
-					l += " — " + r.Error
-				}
-				en.Lines = append(en.Lines, l)
-				if r.SQL != "" {
-					en.Texts = append(en.Texts, mk(fmt.Sprintf("candidate %d SQL", r.Index), r.SQL))
-				}
-			}
-			if len(t.Next) > 0 {
-				en.Lines = append(en.Lines, "continues in "+strings.Join(t.Next, ", "))
-			}
-		case e.Decision != nil:
-			d := e.Decision
-			en.Class = "decision"
-			en.Head = fmt.Sprintf("decision on round %d · %d candidate(s), %d valid", d.Round, len(d.Candidates), d.Valid)
-			if d.Winner != "" {
-				en.Head += fmt.Sprintf(" · %d agree with the winner", d.AgreeCount())
-			}
-			en.Head += fmt.Sprintf(" · %s · %s", d.Confidence, d.Method)
-			for i, c := range d.Clusters {
-				what := "the same result"
-				if i == 0 && slices.Contains(c, d.Winner) {
-					what = "agree with the winner"
-				}
-				en.Lines = append(en.Lines, fmt.Sprintf("group %d (%d %s): %s", i+1, len(c), what, strings.Join(c, " ")))
-			}
-			if len(d.Uncounted) > 0 {
-				en.Lines = append(en.Lines, fmt.Sprintf("not counted in the vote (%d): %s", len(d.Uncounted), strings.Join(d.Uncounted, " ")))
-			}
-			if d.Winner != "" {
-				en.Lines = append(en.Lines, "winner: candidate "+d.Winner)
-			}
-			if d.NextRound != nil {
-				en.Lines = append(en.Lines, fmt.Sprintf("opens round %d: %s", *d.NextRound, strings.Join(d.NextTasks, ", ")))
-			}
-			for _, m := range d.Members {
-				en.Lines = append(en.Lines, fmt.Sprintf("member %s: winner %s, %s, %s, agrees %v", m.Agent, orNone(m.Winner), m.Confidence, m.Method, m.Agrees))
-			}
-		case e.Final != nil:
-			f := e.Final
-			en.Class = "final"
-			en.Head = fmt.Sprintf("answer: %s · %s · %s", f.Status, f.Confidence, f.Method)
-			en.Error = f.Error
-			if f.SQL != "" {
-				en.Texts = append(en.Texts, text{Label: "final SQL", Body: f.SQL})
-			}
-		}
-		entries = append(entries, en)
+		entries = append(entries, p.entry(e))
 	}
 	return tracePage.Execute(w, map[string]any{"X": x, "Info": info, "Entries": entries})
 }
