@@ -76,16 +76,7 @@ func TestRollbackLosesAContinuationsInput(t *testing.T) {
 	rc = c0(srv)
 	st := runstate.New(rc)
 	waitFor(t, 2*time.Minute, "the explorations under way at the snapshot to finish", func() bool {
-		for _, tk := range exploring {
-			done, err := st.DoneSet(ctx, run, tk.ex, tk.agent)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := done[tk.id]; !ok {
-				return false
-			}
-		}
-		return true
+		return allDone(ctx, t, st, run, exploring)
 	})
 	lost := blobs(ctx, t, rc)
 	// The rollback: every write since the snapshot is gone, the

@@ -91,6 +91,21 @@ func leasedBy(ctx context.Context, t *testing.T, rc *redis.Client, run string, p
 	return held
 }
 
+// allDone reports whether every task of tasks is in its example's done set.
+func allDone(ctx context.Context, t *testing.T, st *runstate.Store, run string, tasks []task) bool {
+	t.Helper()
+	for _, tk := range tasks {
+		done, err := st.DoneSet(ctx, run, tk.ex, tk.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := done[tk.id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // stoppedOf counts the tasks of stranded a worker's log says it stopped
 // on losing their lease.
 func stoppedOf(log string, stranded []task) int {
@@ -187,16 +202,7 @@ func TestWorkerPartition(t *testing.T) {
 	st := runstate.New(rc)
 	waitFor(t, 2*time.Minute, fmt.Sprintf("the partitioned generator's tasks %v done by another", stranded), func() bool {
 		notFinished("while generator-1 was cut off")
-		for _, tk := range stranded {
-			done, err := st.DoneSet(ctx, run, tk.ex, tk.agent)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := done[tk.id]; !ok {
-				return false
-			}
-		}
-		return true
+		return allDone(ctx, t, st, run, stranded)
 	})
 	notFinished("while generator-1 was cut off")
 
