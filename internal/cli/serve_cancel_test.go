@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumsql/quorum/internal/app/serve"
+	"github.com/quorumsql/quorum/internal/rdb"
 	"github.com/quorumsql/quorum/internal/runtime/coordinator"
 	"github.com/quorumsql/quorum/internal/testutil/natstest"
 	"github.com/quorumsql/quorum/internal/testutil/redistest"
@@ -101,6 +102,13 @@ func TestServeCancelsLeaveNothing(t *testing.T) {
 	}
 	idle := func() {
 		wait.For(t, time.Minute, "every question's driver to return", func() bool { return m.value("quorum_serve_questions_running") == 0 })
+		// A cancelled question stays in the settle set until its tasks
+		// have stopped and their late costs are charged (every 2 s): the
+		// set's key comes and goes with them. One that never leaves is a
+		// leak, and fails here.
+		wait.For(t, 2*time.Minute, "every cancelled question settled", func() bool {
+			return red.ZCard(context.Background(), rdb.SettleKey).Val() == 0
+		})
 	}
 	for i := range 10 { // warm: pools, connections, the schema, one answer
 		cycle(i)
