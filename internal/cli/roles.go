@@ -20,7 +20,6 @@ import (
 	"github.com/quorumsql/quorum/pkg/outputs"
 	"github.com/quorumsql/quorum/pkg/runtime/agent"
 	"github.com/quorumsql/quorum/pkg/trace"
-	"github.com/quorumsql/quorum/pkg/warehouse"
 )
 
 // runFlags describe a run: the dataset, the filters and the agent options.
@@ -271,20 +270,7 @@ func (f *runFlags) manifest(cmd *cobra.Command, llmLabel string) (*runstate.Mani
 	if f.dataset == "" {
 		return nil, nil, fmt.Errorf("run %s does not exist yet: pass --dataset DIR to start it", f.runID)
 	}
-	ds, err := f.df.load(f.dataset)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := droppedLines(ds, f.skipBad); err != nil {
-		return nil, nil, err
-	}
-	filter := dataset.Filter{IDs: f.ids, Database: f.db, Limit: f.limit}
-	if f.dialect != "" {
-		if filter.Dialect, err = warehouse.ParseDialect(f.dialect); err != nil {
-			return nil, nil, err
-		}
-	}
-	examples, err := ds.Select(filter)
+	ds, examples, err := selectExamples(f.df, f.dataset, f.skipBad, f.ids, f.db, f.dialect, f.limit)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -82,16 +82,23 @@ func (f *solveFlags) check(cmd *cobra.Command) (*solveJob, error) {
 
 // examples loads the dataset and selects the examples the flags name.
 func (f *solveFlags) examples() (*dataset.Dataset, []*dataset.Example, error) {
-	ds, err := f.df.load(f.dsDir)
+	return selectExamples(f.df, f.dsDir, f.skipBad, f.ids, f.db, f.dialect, f.limit)
+}
+
+// selectExamples loads the dataset in dir (refusing dropped task lines
+// unless skipBad) and selects the examples --ids, --db, --only-dialect
+// and --limit name: solve's and run's selection are one.
+func selectExamples(df datasetFlags, dir string, skipBad bool, ids []string, db, dialect string, limit int) (*dataset.Dataset, []*dataset.Example, error) {
+	ds, err := df.load(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := droppedLines(ds, f.skipBad); err != nil {
+	if err := droppedLines(ds, skipBad); err != nil {
 		return nil, nil, err
 	}
-	filter := dataset.Filter{IDs: f.ids, Database: f.db, Limit: f.limit}
-	if f.dialect != "" {
-		if filter.Dialect, err = warehouse.ParseDialect(f.dialect); err != nil {
+	filter := dataset.Filter{IDs: ids, Database: db, Limit: limit}
+	if dialect != "" {
+		if filter.Dialect, err = warehouse.ParseDialect(dialect); err != nil {
 			return nil, nil, fmt.Errorf("--only-dialect: %w", err)
 		}
 	}
